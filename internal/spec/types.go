@@ -1,0 +1,61 @@
+// Package spec reads experiment specs (TOML) into typed, validated structs.
+// Every error names the file, the line, the field and what is accepted.
+package spec
+
+import (
+	"net/netip"
+
+	"replab/internal/linkem"
+)
+
+// Spec is a parsed, validated, defaulted experiment spec.
+type Spec struct {
+	File  string // path the spec was read from ("" when parsed from memory)
+	Lab   Lab
+	Sites []Site // in declaration order
+	Links []Link // in declaration order
+}
+
+// Lab holds the [lab] table.
+type Lab struct {
+	Name   string       // [a-z0-9-], 1..20 chars: used in namespace and cgroup names
+	Subnet netip.Prefix // site addresses are allocated from here (default 198.18.0.0/16, RFC 2544)
+	Seed   int64        // default seed of every link direction that sets none
+}
+
+// Site is one [site.NAME] table: a network namespace.
+type Site struct {
+	Name    string     // [a-z0-9-], 1..15 chars
+	Address netip.Addr // explicit or allocated from Lab.Subnet in declaration order (.1, .2, …)
+	TCP     TCP
+	// CPUCores limits the site's processes to this many cores (cgroup CFS
+	// quota); 0 means unlimited.
+	CPUCores float64
+	// MemoryBytes limits the site's processes' memory (cgroup); 0 means unlimited.
+	MemoryBytes int64
+	Line        int // line of the [site.NAME] header, for later error messages
+}
+
+// TCP holds per-site TCP sysctls. Zero values mean "leave the kernel default".
+type TCP struct {
+	Congestion         string    // default "cubic"; "reno", "bbr", "cubic", … as the kernel allows
+	Rmem               [3]int64  // net.ipv4.tcp_rmem min default max (bytes); zero = untouched
+	Wmem               [3]int64  // net.ipv4.tcp_wmem
+	RmemMax            int64     // net.core.rmem_max (global: applied as the lab-wide maximum)
+	WmemMax            int64     // net.core.wmem_max (global)
+	WindowScaling      *bool     // net.ipv4.tcp_window_scaling
+	SlowStartAfterIdle *bool     // net.ipv4.tcp_slow_start_after_idle
+}
+
+// Link is one [[link]] table: two directions between two sites.
+// Forward is Sites[0] -> Sites[1], Reverse is Sites[1] -> Sites[0].
+type Link struct {
+	A, B    string
+	Preset  string // name of the preset it started from, if any
+	Forward linkem.Params
+	Reverse linkem.Params
+	Line    int
+}
+
+// Name returns "A<->B".
+func (l Link) Name() string { return l.A + "<->" + l.B }
