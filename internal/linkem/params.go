@@ -13,10 +13,10 @@ const DefaultMTU = 1500
 type JitterDist string
 
 const (
-	JitterUniform      JitterDist = "uniform"       // uniform in [-jitter, +jitter]
-	JitterNormal       JitterDist = "normal"        // normal, sigma = jitter
-	JitterParetoNormal JitterDist = "paretonormal"  // netem's pareto-normal mix, sigma = jitter
-	JitterNone         JitterDist = ""              // treated as uniform when Jitter > 0
+	JitterUniform      JitterDist = "uniform"      // uniform in [-jitter, +jitter]
+	JitterNormal       JitterDist = "normal"       // normal, sigma = jitter
+	JitterParetoNormal JitterDist = "paretonormal" // netem's pareto-normal mix, sigma = jitter
+	JitterNone         JitterDist = ""             // treated as uniform when Jitter > 0
 )
 
 // GilbertElliott is netem's bursty loss model ("loss gemodel p r 1-h 1-k").
@@ -40,18 +40,18 @@ type Trace struct {
 // Params configures one direction of a link. The zero value is an ideal link:
 // no delay, unlimited rate, no loss.
 type Params struct {
-	Delay      time.Duration   `json:"delay_ns"`            // one-way propagation delay
-	Jitter     time.Duration   `json:"jitter_ns"`           // jitter scale (see JitterDist)
+	Delay      time.Duration   `json:"delay_ns"`  // one-way propagation delay
+	Jitter     time.Duration   `json:"jitter_ns"` // jitter scale (see JitterDist)
 	JitterDist JitterDist      `json:"jitter_dist,omitempty"`
-	Reorder    bool            `json:"reorder"`             // let jitter reorder packets
-	RateBps    int64           `json:"rate_bps"`            // bits per second; 0 = unlimited
-	QueueBytes int64           `json:"queue_bytes"`         // drop-tail queue limit; 0 = one BDP (see DefaultQueueBytes)
-	Loss       float64         `json:"loss"`                // independent random loss probability
-	GE         *GilbertElliott `json:"gemodel,omitempty"`   // bursty loss; applied in addition to Loss
-	Trace      *Trace          `json:"trace,omitempty"`     // trace-driven rate; overrides RateBps
-	Down       bool            `json:"down"`                // partitioned: every packet is dropped
-	MTU        int             `json:"mtu"`                 // largest packet accepted; 0 = DefaultMTU
-	Seed       int64           `json:"seed"`                // seeds loss and jitter randomness
+	Reorder    bool            `json:"reorder"`           // let jitter reorder packets
+	RateBps    int64           `json:"rate_bps"`          // bits per second; 0 = unlimited
+	QueueBytes int64           `json:"queue_bytes"`       // drop-tail queue limit; 0 = one BDP (see DefaultQueueBytes)
+	Loss       float64         `json:"loss"`              // independent random loss probability
+	GE         *GilbertElliott `json:"gemodel,omitempty"` // bursty loss; applied in addition to Loss
+	Trace      *Trace          `json:"trace,omitempty"`   // trace-driven rate; overrides RateBps
+	Down       bool            `json:"down"`              // partitioned: every packet is dropped
+	MTU        int             `json:"mtu"`               // largest packet accepted; 0 = DefaultMTU
+	Seed       int64           `json:"seed"`              // seeds loss and jitter randomness
 }
 
 // Verdict is what the model decided for one offered packet.

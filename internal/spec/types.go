@@ -38,13 +38,13 @@ type Site struct {
 
 // TCP holds per-site TCP sysctls. Zero values mean "leave the kernel default".
 type TCP struct {
-	Congestion         string    // default "cubic"; "reno", "bbr", "cubic", … as the kernel allows
-	Rmem               [3]int64  // net.ipv4.tcp_rmem min default max (bytes); zero = untouched
-	Wmem               [3]int64  // net.ipv4.tcp_wmem
-	RmemMax            int64     // net.core.rmem_max (global: applied as the lab-wide maximum)
-	WmemMax            int64     // net.core.wmem_max (global)
-	WindowScaling      *bool     // net.ipv4.tcp_window_scaling
-	SlowStartAfterIdle *bool     // net.ipv4.tcp_slow_start_after_idle
+	Congestion         string   // default "cubic"; "reno", "bbr", "cubic", … as the kernel allows
+	Rmem               [3]int64 // net.ipv4.tcp_rmem min default max (bytes); zero = untouched
+	Wmem               [3]int64 // net.ipv4.tcp_wmem
+	RmemMax            int64    // net.core.rmem_max (global: applied as the lab-wide maximum)
+	WmemMax            int64    // net.core.wmem_max (global)
+	WindowScaling      *bool    // net.ipv4.tcp_window_scaling
+	SlowStartAfterIdle *bool    // net.ipv4.tcp_slow_start_after_idle
 }
 
 // Link is one [[link]] table: two directions between two sites.
