@@ -1,0 +1,182 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// The control socket lets other replab commands (status, link set) reach
+// the process that holds a lab's TUN devices: HTTP+JSON over a unix socket
+// in the lab's state directory.
+
+// LinkRequest is the body of POST /link.
+type LinkRequest struct {
+	From string   `json:"from"`
+	To   string   `json:"to"`
+	Both bool     `json:"both"`
+	Set  []string `json:"set"`
+}
+
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func (l *Lab) serveControl() (func(), error) {
+	path := l.rec.Control
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, l.Status())
+	})
+	mux.HandleFunc("POST /link", func(w http.ResponseWriter, r *http.Request) {
+		var req LinkRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{"bad request: " + err.Error()})
+			return
+		}
+		if err := l.SetLink(req.From, req.To, req.Both, req.Set); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, l.Status())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		_ = os.Remove(path)
+	}, nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// Client talks to a running lab.
+type Client struct {
+	Name string
+	hc   *http.Client
+}
+
+// Connect finds a running lab: the named one, or the only one running
+// when name is "".
+func Connect(root, name string) (*Client, error) {
+	if root == "" {
+		root = DefaultStateRoot
+	}
+	if name == "" {
+		run := Running(root)
+		switch len(run) {
+		case 0:
+			return nil, errors.New("no lab is running: start one with `replab lab up FILE`")
+		case 1:
+			name = run[0]
+		default:
+			return nil, fmt.Errorf("%d labs are running (%s): choose one with --lab NAME", len(run), strings.Join(run, ", "))
+		}
+	}
+	r, err := loadRecord(root, name)
+	if err != nil || !r.alive() {
+		return nil, fmt.Errorf("lab %s is not running: start it with `replab lab up FILE`", name)
+	}
+	sock := r.Control
+	hc := &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}},
+	}
+	return &Client{Name: name, hc: hc}, nil
+}
+
+// Status fetches the lab's status.
+func (c *Client) Status() (Status, error) {
+	var st Status
+	err := c.do("GET", "/status", nil, &st)
+	return st, err
+}
+
+// SetLink changes a running link (see Lab.SetLink).
+func (c *Client) SetLink(req LinkRequest) (Status, error) {
+	var st Status
+	b, _ := json.Marshal(req)
+	err := c.do("POST", "/link", b, &st)
+	return st, err
+}
+
+func (c *Client) do(method, path string, body []byte, out any) error {
+	req, err := http.NewRequest(method, "http://lab"+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("talk to lab %s: %w", c.Name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("read answer of lab %s: %w", c.Name, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var ae apiError
+		if json.Unmarshal(b, &ae) == nil && ae.Error != "" {
+			return errors.New(ae.Error)
+		}
+		return fmt.Errorf("lab %s: %s", c.Name, resp.Status)
+	}
+	return json.Unmarshal(b, out)
+}
+
+// SiteNetns returns the namespace and cgroups of a site of a running lab,
+// for `replab exec`.
+func SiteNetns(root, labName, site string) (netns string, cgroups []string, err error) {
+	if root == "" {
+		root = DefaultStateRoot
+	}
+	c, err := Connect(root, labName)
+	if err != nil {
+		return "", nil, err
+	}
+	st, err := c.Status()
+	if err != nil {
+		return "", nil, err
+	}
+	var names []string
+	for _, s := range st.Sites {
+		names = append(names, s.Name)
+		if s.Name == site {
+			r, err := loadRecord(root, c.Name)
+			if err != nil {
+				return "", nil, err
+			}
+			for _, cg := range r.Cgroups {
+				if strings.HasSuffix(cg, "/"+s.Netns) {
+					cgroups = append(cgroups, cg)
+				}
+			}
+			return s.Netns, cgroups, nil
+		}
+	}
+	return "", nil, fmt.Errorf("lab %s has no site %q (sites: %s)", c.Name, site, strings.Join(names, ", "))
+}

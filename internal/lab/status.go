@@ -1,0 +1,130 @@
+package lab
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"replab/internal/linkem"
+	"replab/internal/linkem/emu"
+	"replab/internal/spec"
+)
+
+// Status is what `replab lab status --json` prints.
+type Status struct {
+	Name     string          `json:"name"`
+	PID      int             `json:"pid"`
+	Started  time.Time       `json:"started"`
+	Spec     string          `json:"spec"`
+	Sites    []SiteStatus    `json:"sites"`
+	Links    []LinkStatus    `json:"links"`
+	Ports    []emu.PortStats `json:"ports"`
+	Warnings []string        `json:"warnings,omitempty"`
+}
+
+// SiteStatus describes one site.
+type SiteStatus struct {
+	Name          string  `json:"name"`
+	Address       string  `json:"address"`
+	Netns         string  `json:"netns"`
+	TCPCongestion string  `json:"tcp_congestion"`
+	CPUCores      float64 `json:"cpu_cores,omitempty"`
+	MemoryBytes   int64   `json:"memory_bytes,omitempty"`
+}
+
+// LinkStatus is a link with both directions.
+type LinkStatus struct {
+	Name       string         `json:"name"`
+	Sites      [2]string      `json:"sites"`
+	Directions []emu.DirStats `json:"directions"`
+}
+
+// Status reports the running lab.
+func (l *Lab) Status() Status {
+	st := Status{Name: l.Spec.Lab.Name, PID: l.rec.PID, Started: l.rec.Started, Spec: l.Spec.File}
+	for _, s := range l.sites {
+		cc := s.TCP.Congestion
+		if cc == "" {
+			cc = "cubic"
+		}
+		st.Sites = append(st.Sites, SiteStatus{
+			Name: s.Name, Address: s.Address.String(), Netns: s.Netns,
+			TCPCongestion: cc, CPUCores: s.CPUCores, MemoryBytes: s.MemoryBytes,
+		})
+	}
+	dirs := l.emu.Stats()
+	for _, lk := range l.Spec.Links {
+		ls := LinkStatus{Name: lk.Name(), Sites: [2]string{lk.A, lk.B}}
+		for _, d := range dirs {
+			if (d.From == lk.A && d.To == lk.B) || (d.From == lk.B && d.To == lk.A) {
+				ls.Directions = append(ls.Directions, d)
+			}
+		}
+		st.Links = append(st.Links, ls)
+	}
+	st.Ports = l.emu.Ports()
+	st.Warnings = Warnings(dirs)
+	return st
+}
+
+// Warnings flags directions whose emulation was not faithful.
+func Warnings(dirs []emu.DirStats) []string {
+	var w []string
+	for _, d := range dirs {
+		if d.Lateness.P99Us > emu.FaithfulP99Us {
+			w = append(w, fmt.Sprintf("%s->%s: delivery lateness p99 %.0f µs exceeds %d µs: the emulator is overloaded and the link is slower and jitterier than configured",
+				d.From, d.To, d.Lateness.P99Us, emu.FaithfulP99Us))
+		}
+	}
+	return w
+}
+
+// SetLink applies key=value changes (spec vocabulary, e.g. "delay=80ms",
+// "rate=2mbit", "loss=1%", "down", "up") to from->to, and to to->from as
+// well when both is set.
+func (l *Lab) SetLink(from, to string, both bool, kvs []string) error {
+	if len(kvs) == 0 {
+		return fmt.Errorf("nothing to set: give key=value pairs such as delay=80ms rate=2mbit loss=1%%, or down / up")
+	}
+	pairs := [][2]string{{from, to}}
+	if both {
+		pairs = append(pairs, [2]string{to, from})
+	}
+	base := ""
+	if l.Spec.File != "" {
+		base = filepath.Dir(l.Spec.File)
+	}
+	updated := make([]linkem.Params, len(pairs))
+	for i, pr := range pairs {
+		p, err := l.emu.Params(pr[0], pr[1])
+		if err != nil {
+			return fmt.Errorf("%w (links: %s)", err, strings.Join(l.linkNames(), ", "))
+		}
+		old := p
+		for _, kv := range kvs {
+			if err := spec.ApplyKV(&p, kv, base); err != nil {
+				return err
+			}
+		}
+		if p.MTU != old.MTU {
+			return fmt.Errorf("mtu cannot change while the lab runs (routes carry it): set it in the spec")
+		}
+		updated[i] = p
+	}
+	// Validate everything first so a bad value changes nothing.
+	for i, pr := range pairs {
+		if err := l.emu.SetParams(pr[0], pr[1], updated[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Lab) linkNames() []string {
+	var n []string
+	for _, lk := range l.Spec.Links {
+		n = append(n, lk.A+"->"+lk.B, lk.B+"->"+lk.A)
+	}
+	return n
+}
