@@ -1,0 +1,41 @@
+# replab — see README.md. Targets install what they need (scripts/deps.sh).
+GO      ?= go
+BIN     := bin/replab
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+TESTTIMEOUT ?= 18m
+
+.PHONY: all build demo test unit bench fmt vet clean
+
+all: build
+
+build:
+	@scripts/deps.sh build
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/replab
+
+# The quickstart lab: three sites, WAN links, a measured check of every link.
+demo: build
+	@scripts/deps.sh demo
+	./$(BIN) lab check scenarios/quickstart.toml
+
+# Everything, including the integration tests that need root and namespaces.
+test:
+	@scripts/deps.sh test
+	@test -z "$$(gofmt -l cmd internal)" || { echo "gofmt needed:"; gofmt -l cmd internal; exit 1; }
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout $(TESTTIMEOUT) ./...
+
+# Fast tests only (no root, no namespaces).
+unit:
+	$(GO) test -count=1 -short ./...
+
+# Benchmarks: figures, not pass/fail. Writes bench/results/*.json.
+bench: build
+	@scripts/deps.sh bench
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/linkem/ | tee bench/results/linkem-model.txt
+	./$(BIN) __bench-linkem --out bench/results/linkem.json
+
+fmt:
+	gofmt -w cmd internal
+
+clean:
+	rm -rf bin

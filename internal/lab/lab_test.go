@@ -1,0 +1,365 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"replab/internal/netcheck"
+)
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func startServer(t *testing.T, s *Site) *netcheck.Server {
+	t.Helper()
+	srv, err := netcheck.StartServer(ctxFor(t, time.Minute), s, s.Address)
+	if err != nil {
+		t.Fatalf("start probe server in %s: %v", s.Name, err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+func rtt(t *testing.T, from *Site, srv *netcheck.Server, n int) netcheck.RTTResult {
+	t.Helper()
+	r, err := netcheck.RTT(ctxFor(t, time.Minute), from, srv.Addr(), n, 20*time.Millisecond)
+	if err != nil {
+		t.Fatalf("rtt from %s: %v", from.Name, err)
+	}
+	return r
+}
+
+func TestTwoSitesExample(t *testing.T) {
+	requireLab(t)
+	s := specFile(t, "two", "examples/two-sites.toml")
+	l := up(t, s)
+	primary, eu := l.Site("primary"), l.Site("eu")
+
+	t.Run("sites are namespaces named after the lab with their addresses", func(t *testing.T) {
+		for _, site := range l.Sites() {
+			if !netnsExists(site.Netns) || !strings.HasPrefix(site.Netns, objectPrefix(s.Lab.Name)) {
+				t.Errorf("site %s: netns %q missing or badly named", site.Name, site.Netns)
+			}
+			out, err := exec.Command("ip", "-n", site.Netns, "-br", "addr", "show", TUNName).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), site.Address.String()) {
+				t.Errorf("site %s: %s has no address %s: %s %v", site.Name, TUNName, site.Address, out, err)
+			}
+		}
+	})
+
+	t.Run("sites use cubic by default, not the root's congestion control", func(t *testing.T) {
+		if got := inSite(t, eu, "/proc/sys/net/ipv4/tcp_congestion_control"); got != "cubic" {
+			t.Errorf("congestion control in eu = %q, want cubic", got)
+		}
+	})
+
+	t.Run("RTT is within 1 ms of the configured 50 ms", func(t *testing.T) {
+		srv := startServer(t, eu)
+		r := rtt(t, primary, srv, 50)
+		if r.Received != r.Sent {
+			t.Errorf("lost %d of %d probes on a lossless link", r.Sent-r.Received, r.Sent)
+		}
+		if d := r.MeanMs - 50; d < 0 || d > 1 {
+			t.Errorf("mean RTT %.3f ms, want 50..51 ms", r.MeanMs)
+		}
+	})
+
+	t.Run("commands started in a site run in its namespace and cgroups", func(t *testing.T) {
+		var out bytes.Buffer
+		cmd := exec.Command("sh", "-c", "ip -br addr show "+TUNName+"; cat /proc/self/cgroup")
+		cmd.Stdout = &out
+		if err := eu.Start(cmd); err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("wait: %v", err)
+		}
+		if !strings.Contains(out.String(), eu.Address.String()) {
+			t.Errorf("command did not run in eu's namespace: %s", out.String())
+		}
+		if !strings.Contains(out.String(), eu.Netns) {
+			t.Errorf("command is not in eu's cgroups: %s", out.String())
+		}
+	})
+
+	t.Run("status lists sites and both directions of the link", func(t *testing.T) {
+		st := l.Status()
+		if len(st.Sites) != 2 || len(st.Links) != 1 || len(st.Links[0].Directions) != 2 {
+			t.Fatalf("status: %+v", st)
+		}
+		for _, d := range st.Links[0].Directions {
+			if d.Params.Delay != 25*time.Millisecond || d.Params.RateBps != 100e6 {
+				t.Errorf("%s->%s params %+v", d.From, d.To, d.Params)
+			}
+			if d.Counters.DeliveredPackets == 0 {
+				t.Errorf("%s->%s delivered nothing after the RTT test", d.From, d.To)
+			}
+		}
+	})
+}
+
+func TestGoodputMatchesRate(t *testing.T) {
+	requireLab(t)
+	s := specFrom(t, "rate", `
+[lab]
+name = "NAME"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+delay = "10ms"
+rate = "10mbit"
+`)
+	l := up(t, s)
+	srv := startServer(t, l.Site("b"))
+	for _, dir := range []netcheck.Direction{netcheck.Upload, netcheck.Download} {
+		r, err := netcheck.Throughput(ctxFor(t, time.Minute), l.Site("a"), srv.Addr(), dir, time.Second, 3*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		ratio := r.GoodputBps / 10e6
+		t.Logf("%s goodput %.2f Mbit/s (%.3f of rate), %d retransmits", dir, r.GoodputBps/1e6, ratio, r.Retransmits)
+		// TCP payload over 1500-byte packets is at most 96.5 % of the rate.
+		if ratio < 0.87 || ratio > 0.99 {
+			t.Errorf("%s goodput %.3f of the rate, want 0.87..0.99", dir, ratio)
+		}
+	}
+}
+
+func TestRandomLossWithinConfidenceInterval(t *testing.T) {
+	requireLab(t)
+	s := specFrom(t, "loss", `
+[lab]
+name = "NAME"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+delay = "5ms"
+rate = "100mbit"
+[link.forward]
+loss = "2%"
+`)
+	l := up(t, s)
+	srv := startServer(t, l.Site("b"))
+	const n = 5000
+	r, err := netcheck.Loss(ctxFor(t, time.Minute), l.Site("a"), srv.Addr(), n, 200, 2500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := netcheck.BinomialCI(n-r.Received, n, 0.999)
+	t.Logf("lost %d of %d (%.2f%%); 99.9%% CI of the loss rate [%.4f, %.4f]", n-r.Received, n, 100*r.LossFraction, lo, hi)
+	if 0.02 < lo || 0.02 > hi {
+		t.Errorf("configured loss 0.02 is outside the 99.9%% CI [%.4f, %.4f] of the measured %.4f", lo, hi, r.LossFraction)
+	}
+	st := l.Status()
+	for _, d := range st.Links[0].Directions {
+		if d.From == "a" && d.Counters.DroppedLossPackets == 0 {
+			t.Errorf("a->b counted no loss drops")
+		}
+	}
+}
+
+func TestLinkChangesWhileRunning(t *testing.T) {
+	requireLab(t)
+	s := specFile(t, "set", "examples/two-sites.toml")
+	l := up(t, s)
+	primary, eu := l.Site("primary"), l.Site("eu")
+	srv := startServer(t, eu)
+
+	if err := l.SetLink("primary", "eu", false, []string{"delay=80ms"}); err != nil {
+		t.Fatal(err)
+	}
+	r := rtt(t, primary, srv, 10)
+	if math.Abs(r.MeanMs-105) > 1 {
+		t.Errorf("after delay=80ms one way: RTT %.2f ms, want 105 ± 1", r.MeanMs)
+	}
+
+	if err := l.SetLink("primary", "eu", true, []string{"down"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := rtt(t, primary, srv, 5); r.Received != 0 {
+		t.Errorf("link down: %d of %d probes came back", r.Received, r.Sent)
+	}
+
+	if err := l.SetLink("primary", "eu", true, []string{"up", "delay=10ms"}); err != nil {
+		t.Fatal(err)
+	}
+	r = rtt(t, primary, srv, 10)
+	if r.Received != r.Sent || math.Abs(r.MeanMs-20) > 1 {
+		t.Errorf("back up with 10 ms each way: RTT %.2f ms (%d/%d probes), want 20 ± 1", r.MeanMs, r.Received, r.Sent)
+	}
+
+	for _, bad := range [][]string{{"delay=80"}, {"rate=fast"}, {"colour=red"}, {"mtu=9000"}} {
+		if err := l.SetLink("primary", "eu", false, bad); err == nil {
+			t.Errorf("SetLink %v: want an error", bad)
+		}
+	}
+	if err := l.SetLink("primary", "nowhere", false, []string{"delay=1ms"}); err == nil || !strings.Contains(err.Error(), "primary->eu") {
+		t.Errorf("unknown link: want an error listing the links, got %v", err)
+	}
+}
+
+func TestShipExampleIsAsymmetric(t *testing.T) {
+	requireLab(t)
+	s := specFile(t, "ship", "examples/ship.toml")
+	l := up(t, s)
+	if got := inSite(t, l.Site("ship"), "/proc/sys/net/ipv4/tcp_congestion_control"); got != "reno" {
+		t.Errorf("ship congestion control = %q, want reno", got)
+	}
+	st := l.Status()
+	rates := map[string]int64{}
+	for _, d := range st.Links[0].Directions {
+		rates[d.From+"->"+d.To] = d.Params.RateBps
+		if d.Params.Loss != 0.01 || d.Params.Delay != 300*time.Millisecond {
+			t.Errorf("%s->%s: %+v", d.From, d.To, d.Params)
+		}
+	}
+	if rates["hq->ship"] != 2e6 || rates["ship->hq"] != 256e3 {
+		t.Errorf("rates %v, want hq->ship 2mbit, ship->hq 256kbit", rates)
+	}
+	srv := startServer(t, l.Site("ship"))
+	r := rtt(t, l.Site("hq"), srv, 5)
+	if r.Received == 0 || r.P50Ms < 600 || r.P50Ms > 605 {
+		t.Errorf("RTT p50 %.2f ms (%d/%d probes), want 600..605 (plus serialization at 256 kbit/s)", r.P50Ms, r.Received, r.Sent)
+	}
+}
+
+func TestSitesWithoutDirectLinkRouteThroughOthers(t *testing.T) {
+	requireLab(t)
+	s := specFrom(t, "hop", `
+[lab]
+name = "NAME"
+[site.a]
+[site.b]
+[site.c]
+[[link]]
+sites = ["a", "b"]
+delay = "10ms"
+[[link]]
+sites = ["b", "c"]
+delay = "15ms"
+`)
+	l := up(t, s)
+	srv := startServer(t, l.Site("c"))
+	r := rtt(t, l.Site("a"), srv, 10)
+	if r.Received != r.Sent || math.Abs(r.MeanMs-50) > 1 {
+		t.Errorf("a->c via b: RTT %.2f ms (%d/%d), want 50 ± 1", r.MeanMs, r.Received, r.Sent)
+	}
+}
+
+func TestSiteLimitsAndSysctls(t *testing.T) {
+	requireLab(t)
+	before, _ := readProc("/proc/sys/net/core/rmem_max")
+	s := specFrom(t, "lim", `
+[lab]
+name = "NAME"
+[site.a]
+cpu = 0.25
+memory = "256MiB"
+tcp_rmem = "4096 131072 67108864"
+rmem_max = "64MiB"
+tcp_window_scaling = false
+tcp_congestion = "reno"
+[site.b]
+[[link]]
+sites = ["a", "b"]
+delay = "1ms"
+`)
+	l := up(t, s)
+	a := l.Site("a")
+	if got := inSite(t, a, "/proc/sys/net/ipv4/tcp_rmem"); strings.Join(strings.Fields(got), " ") != "4096 131072 67108864" {
+		t.Errorf("tcp_rmem in a = %q", got)
+	}
+	if got := inSite(t, a, "/proc/sys/net/ipv4/tcp_window_scaling"); got != "0" {
+		t.Errorf("tcp_window_scaling in a = %q, want 0", got)
+	}
+	if got, _ := readProc("/proc/sys/net/core/rmem_max"); got != "67108864" {
+		t.Errorf("root rmem_max = %s, want 67108864 while the lab runs", got)
+	}
+	var quota, limit string
+	for _, cg := range a.Cgroups {
+		switch filepath.Base(filepath.Dir(cg)) {
+		case "cpu":
+			quota, _ = readProc(filepath.Join(cg, "cpu.cfs_quota_us"))
+		case "memory":
+			limit, _ = readProc(filepath.Join(cg, "memory.limit_in_bytes"))
+		}
+	}
+	if quota != "25000" || limit != "268435456" {
+		t.Errorf("cgroup limits: cpu quota %q (want 25000 of 100000), memory %q (want 268435456)", quota, limit)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readProc("/proc/sys/net/core/rmem_max"); got != before {
+		t.Errorf("root rmem_max = %s after close, want it restored to %s", got, before)
+	}
+}
+
+func TestCrashedLabIsCleanedUpByDownAndByNextStart(t *testing.T) {
+	requireLab(t)
+	s := specFile(t, "crash", "examples/two-sites.toml")
+	root := t.TempDir()
+	l, err := Up(ctxFor(t, time.Minute), s, Options{StateRoot: root, NoControl: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Simulate kill -9: the emulator stops, nothing is torn down, and
+	// the record points at a process that no longer exists.
+	l.emu.Close()
+	l.rec.PID, l.rec.PIDStart = 1<<22-1, "0"
+	if err := l.rec.save(root); err != nil {
+		t.Fatal(err)
+	}
+	if ns := listNetns(objectPrefix(s.Lab.Name)); len(ns) != 2 {
+		t.Fatalf("want the 2 namespaces still there before down, have %v", ns)
+	}
+	done, err := Down(ctxFor(t, time.Minute), root, s.Lab.Name)
+	if err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	t.Logf("down removed: %v", done)
+	assertGone(t, root, s.Lab.Name)
+
+	// A new start of the same lab over leftovers works too.
+	l2, err := Up(ctxFor(t, time.Minute), s, Options{StateRoot: root, NoControl: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2.emu.Close()
+	l2.rec.PID, l2.rec.PIDStart = 1<<22-1, "0"
+	_ = l2.rec.save(root)
+	l3, err := Up(ctxFor(t, time.Minute), s, Options{StateRoot: root, NoControl: true})
+	if err != nil {
+		t.Fatalf("start over leftovers: %v", err)
+	}
+	if err := l3.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, root, s.Lab.Name)
+}
+
+func TestSecondLabOfSameNameIsRefused(t *testing.T) {
+	requireLab(t)
+	s := specFile(t, "dup", "examples/two-sites.toml")
+	l := up(t, s)
+	_, err := Up(ctxFor(t, time.Minute), s, Options{StateRoot: filepath.Dir(labDir(l.root, "x"))})
+	if err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Fatalf("second lab of the same name: got %v, want 'already running'", err)
+	}
+	if !netnsExists(l.Site("eu").Netns) {
+		t.Fatal("the refused start removed the running lab's namespace")
+	}
+	_ = os.Getpid
+}
