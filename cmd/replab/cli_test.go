@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"replab/internal/lab"
+)
+
+// binPath is the replab binary built once for these tests.
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "replab-cli-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	_ = os.Chmod(dir, 0o755) // so the not-root test can run it as nobody
+	binPath = filepath.Join(dir, "replab")
+	out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build replab: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test (namespaces, TUN): skipped with -short")
+	}
+	if err := lab.Preflight(); err != nil {
+		t.Skip("integration test skipped: " + err.Error())
+	}
+}
+
+// replab runs the binary with a private state root and returns its
+// combined output and exit code.
+func replab(t *testing.T, state string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if state != "" {
+		args = append(args[:len(args):len(args)], "--state", state)
+	}
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run replab %v: %v", args, err)
+	}
+	return string(out), code
+}
+
+// writeSpec writes examples/two-sites.toml under a unique lab name.
+func writeSpec(t *testing.T, prefix string) (path, name string) {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/two-sites.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name = fmt.Sprintf("c%s-%d-%04x", prefix, os.Getpid()%10000, rand.IntN(0x10000))
+	text := strings.Replace(string(b), `name = "two-sites"`, fmt.Sprintf("name = %q", name), 1)
+	path = filepath.Join(t.TempDir(), "lab.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, name
+}
+
+// labUp starts `replab lab up` and waits for "ready".
+func labUp(t *testing.T, spec, state string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(binPath, "lab", "up", spec, "--state", state)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}
+	})
+	ready := make(chan []string, 1)
+	go func() {
+		var lines []string
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if sc.Text() == "ready" {
+				ready <- lines
+				break
+			}
+		}
+		for sc.Scan() {
+		}
+		close(ready)
+	}()
+	select {
+	case lines, ok := <-ready:
+		if !ok {
+			t.Fatal("lab up exited before printing ready")
+		}
+		t.Logf("lab up printed:\n%s", strings.Join(lines, "\n"))
+	case <-time.After(time.Minute):
+		t.Fatal("lab up did not print ready within a minute")
+	}
+	return cmd
+}
+
+func netnsLeft(name string) []string {
+	m, _ := filepath.Glob("/run/netns/" + lab.NamePrefix + name + ".*")
+	return m
+}
+
+func TestLabUpStatusExecLinkSetAndSignal(t *testing.T) {
+	requireRoot(t)
+	state := t.TempDir()
+	spec, name := writeSpec(t, "up")
+	cmd := labUp(t, spec, state)
+
+	out, code := replab(t, state, "lab", "status", "--json")
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, out)
+	}
+	var st lab.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json is not JSON: %v\n%s", err, out)
+	}
+	if st.Name != name || len(st.Sites) != 2 || st.Sites[0].Address == "" || len(st.Links) != 1 || len(st.Links[0].Directions) != 2 {
+		t.Fatalf("status: %+v", st)
+	}
+
+	out, code = replab(t, "", "exec", "--state", state, "eu", "--", "sh", "-c", "ip -br addr show wan0; exit 7")
+	if code != 7 {
+		t.Errorf("exec exit status %d, want the command's 7 (output %s)", code, out)
+	}
+	if !strings.Contains(out, st.Sites[1].Address) {
+		t.Errorf("exec did not run inside eu (%s): %s", st.Sites[1].Address, out)
+	}
+
+	out, code = replab(t, state, "link", "set", "primary->eu", "delay=80ms", "rate=2mbit", "loss=1%")
+	if code != 0 || !strings.Contains(out, "delay=80ms") || !strings.Contains(out, "rate=2mbit") {
+		t.Errorf("link set: exit %d: %s", code, out)
+	}
+	out, _ = replab(t, state, "link", "show", "--json")
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range st.Links[0].Directions {
+		want := 25 * time.Millisecond
+		if d.From == "primary" {
+			want = 80 * time.Millisecond
+		}
+		if d.Params.Delay != want {
+			t.Errorf("%s->%s delay %v after link set, want %v", d.From, d.To, d.Params.Delay, want)
+		}
+	}
+	out, code = replab(t, state, "link", "set", "primary<->eu", "delay=80")
+	if code == 0 || !strings.Contains(out, "unit") {
+		t.Errorf("link set delay=80: exit %d, want an error about the unit: %s", code, out)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("lab up after SIGTERM: %v", err)
+	}
+	if left := netnsLeft(name); len(left) > 0 {
+		t.Errorf("namespaces left after SIGTERM: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(state, name)); err == nil {
+		t.Errorf("state dir left after SIGTERM")
+	}
+}
+
+func TestKilledLabIsRemovedByLabDown(t *testing.T) {
+	requireRoot(t)
+	state := t.TempDir()
+	spec, name := writeSpec(t, "kill")
+	cmd := labUp(t, spec, state)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if len(netnsLeft(name)) != 2 {
+		t.Fatalf("after kill -9 the namespaces should still be there, found %v", netnsLeft(name))
+	}
+	out, code := replab(t, state, "lab", "down", name)
+	if code != 0 {
+		t.Fatalf("lab down: exit %d: %s", code, out)
+	}
+	if left := netnsLeft(name); len(left) > 0 {
+		t.Errorf("namespaces left after lab down: %v\n%s", left, out)
+	}
+	out, code = replab(t, state, "lab", "down", name)
+	if code != 0 || !strings.Contains(out, "nothing to remove") {
+		t.Errorf("second lab down: exit %d: %s", code, out)
+	}
+}
+
+func TestUserErrorsAreOneLine(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(bad, []byte("[lab]\nname = \"x\"\n[site.a]\n[site.b]\n[[link]]\nsites = [\"a\", \"b\"]\ndelay = \"80\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad unit names file and line", []string{"validate", bad}, "bad.toml:7"},
+		{"missing file", []string{"validate", filepath.Join(dir, "nope.toml")}, "nope.toml"},
+		{"unknown command", []string{"frobnicate"}, "unknown command"},
+		{"link set needs a direction", []string{"link", "set", "primary", "delay=1ms"}, "not a link direction"},
+		{"exec needs a command", []string{"exec", "eu"}, "give a site and a command"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, code := replab(t, "", c.args...)
+			if code == 0 || !strings.Contains(out, c.want) {
+				t.Errorf("exit %d, output %q: want non-zero and %q", code, out, c.want)
+			}
+			if strings.Contains(out, "goroutine ") || strings.Contains(out, "panic") {
+				t.Errorf("stack trace for a user error: %s", out)
+			}
+		})
+	}
+}
+
+func TestNotRootIsOneLineError(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged user")
+	}
+	cmd := exec.Command(binPath, "lab", "up", "../../examples/two-sites.toml")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "needs root") || strings.Count(strings.TrimSpace(string(out)), "\n") > 1 {
+		t.Errorf("as nobody: err %v, output %q: want a short 'needs root' error", err, out)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"lab", "up", "--help"}, {"link"}, {"exec", "--help"}} {
+		out, code := replab(t, "", args...)
+		if code != 0 || !strings.Contains(out, "Usage") && !strings.Contains(out, "replab") {
+			t.Errorf("%v: exit %d: %s", args, code, out)
+		}
+	}
+}
