@@ -31,7 +31,7 @@ unit:
 # Benchmarks: figures, not pass/fail. Writes bench/results/*.json.
 bench: build
 	@scripts/deps.sh bench
-	$(GO) test -run '^$$$$' -bench . -benchtime 2s ./internal/linkem/ | tee bench/results/linkem-model.txt
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/linkem/ | tee bench/results/linkem-model.txt
 	$(GO) run ./bench/linkem --out bench/results/linkem.json
 
 fmt:
