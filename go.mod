@@ -3,13 +3,14 @@ module replab
 go 1.26.8
 
 require (
-	github.com/BurntSushi/toml v1.6.0 // indirect
-	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
-	github.com/pelletier/go-toml/v2 v2.4.3 // indirect
-	golang.org/x/crypto v0.37.0 // indirect
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/pelletier/go-toml/v2 v2.4.3
+	golang.org/x/sync v0.24.0
+	golang.org/x/sys v0.49.0
+	golang.zx2c4.com/wireguard v0.0.0-20260522210424-ecfc5a8d5446
+)
+
+require (
 	golang.org/x/net v0.39.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.zx2c4.com/wintun v0.0.0-20230126152724-0fa3db229ce2 // indirect
-	golang.zx2c4.com/wireguard v0.0.0-20260522210424-ecfc5a8d5446 // indirect
 )

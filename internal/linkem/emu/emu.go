@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -188,8 +189,20 @@ func routes(n int, dirs []*direction) [][]int {
 	return next
 }
 
+// minProcs is the GOMAXPROCS the emulator needs. A scheduler returning
+// from clock_nanosleep must find an idle P at once; with GOMAXPROCS equal
+// to the core count, a busy goroutine elsewhere in the process (a probe's
+// bulk sender, a workload driver) holds it for up to a scheduler slice and
+// delivery runs milliseconds late. Extra Ps leave the arbitration to the
+// kernel, which wakes a sleeping thread within microseconds.
+const minProcs = 8
+
 // Start launches one reader per port and one scheduler per direction.
+// It raises the process's GOMAXPROCS to at least minProcs (see there).
 func (e *Emulator) Start() {
+	if runtime.GOMAXPROCS(0) < minProcs {
+		runtime.GOMAXPROCS(minProcs)
+	}
 	for i := range e.ports {
 		e.wg.Add(1)
 		go e.readLoop(i)
