@@ -70,7 +70,7 @@ link, then "ready", and keeps it up until SIGINT/SIGTERM; then removes everythin
 	printLinks(out, st, false)
 	fmt.Fprintln(out, "ready")
 	<-ctx.Done()
-	for _, w := range lab.Warnings(l.Emulator().Stats()) {
+	for _, w := range l.Status().Warnings {
 		fmt.Fprintln(out, "warning:", w)
 	}
 	return nil
@@ -194,7 +194,7 @@ prints measured against configured values, and tears the lab down.`)
 	}
 	fmt.Fprintln(out)
 	lab.WriteCheckTable(out, rows)
-	for _, w := range lab.Warnings(l.Emulator().Stats()) {
+	for _, w := range l.Status().Warnings {
 		fmt.Fprintln(out, "warning:", w)
 	}
 	fmt.Fprintf(out, "lab %s: tearing down\n", s.Lab.Name)

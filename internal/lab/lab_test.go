@@ -97,6 +97,16 @@ func TestTwoSitesExample(t *testing.T) {
 		if len(st.Sites) != 2 || len(st.Links) != 1 || len(st.Links[0].Directions) != 2 {
 			t.Fatalf("status: %+v", st)
 		}
+		for _, site := range st.Sites {
+			if site.TunTxDroppedPackets != 0 {
+				t.Errorf("site %s: %d packets dropped by the kernel before the emulator read them", site.Name, site.TunTxDroppedPackets)
+			}
+		}
+		for _, w := range st.Warnings {
+			if strings.Contains(w, "read TUN counters") {
+				t.Error(w)
+			}
+		}
 		for _, d := range st.Links[0].Directions {
 			if d.Params.Delay != 25*time.Millisecond || d.Params.RateBps != 100e6 {
 				t.Errorf("%s->%s params %+v", d.From, d.To, d.Params)
@@ -362,4 +372,50 @@ func TestSecondLabOfSameNameIsRefused(t *testing.T) {
 		t.Fatal("the refused start removed the running lab's namespace")
 	}
 	_ = os.Getpid
+}
+
+func TestSeriesCSVHasOneRowPerDirectionPerSecond(t *testing.T) {
+	requireLab(t)
+	s := specFile(t, "csv", "examples/two-sites.toml")
+	root := t.TempDir()
+	csvPath := filepath.Join(t.TempDir(), "links.csv")
+	l, err := Up(ctxFor(t, time.Minute), s, Options{StateRoot: root, SeriesCSV: csvPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, l.Site("eu"))
+	rtt(t, l.Site("primary"), srv, 60) // ~1.2 s of traffic
+	time.Sleep(1100 * time.Millisecond)
+	srv.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, root, s.Lab.Name)
+	b, err := os.ReadFile(csvPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if lines[0] != SeriesHeader {
+		t.Fatalf("header %q", lines[0])
+	}
+	cols := len(strings.Split(SeriesHeader, ","))
+	seen := map[string]int{}
+	var lastDelivered string
+	for _, line := range lines[1:] {
+		f := strings.Split(line, ",")
+		if len(f) != cols {
+			t.Fatalf("row %q has %d columns, want %d", line, len(f), cols)
+		}
+		seen[f[1]]++
+		if f[1] == "primary->eu" {
+			lastDelivered = f[4]
+		}
+	}
+	if seen["primary->eu"] < 2 || seen["eu->primary"] < 2 {
+		t.Errorf("rows per direction %v, want at least 2 each (one per second plus the final sample)", seen)
+	}
+	if lastDelivered == "0" || lastDelivered == "" {
+		t.Errorf("primary->eu delivered_packets in the last row = %q, want the probes counted", lastDelivered)
+	}
 }

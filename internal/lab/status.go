@@ -2,7 +2,9 @@ package lab
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +33,9 @@ type SiteStatus struct {
 	TCPCongestion string  `json:"tcp_congestion"`
 	CPUCores      float64 `json:"cpu_cores,omitempty"`
 	MemoryBytes   int64   `json:"memory_bytes,omitempty"`
+	// TunTxDroppedPackets counts packets the kernel dropped before the
+	// emulator read them; non-zero means the emulator fell behind.
+	TunTxDroppedPackets uint64 `json:"tun_tx_dropped_packets"`
 }
 
 // LinkStatus is a link with both directions.
@@ -48,9 +53,16 @@ func (l *Lab) Status() Status {
 		if cc == "" {
 			cc = "cubic"
 		}
+		drops, err := s.TunTxDropped()
+		if err != nil {
+			st.Warnings = append(st.Warnings, fmt.Sprintf("site %s: read TUN counters: %v", s.Name, err))
+		} else if drops > 0 {
+			st.Warnings = append(st.Warnings, fmt.Sprintf("site %s: the kernel dropped %d packets on %s before the emulator read them (emulator overloaded)", s.Name, drops, TUNName))
+		}
 		st.Sites = append(st.Sites, SiteStatus{
 			Name: s.Name, Address: s.Address.String(), Netns: s.Netns,
 			TCPCongestion: cc, CPUCores: s.CPUCores, MemoryBytes: s.MemoryBytes,
+			TunTxDroppedPackets: drops,
 		})
 	}
 	dirs := l.emu.Stats()
@@ -64,7 +76,7 @@ func (l *Lab) Status() Status {
 		st.Links = append(st.Links, ls)
 	}
 	st.Ports = l.emu.Ports()
-	st.Warnings = Warnings(dirs)
+	st.Warnings = append(st.Warnings, Warnings(dirs)...)
 	return st
 }
 
@@ -127,4 +139,33 @@ func (l *Lab) linkNames() []string {
 		n = append(n, lk.A+"->"+lk.B, lk.B+"->"+lk.A)
 	}
 	return n
+}
+
+// TunTxDropped returns how many packets the kernel dropped on the site's
+// TUN device because the emulator did not read them fast enough (the
+// device's tx_dropped): losses the link model did not decide.
+func (s *Site) TunTxDropped() (uint64, error) {
+	var n uint64
+	err := s.Do(func() error {
+		// /proc/thread-self/net follows the calling thread's namespace.
+		b, err := os.ReadFile("/proc/thread-self/net/dev")
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			name, rest, ok := strings.Cut(line, ":")
+			if !ok || strings.TrimSpace(name) != TUNName {
+				continue
+			}
+			f := strings.Fields(rest)
+			if len(f) < 12 {
+				return fmt.Errorf("unexpected /proc/net/dev line %q", line)
+			}
+			// rx: bytes packets errs drop fifo frame compressed multicast; tx: bytes packets errs drop …
+			n, err = strconv.ParseUint(f[11], 10, 64)
+			return err
+		}
+		return fmt.Errorf("no %s in /proc/net/dev", TUNName)
+	})
+	return n, err
 }
