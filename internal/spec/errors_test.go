@@ -1,0 +1,112 @@
+package spec
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/errors/*.golden from the current output")
+
+// wantInError pins, for each bad input, the file:line and field its errors
+// must name; the full text is in the .golden file next to the input.
+var wantInError = map[string][]string{
+	"unknown-key.toml": {
+		`unknown-key.toml:4: lab.sed: unknown key (did you mean "seed"?); accepted in [lab]: name, subnet, seed`,
+		`unknown-key.toml:7: site.a.cpus: unknown key (did you mean "cpu"?)`,
+		`unknown-key.toml:12: link[1].dealy: unknown key (did you mean "delay"?)`,
+		`unknown-key.toml:14: link[1].forward.rat: unknown key (did you mean "rate"?)`,
+		`unknown-key.toml:16: links: unknown key (did you mean "link"?); accepted in the top level: lab, site, link`,
+	},
+	"delay-no-unit.toml":        {`delay-no-unit.toml:9: link[1].delay = "80": missing unit; use a duration like "80ms", "1.5s", "250us"`},
+	"rate-fast.toml":            {`rate-fast.toml:9: link[1].rate = "fast": not a rate`},
+	"rate-too-low.toml":         {`rate-too-low.toml:9: link[1].rate = "1kbit": must be between 9600bit and 10gbit`, `rate-too-low.toml:11: link[1].reverse.rate = "20gbit"`},
+	"rate-kbps.toml":            {`rate-kbps.toml:9: link[1].rate = "100kbps": "kbps" is ambiguous`, `write "100kbit"`, `rate-kbps.toml:11: link[1].forward.rate = "10Mbps"`},
+	"unknown-site.toml":         {`unknown-site.toml:8: link[1].sites = ["primary", "asia"]: unknown site "asia"; defined sites: primary, eu`, `unknown-site.toml:11: link[2].sites = ["primray", "eu"]: unknown site "primray" (did you mean "primary"?)`},
+	"duplicate-site.toml":       {`duplicate-site.toml:9: site primary is defined twice (first at line 4)`},
+	"address-clash.toml":        {`address-clash.toml:7: site.b.address = "198.18.0.7": already used by site a (line 4)`},
+	"address-outside.toml":      {`address-outside.toml:6: site.a.address = "10.9.1.5": outside the lab subnet 10.9.0.0/24`, `address-outside.toml:8: site.b.address = "10.9.0.0": is the subnet's network address`, `address-outside.toml:10: site.c.address = "10.9.0.255": is the subnet's broadcast address`, `address-outside.toml:12: site.d.address = "fe80::1": not an IPv4 address`},
+	"bad-lab-name.toml":         {`bad-lab-name.toml:2: lab.name = "My_Lab": want 1 to 20 characters of a-z, 0-9 and '-'`},
+	"bad-site-name.toml":        {`bad-site-name.toml:4: site.Primary: site name must be`, `bad-site-name.toml:5: site.a-very-long-site-name: site name must be 1 to 15 characters`},
+	"negative-values.toml":      {`negative-values.toml:6: site.a.cpu = -1:`, `negative-values.toml:7: site.a.memory = "1MiB": must be at least 16MiB`, `negative-values.toml:9: site.b.cpu = 0:`, `negative-values.toml:10: site.b.rmem_max = "-4KiB": must not be negative`, `negative-values.toml:14: link[1].delay = "-5ms": must not be negative`, `negative-values.toml:15: link[1].jitter = "20s": too long; at most 10s`, `negative-values.toml:16: link[1].mtu = 100: must be between 576 and 9000 bytes`, `negative-values.toml:17: link[1].queue = "100B": must hold at least one packet`, `negative-values.toml:19: link[1].reverse.delay = "1h"`, `negative-values.toml:20: link[1].reverse.mtu = 65536`, `negative-values.toml:21: link[1].reverse.jitter_dist = "gaussian": unknown distribution`},
+	"loss-150.toml":             {`loss-150.toml:9: link[1].loss = "150%": must be at least 0% and below 100%`, `loss-150.toml:11: link[1].reverse.loss = "2": missing "%"`},
+	"bad-gemodel.toml":          {`bad-gemodel.toml:9: link[1].loss = "gemodel 1% 10%": want "gemodel P R 1-H 1-K" with four percentages`, `bad-gemodel.toml:11: link[1].reverse.loss = "gemodel 1% 10% 100% 0.5": gemodel 1-K = "0.5": missing "%"`},
+	"missing-lab-name.toml":     {`missing-lab-name.toml:1: lab: name is required`},
+	"missing-lab.toml":          {`missing-lab.toml:1: missing [lab] table`},
+	"one-site.toml":             {`one-site.toml:4: site: need at least 2 sites, found 1 (primary)`},
+	"no-sites.toml":             {`no-sites.toml:1: no sites; define at least two`},
+	"same-link-twice.toml":      {`same-link-twice.toml:12: link[2].sites = ["b", "a"]: b and a are already linked by link[1] (line 7)`},
+	"self-link.toml":            {`self-link.toml:8: link[1].sites = ["a", "a"]: a link joins two different sites`, `self-link.toml:11: link[2].sites = ["a", "b", "c"]: want exactly two site names`, `self-link.toml:13: link[3]: sites is required`},
+	"wrong-types.toml":          {`wrong-types.toml:3: lab.seed = "one": want an integer`, `wrong-types.toml:6: site.a.cpu = "2": want a number of cores`, `wrong-types.toml:7: site.a.tcp_window_scaling = "yes": want true or false`, `wrong-types.toml:9: site.b.memory = 1073741824: want a string with a unit`, `wrong-types.toml:13: link[1].delay = 25: want a string with a unit, like "25ms"`, `wrong-types.toml:14: link[1].rate = 100: want a string with a unit, like "100mbit"`, `wrong-types.toml:15: link[1].reorder = "yes": want true or false`, `wrong-types.toml:16: link[1].mtu = "1500": want an integer`, `wrong-types.toml:17: link[1].loss = 0.01: want a string percentage like "1%"`},
+	"syntax-error.toml":         {`syntax-error.toml:4: invalid TOML:`},
+	"syntax-missing-value.toml": {`syntax-missing-value.toml:5: invalid TOML:`},
+	"syntax-unterminated.toml":  {`syntax-unterminated.toml:2: invalid TOML:`},
+	"duplicate-key.toml":        {`duplicate-key.toml:11: link[1].delay: key is set twice (first at line 9)`},
+	"duplicate-lab.toml":        {`duplicate-lab.toml:4: table [lab] is defined twice (first at line 1)`},
+	"link-not-array.toml":       {`link-not-array.toml:7: link = {…}: want a list of links: write each one as [[link]]`},
+	"site-not-table.toml":       {`site-not-table.toml:5: site.a = 1: want a table; write [site.a]`, `site-not-table.toml:6: site.b = "x": want a table`},
+	"queue-bdp-unlimited.toml":  {`queue-bdp-unlimited.toml:11: link[1].queue = "1bdp": a queue in BDPs needs a rate`, `(reverse direction)`},
+	"bad-preset.toml":           {`bad-preset.toml:9: link[1].preset = "transatlntic": unknown preset (did you mean "transatlantic"?); presets: same-region,`},
+	"tcp-mem.toml":              {`tcp-mem.toml:5: site.a.tcp_rmem = "4096 131072"`, `tcp-mem.toml:6: site.a.tcp_wmem = "33554432": missing unit`, `tcp-mem.toml:8: site.b.tcp_rmem = "65536 4096 131072": want min <= default <= max`, `tcp-mem.toml:9: site.b.tcp_wmem = "32Mbit": sizes are in bytes, not bits`, `tcp-mem.toml:10: site.b.tcp_congestion = "BBR"`},
+	"bad-subnet.toml":           {`bad-subnet.toml:3: lab.subnet = "198.18.0.1/16": host bits are set (did you mean "198.18.0.0/16"?)`},
+	"subnet-full.toml":          {`subnet-full.toml:7: site.c: no free address left in the lab subnet 10.0.0.0/30`},
+	"trace-missing.toml":        {`trace-missing.toml:9: link[1].trace = "no-such-file.trace": cannot read trace`},
+	"trace-bad.toml":            {`trace-bad.toml:9: link[1].trace = "../bad.trace": testdata/bad.trace:3: "three" is not a millisecond timestamp`},
+	"many-errors.toml":          {`many-errors.toml:9: link[1].key00: unknown key`, `many-errors.toml: 5 more errors not shown`},
+}
+
+// TestBadSpecs parses every testdata/errors/*.toml and compares the error
+// with its .golden file (go test -update rewrites them).
+func TestBadSpecs(t *testing.T) {
+	files, err := filepath.Glob("testdata/errors/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no inputs in testdata/errors: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		name := filepath.Base(f)
+		seen[name] = true
+		t.Run(strings.TrimSuffix(name, ".toml"), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Traces resolve against the spec's directory: testdata/errors.
+			_, err = parse(name, data, &env{baseDir: "testdata/errors"})
+			if err == nil {
+				t.Fatalf("%s parsed without error", name)
+			}
+			got := err.Error() + "\n"
+			golden := strings.TrimSuffix(f, ".toml") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("error differs from %s\ngot:\n%s\nwant:\n%s", golden, got, want)
+			}
+			for _, w := range wantInError[name] {
+				if !strings.Contains(got, w) {
+					t.Errorf("error does not contain %q; got:\n%s", w, got)
+				}
+			}
+			for _, line := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
+				if !strings.HasPrefix(line, name+":") {
+					t.Errorf("error line does not start with %q: %s", name+":", line)
+				}
+			}
+		})
+	}
+	for name := range wantInError {
+		if !seen[name] {
+			t.Errorf("wantInError names %s, which is not in testdata/errors", name)
+		}
+	}
+}
