@@ -4,6 +4,7 @@ package spec
 
 import (
 	"net/netip"
+	"time"
 
 	"replab/internal/linkem"
 )
@@ -14,6 +15,58 @@ type Spec struct {
 	Lab   Lab
 	Sites []Site // in declaration order
 	Links []Link // in declaration order
+
+	Engine *Engine // nil when the spec has no [engine]: a bare network lab
+	Nodes  []Node  // in declaration order
+	Scheme Scheme
+
+	// lines maps field paths ("node.e1.from", "scheme.commit") to the
+	// line they were written on, so later checks (an engine's) can point
+	// at them too.
+	lines map[string]int
+}
+
+// Engine is the [engine] table.
+type Engine struct {
+	Kind string // "postgres", …: see the engine registry
+}
+
+// Node is one [node.NAME] table: a database server in a site.
+type Node struct {
+	Name string
+	Site string
+	Role string // "primary", "standby", "replica" or "master"; the engine decides which it supports
+	From string // the node it replicates from ("" for primaries and masters)
+	// ApplyDelay holds back replay on a standby (PostgreSQL's
+	// recovery_min_apply_delay).
+	ApplyDelay time.Duration
+	Port       int               // 0 = the engine's default
+	Settings   map[string]string // [node.NAME.settings]: server settings, passed through as written
+	Tables     []TableFilter     // [[node.NAME.table]]: a partial replica's tables
+	Line       int
+}
+
+// TableFilter makes a replica partial: only rows matching Where and only
+// Columns of Table (all when empty).
+type TableFilter struct {
+	Table   string
+	Where   string
+	Columns []string
+	Line    int
+}
+
+// Scheme is the [scheme] table: how nodes replicate and how durable a
+// commit is. Values are engine vocabulary, checked by the engine.
+type Scheme struct {
+	Replication    string        // e.g. "async", "sync", "logical", "snapshot", "multimaster"
+	Standbys       string        // synchronous standbys, e.g. "ANY 1 (e1, a1)"
+	Commit         string        // commit level, e.g. "on", "remote_apply", "local", "off"
+	Refresh        time.Duration // periodic refresh interval of snapshot replicas
+	Conflict       string        // multi-master conflict resolution
+	Durability     string        // "sync", "write-nosync", "nosync"
+	Fsync          *bool
+	FullPageWrites *bool
+	WALCompression *bool
 }
 
 // Lab holds the [lab] table.

@@ -56,6 +56,11 @@ func splitNumber(s string) (num, unit string, ok bool) {
 
 // parseDuration reads a duration in [0, MaxDelay].
 func parseDuration(s string) (time.Duration, string) {
+	return parseDurationMax(s, MaxDelay)
+}
+
+// parseDurationMax reads a duration in [0, limit].
+func parseDurationMax(s string, limit time.Duration) (time.Duration, string) {
 	num, unit, ok := splitNumber(s)
 	if ok && unit == "" && num != "0" {
 		return 0, fmt.Sprintf(`missing unit; use a duration like "%sms", "1.5s", "250us"`, num)
@@ -77,8 +82,8 @@ func parseDuration(s string) (time.Duration, string) {
 	if d < 0 {
 		return 0, "must not be negative"
 	}
-	if d > MaxDelay {
-		return 0, fmt.Sprintf("too long; at most %v", MaxDelay)
+	if d > limit {
+		return 0, fmt.Sprintf("too long; at most %v", limit)
 	}
 	return d, ""
 }
