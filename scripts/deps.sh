@@ -47,10 +47,15 @@ need_lab() {
   fi
 }
 
+need_postgres() {
+  # Server binaries, and pglogical for multi-master.
+  apt_install postgresql-15 postgresql-15-pglogical
+}
+
 case "$purpose" in
   build) need_go ;;
   demo)  need_go; need_lab ;;
-  test)  need_go; need_lab ;;
-  bench) need_go; need_lab; command -v iperf3 >/dev/null 2>&1 || apt_install iperf3 ;;
+  test)  need_go; need_lab; need_postgres ;;
+  bench) need_go; need_lab; need_postgres; command -v iperf3 >/dev/null 2>&1 || apt_install iperf3 ;;
   *) say "unknown purpose $purpose (build|demo|test|bench)"; exit 2 ;;
 esac

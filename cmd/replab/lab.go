@@ -49,7 +49,10 @@ link, then "ready", and keeps it up until SIGINT/SIGTERM; then removes everythin
 	if err != nil {
 		return err
 	}
-	s, err := loadSpec(fs, pos)
+	if len(pos) != 1 {
+		return fmt.Errorf("lab up: give exactly one spec file (e.g. examples/two-sites.toml)")
+	}
+	s, eng, err := loadChecked(pos[0])
 	if err != nil {
 		return err
 	}
@@ -68,6 +71,14 @@ link, then "ready", and keeps it up until SIGINT/SIGTERM; then removes everythin
 	st := l.Status()
 	printSites(out, st)
 	printLinks(out, st, false)
+	cluster, err := startCluster(ctx, eng, l, out)
+	if err != nil {
+		return err
+	}
+	if cluster != nil {
+		defer cluster.Close()
+		printNodes(out, l.Status())
+	}
 	fmt.Fprintln(out, "ready")
 	<-ctx.Done()
 	for _, w := range l.Status().Warnings {
@@ -131,6 +142,7 @@ func cmdLabStatus(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "lab %s (pid %d, up %s)\n", st.Name, st.PID, time.Since(st.Started).Round(time.Second))
 	printSites(out, st)
 	printLinks(out, st, true)
+	printNodes(out, st)
 	for _, w := range st.Warnings {
 		fmt.Fprintln(out, "warning:", w)
 	}
@@ -211,17 +223,23 @@ func cmdValidate(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s, err := loadSpec(fs, pos)
+	if len(pos) != 1 {
+		return fmt.Errorf("validate: give exactly one spec file")
+	}
+	s, _, err := loadChecked(pos[0])
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "lab %s: %d sites, %d links\n", s.Lab.Name, len(s.Sites), len(s.Links))
+	fmt.Fprintf(out, "lab %s: %d sites, %d links, %d nodes\n", s.Lab.Name, len(s.Sites), len(s.Links), len(s.Nodes))
 	for _, st := range s.Sites {
 		fmt.Fprintf(out, "site %-12s %s\n", st.Name, st.Address)
 	}
 	for _, lk := range s.Links {
 		fmt.Fprintf(out, "link %-22s %s\n", lk.A+"->"+lk.B, lab.DescribeParams(lk.Forward))
 		fmt.Fprintf(out, "link %-22s %s\n", lk.B+"->"+lk.A, lab.DescribeParams(lk.Reverse))
+	}
+	for _, n := range s.Nodes {
+		fmt.Fprintf(out, "node %-10s %-8s site %s %s\n", n.Name, n.Role, n.Site, n.From)
 	}
 	return nil
 }

@@ -1,8 +1,10 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,4 +104,16 @@ func moveThread(tid int, dirs []string) error {
 		}
 	}
 	return nil
+}
+
+// DialContext connects from inside the site: the socket is created in the
+// site's namespace, so the connection crosses the lab's links.
+func (s *Site) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := s.Do(func() (err error) {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
 }

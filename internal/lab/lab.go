@@ -35,6 +35,7 @@ const tunTxQueueLen = 10000
 // Options tune Up.
 type Options struct {
 	StateRoot string    // default DefaultStateRoot
+	DataRoot  string    // default DefaultDataRoot
 	Log       io.Writer // progress lines; nil = discard
 	// SeriesCSV, if set, receives per-second link counters (see series.go).
 	SeriesCSV string
@@ -44,12 +45,16 @@ type Options struct {
 
 // Lab is a running lab. Close removes it.
 type Lab struct {
-	Spec  *spec.Spec
-	sites []*Site
-	emu   *emu.Emulator
-	rec   *record
-	root  string
-	log   io.Writer
+	Spec     *spec.Spec
+	sites    []*Site
+	emu      *emu.Emulator
+	rec      *record
+	root     string
+	dataRoot string
+	log      io.Writer
+	dataMu   sync.Mutex
+	nodesMu  sync.Mutex
+	nodes    []NodeStatus
 
 	stopSeries func()
 	stopCtl    func()
@@ -91,10 +96,13 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 	if opt.StateRoot == "" {
 		opt.StateRoot = DefaultStateRoot
 	}
+	if opt.DataRoot == "" {
+		opt.DataRoot = DefaultDataRoot
+	}
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
-	l = &Lab{Spec: s, root: opt.StateRoot, log: opt.Log}
+	l = &Lab{Spec: s, root: opt.StateRoot, dataRoot: opt.DataRoot, log: opt.Log}
 	if err := l.claim(ctx); err != nil {
 		return nil, err
 	}
@@ -407,6 +415,31 @@ func (l *Lab) pathMTU(from, to string) (int, bool) {
 	}
 	return m, true
 }
+
+// DataDir returns the lab's data directory, creating it on first use. It
+// is removed with the lab (also by `lab down` after a crash).
+func (l *Lab) DataDir() (string, error) {
+	l.dataMu.Lock()
+	defer l.dataMu.Unlock()
+	if l.rec.DataDir != "" {
+		return l.rec.DataDir, nil
+	}
+	dir := filepath.Join(l.dataRoot, l.Spec.Lab.Name)
+	l.rec.DataDir = dir
+	if err := l.rec.save(l.root); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create lab data directory: %w", err)
+	}
+	// Servers run as an unprivileged user: every directory on the way
+	// must be traversable.
+	_ = os.Chmod(l.dataRoot, 0o755)
+	return dir, nil
+}
+
+// RunDir is the lab's state directory (tmpfs): short paths for sockets.
+func (l *Lab) RunDir() string { return labDir(l.root, l.Spec.Lab.Name) }
 
 // Sites returns the running sites in spec order.
 func (l *Lab) Sites() []*Site { return l.sites }

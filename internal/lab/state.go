@@ -14,6 +14,10 @@ import (
 	"time"
 )
 
+// DefaultDataRoot holds one directory per lab for database data (on disk:
+// /run is a small tmpfs).
+const DefaultDataRoot = "/var/lib/replab"
+
 // DefaultStateRoot holds one directory per lab: its state file and control
 // socket. /run is a tmpfs, so a reboot clears it together with the
 // namespaces it describes.
@@ -34,6 +38,7 @@ type record struct {
 	Cgroups  []string        `json:"cgroups"`
 	Sysctls  []sysctlRestore `json:"sysctls"`
 	Control  string          `json:"control"`
+	DataDir  string          `json:"data_dir,omitempty"` // engines' data directories live below it
 }
 
 // sysctlRestore is a root-namespace sysctl the lab changed.
@@ -232,6 +237,13 @@ func teardownRecord(ctx context.Context, root string, r *record) ([]string, erro
 			} else {
 				done = append(done, fmt.Sprintf("sysctl %s restored to %q", procToSysctl(s.Path), s.Original))
 			}
+		}
+	}
+	if r.DataDir != "" {
+		if err := os.RemoveAll(r.DataDir); err != nil {
+			errs = append(errs, fmt.Errorf("remove data of lab %s: %w", r.Name, err))
+		} else if _, err := os.Stat(r.DataDir); err == nil {
+			done = append(done, "data "+r.DataDir)
 		}
 	}
 	if len(errs) == 0 {

@@ -22,7 +22,26 @@ type Status struct {
 	Sites    []SiteStatus    `json:"sites"`
 	Links    []LinkStatus    `json:"links"`
 	Ports    []emu.PortStats `json:"ports"`
+	Nodes    []NodeStatus    `json:"nodes,omitempty"`
 	Warnings []string        `json:"warnings,omitempty"`
+}
+
+// NodeStatus is a database server running in the lab, as its engine
+// reported it (see SetNodes).
+type NodeStatus struct {
+	Name    string `json:"name"`
+	Site    string `json:"site"`
+	Role    string `json:"role"`
+	From    string `json:"from,omitempty"`
+	DSN     string `json:"dsn"`
+	Version string `json:"version,omitempty"`
+}
+
+// SetNodes records the servers an engine started, for Status.
+func (l *Lab) SetNodes(nodes []NodeStatus) {
+	l.nodesMu.Lock()
+	defer l.nodesMu.Unlock()
+	l.nodes = nodes
 }
 
 // SiteStatus describes one site.
@@ -76,6 +95,9 @@ func (l *Lab) Status() Status {
 		st.Links = append(st.Links, ls)
 	}
 	st.Ports = l.emu.Ports()
+	l.nodesMu.Lock()
+	st.Nodes = append([]NodeStatus(nil), l.nodes...)
+	l.nodesMu.Unlock()
 	st.Warnings = append(st.Warnings, Warnings(dirs)...)
 	return st
 }

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"replab/internal/engine"
+	"replab/internal/engine/postgres"
+	"replab/internal/lab"
+	"replab/internal/spec"
+)
+
+// engines is every database engine this binary can run.
+func engines() *engine.Registry {
+	return engine.NewRegistry(postgres.Engine{})
+}
+
+// loadChecked loads a spec and validates its engine part too.
+func loadChecked(path string) (*spec.Spec, engine.Engine, error) {
+	s, err := spec.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := engines().For(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, e, nil
+}
+
+// startCluster brings up the spec's servers in a running lab and records
+// them in the lab's status; nil when the spec has no engine.
+func startCluster(ctx context.Context, e engine.Engine, l *lab.Lab, out io.Writer) (engine.Cluster, error) {
+	if e == nil {
+		return nil, nil
+	}
+	fmt.Fprintf(out, "engine %s: starting %d nodes\n", e.Kind(), len(l.Spec.Nodes))
+	c, err := e.Up(ctx, l, out)
+	if err != nil {
+		return nil, fmt.Errorf("engine %s: %w", e.Kind(), err)
+	}
+	var ns []lab.NodeStatus
+	for _, n := range c.Nodes() {
+		ns = append(ns, lab.NodeStatus{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, DSN: n.DSN, Version: n.Version})
+	}
+	l.SetNodes(ns)
+	return c, nil
+}
+
+func printNodes(out io.Writer, st lab.Status) {
+	for _, n := range st.Nodes {
+		from := ""
+		if n.From != "" {
+			from = " from " + n.From
+		}
+		fmt.Fprintf(out, "node %-10s %-8s site %-10s %s%s\n", n.Name, n.Role, n.Site, n.DSN, from)
+	}
+}

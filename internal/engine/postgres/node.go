@@ -1,0 +1,297 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"replab/internal/lab"
+	"replab/internal/spec"
+)
+
+// DefaultPort is the first port of the nodes in a site.
+const DefaultPort = 5432
+
+// Superuser and Database are what every DSN connects as and to.
+const (
+	Superuser = "postgres"
+	Database  = "replab"
+)
+
+// node is one PostgreSQL server in a site.
+type node struct {
+	spec.Node
+	c       *cluster
+	site    *lab.Site
+	addr    netip.AddrPort
+	dataDir string
+	sockDir string // unique per node, outside the data directory
+	logPath string
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	admin  *pgxpool.Pool // over the unix socket, as the superuser
+}
+
+// dsn works from every site: it names the node's lab address.
+func (n *node) dsn() string {
+	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", n.addr.Addr(), n.addr.Port(), Superuser, Database)
+}
+
+// conninfo is how another node (a standby, a subscriber) reaches this one.
+func (n *node) conninfo(appName string) string {
+	s := fmt.Sprintf("host=%s port=%d user=%s dbname=%s", n.addr.Addr(), n.addr.Port(), Superuser, Database)
+	if appName != "" {
+		s += " application_name=" + appName
+	}
+	return s
+}
+
+// run runs a PostgreSQL program as the servers' OS user inside the node's
+// site, bounded by ctx, and returns its error with the program's output.
+func (n *node) run(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, n.c.inst.bin(name), args...)
+	n.c.asServerUser(cmd)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second
+	if err := n.site.Start(cmd); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if err := cmd.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w (%s)", name, ctx.Err(), lastLines(out.String(), 3))
+		}
+		return fmt.Errorf("%s: %v: %s", name, err, lastLines(out.String(), 5))
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// initdb creates a fresh data directory.
+func (n *node) initdb(ctx context.Context) error {
+	if err := mkdirOwned(n.dataDir, n.c.uid, n.c.gid); err != nil {
+		return err
+	}
+	// --no-sync: a lab's data is thrown away; trust: the lab's network is
+	// private to this machine.
+	return n.run(ctx, "initdb", "-D", n.dataDir, "-U", Superuser, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
+}
+
+// writeConfig writes the cluster-wide settings and this node's own, and
+// opens the lab subnet in pg_hba.conf. It is re-run after pg_basebackup,
+// which copies the upstream's files.
+func (n *node) writeConfig(extra map[string]string) error {
+	conf := filepath.Join(n.dataDir, "postgresql.conf")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(b), "include 'replab.conf'") {
+		b = append(b, "\n# replab: cluster-wide, then this node's own settings\ninclude 'replab.conf'\ninclude 'node.conf'\n"...)
+		if err := os.WriteFile(conf, b, 0o600); err != nil {
+			return err
+		}
+	}
+	if err := n.writeSettings("replab.conf", n.c.clusterSettings()); err != nil {
+		return err
+	}
+	own := map[string]string{
+		"listen_addresses":        n.addr.Addr().String(),
+		"port":                    strconv.Itoa(int(n.addr.Port())),
+		"unix_socket_directories": n.sockDir,
+		"cluster_name":            n.Name,
+	}
+	for k, v := range extra {
+		own[k] = v
+	}
+	for k, v := range n.Settings { // the spec's [node.NAME.settings] win
+		own[k] = v
+	}
+	if err := n.writeSettings("node.conf", own); err != nil {
+		return err
+	}
+	hba := filepath.Join(n.dataDir, "pg_hba.conf")
+	hb, err := os.ReadFile(hba)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(hb), "# replab lab subnet") {
+		line := fmt.Sprintf("\n# replab lab subnet\nhost all all %s trust\nhost replication all %s trust\n", n.c.lab.Spec.Lab.Subnet, n.c.lab.Spec.Lab.Subnet)
+		if err := os.WriteFile(hba, append(hb, line...), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *node) writeSettings(file string, m map[string]string) error {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("# written by replab\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s = '%s'\n", k, strings.ReplaceAll(m[k], "'", "''"))
+	}
+	path := filepath.Join(n.dataDir, file)
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	return os.Chown(path, n.c.uid, n.c.gid)
+}
+
+// start runs the postmaster in the node's site and waits until it accepts
+// connections.
+func (n *node) start(ctx context.Context) error {
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(n.c.inst.bin("postgres"), "-D", n.dataDir)
+	n.c.asServerUser(cmd)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := n.site.Start(cmd); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	n.cmd = cmd
+	n.exited = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(n.exited) }()
+
+	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=postgres", n.sockDir, n.addr.Port(), Superuser))
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = 4
+	cfg.MinConns = 0
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err = pool.Ping(pctx)
+			cancel()
+			if err == nil {
+				n.admin = pool
+				return nil
+			}
+			pool.Close()
+		}
+		select {
+		case <-n.exited:
+			return fmt.Errorf("postgres exited during start-up: %s", n.logTail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("postgres did not accept connections within 2 minutes: %s", n.logTail())
+		}
+	}
+}
+
+func (n *node) logTail() string {
+	b, _ := os.ReadFile(n.logPath)
+	return lastLines(string(b), 4)
+}
+
+// stop shuts the server down (fast mode: SIGINT), killing it if it has
+// not stopped within the timeout.
+func (n *node) stop(timeout time.Duration) {
+	if n.admin != nil {
+		n.admin.Close()
+		n.admin = nil
+	}
+	if n.cmd == nil || n.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-n.exited:
+		return
+	default:
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-n.exited:
+	case <-time.After(timeout):
+		_ = n.cmd.Process.Kill()
+		<-n.exited
+	}
+}
+
+// exec runs SQL on the node as the superuser in the replab database, with
+// a bounded wait: a statement stuck waiting (a synchronous commit whose
+// standby is partitioned) is cancelled when ctx ends, and pgx then sends
+// the server a cancel request (pg_cancel_backend for this backend).
+func (n *node) exec(ctx context.Context, db, sql string, args ...any) error {
+	conn, err := n.connect(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("node %s: %s: %w", n.Name, firstWords(sql), err)
+	}
+	return nil
+}
+
+// query1 returns the single value of a one-row query.
+func (n *node) query1(ctx context.Context, db, sql string, dst any, args ...any) error {
+	conn, err := n.connect(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(ctx, sql, args...).Scan(dst); err != nil {
+		return fmt.Errorf("node %s: %s: %w", n.Name, firstWords(sql), err)
+	}
+	return nil
+}
+
+// connect opens an admin connection over the node's unix socket.
+func (n *node) connect(ctx context.Context, db string) (*pgx.Conn, error) {
+	if db == "" {
+		db = Database
+	}
+	c, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=%s dbname=%s", n.sockDir, n.addr.Port(), Superuser, db))
+	if err != nil {
+		return nil, fmt.Errorf("connect to node %s: %w", n.Name, err)
+	}
+	return c, nil
+}
+
+func firstWords(sql string) string {
+	f := strings.Fields(sql)
+	if len(f) > 4 {
+		f = f[:4]
+	}
+	return strings.Join(f, " ")
+}
+
+// dialer returns a pgx dial function that connects from inside site.
+func dialer(site *lab.Site) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return site.DialContext
+}
+

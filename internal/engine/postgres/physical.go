@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// upPhysical builds a primary and its standbys: each standby is copied
+// with pg_basebackup run inside its own site, so the base backup crosses
+// the emulated link (over a satellite link it takes as long as it would),
+// then streams from its upstream through a replication slot.
+func (c *cluster) upPhysical(ctx context.Context) error {
+	primary := c.byName[c.plan.primaries[0]]
+	if err := c.createPrimary(ctx, primary); err != nil {
+		return err
+	}
+	// Parents before children: cascaded standbys copy from their upstream.
+	done := map[string]bool{primary.Name: true}
+	for len(done) < len(c.nodes) {
+		progressed := false
+		for _, n := range c.nodes {
+			if done[n.Name] || !done[n.From] {
+				continue
+			}
+			if err := c.createStandby(ctx, n, c.byName[n.From]); err != nil {
+				return err
+			}
+			done[n.Name] = true
+			progressed = true
+		}
+		if !progressed {
+			return fmt.Errorf("standbys without a reachable primary") // the plan rules this out
+		}
+	}
+	if c.plan.syncNames != "" {
+		if err := c.setPrimarySetting(ctx, primary, "synchronous_standby_names", c.plan.syncNames); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.log, "node %s: synchronous_standby_names = '%s', synchronous_commit = %s\n", primary.Name, c.plan.syncNames, c.plan.commit)
+	}
+	return nil
+}
+
+// createStandby copies up's data directory into n's site and starts n as
+// a standby of up.
+func (c *cluster) createStandby(ctx context.Context, n, up *node) error {
+	start := time.Now()
+	fmt.Fprintf(c.log, "node %s: base backup from %s (%s -> %s), across the link\n", n.Name, up.Name, up.Site, n.Site)
+	if err := os.RemoveAll(n.dataDir); err != nil {
+		return err
+	}
+	if err := mkdirOwned(n.dataDir, c.uid, c.gid); err != nil {
+		return err
+	}
+	// A physical slot on the upstream keeps the WAL the standby still
+	// needs, however far behind the link makes it.
+	_ = up.exec(ctx, "", "SELECT pg_drop_replication_slot($1) FROM pg_replication_slots WHERE slot_name = $1", n.Name)
+	err := n.run(ctx, "pg_basebackup",
+		"-h", up.addr.Addr().String(), "-p", itoa(int(up.addr.Port())), "-U", Superuser,
+		"-D", n.dataDir, "-X", "stream", "-c", "fast", "-C", "-S", n.Name, "--no-password")
+	if err != nil {
+		return fmt.Errorf("node %s: base backup from %s: %w", n.Name, up.Name, err)
+	}
+	copied := dirSize(n.dataDir)
+	extra := map[string]string{
+		"primary_conninfo":  up.conninfo(n.Name),
+		"primary_slot_name": n.Name,
+	}
+	if n.ApplyDelay > 0 {
+		extra["recovery_min_apply_delay"] = fmt.Sprintf("%dms", n.ApplyDelay.Milliseconds())
+	}
+	if err := n.writeConfig(extra); err != nil {
+		return fmt.Errorf("node %s: configure: %w", n.Name, err)
+	}
+	sig := filepath.Join(n.dataDir, "standby.signal")
+	if err := os.WriteFile(sig, nil, 0o600); err != nil {
+		return err
+	}
+	if err := os.Chown(sig, c.uid, c.gid); err != nil {
+		return err
+	}
+	backup := time.Since(start)
+	if err := n.start(ctx); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	fmt.Fprintf(c.log, "node %s: standby of %s streaming (base backup %.1f MB in %.2f s, ready after %.2f s)\n",
+		n.Name, up.Name, float64(copied)/1e6, backup.Seconds(), time.Since(start).Seconds())
+	return nil
+}
+
+// setPrimarySetting changes a setting in the cluster-wide file and reloads.
+func (c *cluster) setPrimarySetting(ctx context.Context, n *node, key, value string) error {
+	if err := n.exec(ctx, "", fmt.Sprintf("ALTER SYSTEM SET %s = '%s'", key, value)); err != nil {
+		return err
+	}
+	return n.exec(ctx, "", "SELECT pg_reload_conf()")
+}
+
+func dirSize(dir string) int64 {
+	var total int64
+	_ = filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			total += fi.Size()
+		}
+		return nil
+	})
+	return total
+}

@@ -1,0 +1,246 @@
+package postgres
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/spec"
+)
+
+// Scheme names (docs/postgres.md maps them to PostgreSQL settings).
+const (
+	Async       = "async"       // physical streaming, asynchronous
+	Sync        = "sync"        // physical streaming, synchronous (FIRST k / ANY k)
+	Logical     = "logical"     // logical replication, optionally partial
+	Snapshot    = "snapshot"    // logical replicas refreshed at an interval
+	Multimaster = "multimaster" // pglogical, every master to every other
+)
+
+var schemes = []string{Async, Sync, Logical, Snapshot, Multimaster}
+
+// Commit levels (synchronous_commit).
+var (
+	syncCommits  = []string{"remote_write", "on", "remote_apply", "local", "off"}
+	asyncCommits = []string{"on", "local", "off"}
+	durabilities = []string{"sync", "write-nosync", "nosync"}
+	conflicts    = []string{"last_update_wins", "first_update_wins", "apply_remote", "keep_local", "error"}
+)
+
+// DefaultRefresh is how often snapshot replicas catch up when the spec
+// does not say.
+const DefaultRefresh = 60 * time.Second
+
+// plan is a spec resolved for PostgreSQL: every default filled in.
+type plan struct {
+	replication string
+	primaries   []string // the primary (physical/logical) or every master
+	commit      string   // synchronous_commit
+	syncNames   string   // synchronous_standby_names ("" unless sync)
+	conflict    string   // pglogical.conflict_resolution
+	refresh     time.Duration
+	fsync       bool
+	fullPage    bool
+	walCompress bool
+}
+
+var standbysRE = regexp.MustCompile(`(?i)^\s*(?:(FIRST|ANY)\s+(\d+)\s*)?\(?\s*([^()]*?)\s*\)?\s*$`)
+
+// makePlan validates s for PostgreSQL and resolves its defaults.
+func makePlan(s *spec.Spec) (*plan, error) {
+	errs := engine.NewErrors(s)
+	sc := s.Scheme
+	p := &plan{replication: sc.Replication, fsync: true, fullPage: true}
+	if p.replication == "" {
+		p.replication = Async
+	}
+	if !slices.Contains(schemes, p.replication) {
+		errs.Add("scheme.replication", "PostgreSQL has no scheme %q; schemes: %s", p.replication, strings.Join(schemes, ", "))
+		return nil, errs.Err()
+	}
+	var standbys, replicas, masters []string
+	for _, n := range s.Nodes {
+		field := "node." + n.Name
+		switch n.Role {
+		case "primary":
+			p.primaries = append(p.primaries, n.Name)
+		case "standby":
+			standbys = append(standbys, n.Name)
+		case "replica":
+			replicas = append(replicas, n.Name)
+		case "master":
+			masters = append(masters, n.Name)
+		}
+		if n.ApplyDelay > 0 && n.Role != "standby" {
+			errs.Add(field+".apply_delay", "apply_delay holds back replay on a physical standby; node %s is a %s", n.Name, n.Role)
+		}
+		if len(n.Tables) > 0 && n.Role != "replica" {
+			errs.Add(field+".table", "table filters make a logical replica partial; node %s is a %s (use role = \"replica\" with replication = \"logical\" or \"snapshot\")", n.Name, n.Role)
+		}
+		if n.From != "" {
+			up := s.Node(n.From)
+			if up == nil {
+				continue // the spec already reported it
+			}
+			switch {
+			case n.Role == "standby" && up.Role != "primary" && up.Role != "standby":
+				errs.Add(field+".from", "a standby replicates from the primary or another standby (cascading); %s is a %s", up.Name, up.Role)
+			case n.Role == "replica" && up.Role != "primary":
+				errs.Add(field+".from", "PostgreSQL %s logical replicas subscribe to the primary; %s is a %s", "15", up.Name, up.Role)
+			}
+		}
+	}
+	roleErr := func(names []string, role, hint string) {
+		for _, n := range names {
+			errs.Add("node."+n+".role", "replication = %q has no %s nodes; %s", p.replication, role, hint)
+		}
+	}
+	switch p.replication {
+	case Async, Sync:
+		roleErr(replicas, "replica", `use role = "standby", or replication = "logical" for replicas`)
+		roleErr(masters, "master", `use replication = "multimaster" for masters`)
+		if p.replication == Sync && len(standbys) == 0 {
+			errs.Add("scheme.replication", "synchronous replication needs at least one standby")
+		}
+	case Logical, Snapshot:
+		roleErr(standbys, "standby", `use role = "replica" (logical), or replication = "async"/"sync" for physical standbys`)
+		roleErr(masters, "master", `use replication = "multimaster" for masters`)
+	case Multimaster:
+		roleErr(standbys, "standby", `every node is a master`)
+		roleErr(replicas, "replica", `every node is a master`)
+		roleErr(p.primaries, "primary", `every node is a master: use role = "master"`)
+		if len(masters) < 2 {
+			errs.Add("scheme.replication", "multi-master needs at least two nodes with role = \"master\"")
+		}
+		p.primaries = masters
+	}
+	if p.replication != Multimaster && len(p.primaries) != 1 {
+		errs.Add("node", "replication = %q needs exactly one node with role = \"primary\"; found %d", p.replication, len(p.primaries))
+	}
+
+	// Commit level and durability.
+	allowed := asyncCommits
+	if p.replication == Sync {
+		allowed = syncCommits
+	}
+	p.commit = sc.Commit
+	switch sc.Durability {
+	case "", "sync":
+	case "write-nosync":
+		// WAL is written at commit but never flushed: Berkeley DB's WRITE_NOSYNC.
+		p.fsync = false
+	case "nosync":
+		// Commit returns before its WAL is written: Berkeley DB's NOSYNC.
+		if p.commit != "" && p.commit != "off" {
+			errs.Add("scheme.commit", "durability = \"nosync\" means synchronous_commit = off; it cannot wait for commit = %q", p.commit)
+		}
+		p.commit = "off"
+	default:
+		errs.Add("scheme.durability", "unknown durability %q; choose one of %s", sc.Durability, strings.Join(durabilities, ", "))
+	}
+	if p.commit == "" {
+		p.commit = "on"
+	}
+	if !slices.Contains(allowed, p.commit) {
+		if p.replication != Sync && slices.Contains(syncCommits, p.commit) {
+			errs.Add("scheme.commit", "commit = %q waits for synchronous standbys; use replication = \"sync\", or one of %s", p.commit, strings.Join(allowed, ", "))
+		} else {
+			errs.Add("scheme.commit", "unknown commit level %q; with replication = %q choose one of %s", p.commit, p.replication, strings.Join(allowed, ", "))
+		}
+	}
+	if sc.Fsync != nil {
+		p.fsync = *sc.Fsync
+	}
+	p.fullPage = sc.FullPageWrites == nil || *sc.FullPageWrites
+	p.walCompress = sc.WALCompression != nil && *sc.WALCompression
+
+	// Synchronous standbys.
+	if sc.Standbys != "" && p.replication != Sync {
+		errs.Add("scheme.standbys", "standbys names synchronous standbys; it needs replication = \"sync\"")
+	}
+	if p.replication == Sync {
+		var direct []string
+		for _, n := range s.Nodes {
+			if n.Role == "standby" && slices.Contains(p.primaries, n.From) {
+				direct = append(direct, n.Name)
+			}
+		}
+		names, err := syncStandbyNames(sc.Standbys, direct)
+		if err != "" {
+			errs.Add("scheme.standbys", "%s", err)
+		}
+		p.syncNames = names
+	}
+
+	// Refresh and conflicts.
+	p.refresh = sc.Refresh
+	if p.refresh != 0 && p.replication != Snapshot {
+		errs.Add("scheme.refresh", "refresh sets how often snapshot replicas catch up; it needs replication = \"snapshot\"")
+	}
+	if p.replication == Snapshot && p.refresh == 0 {
+		p.refresh = DefaultRefresh
+	}
+	p.conflict = sc.Conflict
+	if p.conflict != "" && p.replication != Multimaster {
+		errs.Add("scheme.conflict", "conflict resolution applies to replication = \"multimaster\"")
+	}
+	if p.replication == Multimaster {
+		if p.conflict == "" {
+			p.conflict = "last_update_wins"
+		}
+		if !slices.Contains(conflicts, p.conflict) {
+			errs.Add("scheme.conflict", "unknown conflict resolution %q; pglogical offers %s", p.conflict, strings.Join(conflicts, ", "))
+		}
+	}
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// syncStandbyNames checks and normalises a synchronous_standby_names
+// value: "FIRST k (a, b)", "ANY k (a, b)" or a plain list; names must be
+// standbys streaming directly from the primary. Empty means ANY 1 of all
+// of them.
+func syncStandbyNames(v string, direct []string) (string, string) {
+	if len(direct) == 0 {
+		return "", "no standby streams directly from the primary, so none can be synchronous"
+	}
+	if strings.TrimSpace(v) == "" {
+		return fmt.Sprintf("ANY 1 (%s)", strings.Join(direct, ", ")), ""
+	}
+	m := standbysRE.FindStringSubmatch(v)
+	if m == nil {
+		return "", fmt.Sprintf("%q is not a standby list; write \"FIRST k (a, b)\", \"ANY k (a, b)\" or \"a, b\"", v)
+	}
+	method := strings.ToUpper(m[1])
+	k := 1
+	if m[2] != "" {
+		k, _ = strconv.Atoi(m[2])
+	}
+	var names []string
+	for _, n := range strings.Split(m[3], ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if !slices.Contains(direct, n) {
+			return "", fmt.Sprintf("%q is not a standby streaming directly from the primary (those are: %s); cascaded standbys cannot be synchronous", n, strings.Join(direct, ", "))
+		}
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return "", "no standby names given"
+	}
+	if k < 1 || k > len(names) {
+		return "", fmt.Sprintf("%d synchronous standbys asked for, but %d named: commits would never return", k, len(names))
+	}
+	if method == "" {
+		method = "FIRST"
+	}
+	return fmt.Sprintf("%s %d (%s)", method, k, strings.Join(names, ", ")), ""
+}

@@ -1,0 +1,372 @@
+// Package postgres runs PostgreSQL nodes in a lab's sites and sets up its
+// replication schemes: physical streaming (asynchronous, synchronous with
+// FIRST/ANY, cascading, apply delay), logical replication (partial
+// replicas with row filters and column lists), periodic snapshot refresh,
+// and multi-master with pglogical. docs/postgres.md maps scheme names to
+// PostgreSQL settings.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"replab/internal/engine"
+	"replab/internal/lab"
+	"replab/internal/spec"
+)
+
+// Engine is PostgreSQL.
+type Engine struct{}
+
+// Kind implements engine.Engine.
+func (Engine) Kind() string { return "postgres" }
+
+// Validate implements engine.Engine.
+func (Engine) Validate(s *spec.Spec) error {
+	_, err := makePlan(s)
+	return err
+}
+
+// cluster is a running set of PostgreSQL nodes.
+type cluster struct {
+	lab      *lab.Lab
+	plan     *plan
+	inst     *install
+	uid, gid int
+	log      io.Writer
+	nodes    []*node // spec order
+	byName   map[string]*node
+
+	bg        sync.WaitGroup // background work (snapshot refresh)
+	stopBg    context.CancelFunc
+	closeOnce sync.Once
+	markerSeq int64
+}
+
+// Up implements engine.Engine.
+func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Cluster, err error) {
+	p, err := makePlan(l.Spec)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := findInstall(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p.replication == Multimaster && !inst.hasExtension("pglogical") {
+		return nil, fmt.Errorf("multi-master needs pglogical: apt-get install postgresql-%d-pglogical", inst.Major)
+	}
+	uid, gid, err := osUser(ctx)
+	if err != nil {
+		return nil, err
+	}
+	data, err := l.DataDir()
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{lab: l, plan: p, inst: inst, uid: uid, gid: gid, log: log, byName: map[string]*node{}}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if err := c.layout(data); err != nil {
+		return nil, err
+	}
+	bgctx, cancel := context.WithCancel(context.Background())
+	c.stopBg = cancel
+	switch p.replication {
+	case Async, Sync:
+		err = c.upPhysical(ctx)
+	case Logical, Snapshot:
+		err = c.upLogical(ctx, bgctx)
+	case Multimaster:
+		err = c.upMultimaster(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := c.WaitFlowing(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// layout assigns each node its address, port and directories.
+func (c *cluster) layout(data string) error {
+	ports := map[string]int{} // site -> next port
+	used := map[netip.AddrPort]string{}
+	sockRoot := filepath.Join(c.lab.RunDir(), "pg")
+	if err := os.MkdirAll(sockRoot, 0o755); err != nil {
+		return err
+	}
+	for _, sn := range c.lab.Spec.Nodes {
+		site := c.lab.Site(sn.Site)
+		if site == nil {
+			return fmt.Errorf("node %s: no site %s", sn.Name, sn.Site)
+		}
+		port := sn.Port
+		if port == 0 {
+			if ports[sn.Site] == 0 {
+				ports[sn.Site] = DefaultPort
+			}
+			port = ports[sn.Site]
+			ports[sn.Site]++
+		}
+		ap := netip.AddrPortFrom(site.Address, uint16(port))
+		if other, dup := used[ap]; dup {
+			return fmt.Errorf("nodes %s and %s both listen on %s: give one a different port", other, sn.Name, ap)
+		}
+		used[ap] = sn.Name
+		for ports[sn.Site] != 0 && used[netip.AddrPortFrom(site.Address, uint16(ports[sn.Site]))] != "" {
+			ports[sn.Site]++
+		}
+		n := &node{
+			Node:    sn,
+			c:       c,
+			site:    site,
+			addr:    ap,
+			dataDir: filepath.Join(data, "pg-"+sn.Name),
+			sockDir: filepath.Join(sockRoot, sn.Name),
+			logPath: filepath.Join(data, "pg-"+sn.Name+".log"),
+		}
+		if err := mkdirOwned(n.sockDir, c.uid, c.gid); err != nil {
+			return err
+		}
+		_ = os.Chmod(n.sockDir, 0o755) // clients (root, other users) connect through it
+		c.nodes = append(c.nodes, n)
+		c.byName[sn.Name] = n
+	}
+	return nil
+}
+
+// asServerUser makes cmd run as the servers' OS user.
+func (c *cluster) asServerUser(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(c.uid), Gid: uint32(c.gid)}}
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/nonexistent"}
+}
+
+// clusterSettings are the settings every node shares: sized for a small,
+// shared machine (2 cores), with replication and durability from the plan.
+func (c *cluster) clusterSettings() map[string]string {
+	onoff := func(b bool) string {
+		if b {
+			return "on"
+		}
+		return "off"
+	}
+	s := map[string]string{
+		"shared_buffers":                    "64MB",
+		"max_connections":                   "200",
+		"max_wal_size":                      "512MB",
+		"min_wal_size":                      "80MB",
+		"checkpoint_timeout":                "5min",
+		"wal_level":                         "logical",
+		"max_wal_senders":                   "20",
+		"max_replication_slots":             "20",
+		"max_worker_processes":              "24",
+		"max_logical_replication_workers":   "12",
+		"max_sync_workers_per_subscription": "2",
+		"hot_standby":                       "on",
+		"hot_standby_feedback":              "on",
+		"wal_receiver_status_interval":      "1s",
+		"track_commit_timestamp":            "on",
+		"logging_collector":                 "off",
+		"log_line_prefix":                   "%m [%p] %q%u@%d ",
+		"log_min_messages":                  "warning",
+		"synchronous_commit":                c.plan.commit,
+		"fsync":                             onoff(c.plan.fsync),
+		"full_page_writes":                  onoff(c.plan.fullPage),
+		"wal_compression":                   onoff(c.plan.walCompress),
+		"dynamic_shared_memory_type":        "posix",
+	}
+	if c.plan.replication == Multimaster {
+		s["shared_preload_libraries"] = "pglogical"
+		s["pglogical.conflict_resolution"] = c.plan.conflict
+	}
+	return s
+}
+
+// createPrimary initialises, configures and starts a node that does not
+// replicate from another (a primary or a master), and creates the replab
+// database.
+func (c *cluster) createPrimary(ctx context.Context, n *node) error {
+	start := time.Now()
+	if err := n.initdb(ctx); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	if err := n.writeConfig(nil); err != nil {
+		return fmt.Errorf("node %s: configure: %w", n.Name, err)
+	}
+	if err := n.start(ctx); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	if err := n.exec(ctx, "postgres", "CREATE DATABASE "+Database); err != nil {
+		return err
+	}
+	if err := n.exec(ctx, "", markerDDL); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.log, "node %s: %s %s started in %s (%.2f s)\n", n.Name, n.Role, c.inst.Version, n.Site, time.Since(start).Seconds())
+	return nil
+}
+
+// markerDDL is the table WaitFlowing writes markers to.
+const markerDDL = `CREATE TABLE IF NOT EXISTS replab_marker (source text PRIMARY KEY, seq bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`
+
+// Nodes implements engine.Cluster.
+func (c *cluster) Nodes() []engine.Node {
+	out := make([]engine.Node, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		out = append(out, engine.Node{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, Addr: n.addr, DSN: n.dsn(), Version: c.inst.Version})
+	}
+	return out
+}
+
+// Open implements engine.Cluster.
+func (c *cluster) Open(ctx context.Context, name, fromSite string) (*sql.DB, error) {
+	n := c.byName[name]
+	if n == nil {
+		return nil, fmt.Errorf("no node %q", name)
+	}
+	site := c.lab.Site(fromSite)
+	if site == nil {
+		return nil, fmt.Errorf("no site %q", fromSite)
+	}
+	cfg, err := pgx.ParseConfig(n.dsn())
+	if err != nil {
+		return nil, err
+	}
+	cfg.DialFunc = dialer(site)
+	return stdlib.OpenDB(*cfg), nil
+}
+
+// WaitFlowing implements engine.Cluster: a marker written at every source
+// (the primary, or every master) must become visible at every node that
+// receives its changes.
+func (c *cluster) WaitFlowing(ctx context.Context) error {
+	c.markerSeq++
+	seq := c.markerSeq
+	for _, src := range c.plan.primaries {
+		n := c.byName[src]
+		if err := c.writeMarker(ctx, n, seq); err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(c.nodes)*len(c.plan.primaries))
+	for _, n := range c.nodes {
+		for _, src := range c.plan.primaries {
+			if src == n.Name {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- c.waitMarker(ctx, n, src, seq)
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		if err != nil {
+			all = append(all, err)
+		}
+	}
+	return errors.Join(all...)
+}
+
+// writeMarker upserts the source's marker. It is bounded: under a
+// synchronous scheme with no reachable standby the commit would wait
+// forever, so the wait is cancelled and reported.
+func (c *cluster) writeMarker(ctx context.Context, n *node, seq int64) error {
+	wctx, cancel := context.WithTimeout(ctx, c.flowTimeout())
+	defer cancel()
+	err := n.exec(wctx, "", `INSERT INTO replab_marker (source, seq) VALUES ($1, $2)
+		ON CONFLICT (source) DO UPDATE SET seq = EXCLUDED.seq, at = clock_timestamp()`, n.Name, seq)
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		return fmt.Errorf("node %s: a marker commit did not return within %s: synchronous standbys unreachable? (cancelled; the row is committed locally)", n.Name, c.flowTimeout())
+	}
+	return err
+}
+
+// waitMarker polls n until src's marker reaches seq.
+func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64) error {
+	deadline := time.Now().Add(c.flowTimeout())
+	for {
+		var got int64
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := n.query1(qctx, "", `SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = $1`, &got, src)
+		cancel()
+		if err == nil && got >= seq {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("node %s: marker from %s not visible within %s: %w", n.Name, src, c.flowTimeout(), err)
+			}
+			return fmt.Errorf("node %s: marker %d from %s not visible within %s (still at %d): replication is not flowing", n.Name, seq, src, c.flowTimeout(), got)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// flowTimeout bounds a marker's trip: generous for satellite links and for
+// snapshot replicas that catch up only at their refresh interval.
+func (c *cluster) flowTimeout() time.Duration {
+	var worst time.Duration
+	for _, l := range c.lab.Spec.Links {
+		worst = max(worst, l.Forward.Delay+l.Reverse.Delay)
+	}
+	return 60*time.Second + 20*worst + c.plan.refresh
+}
+
+// Close implements engine.Cluster: standbys and replicas first, then the
+// sources, each with a bounded fast shutdown.
+func (c *cluster) Close() error {
+	c.closeOnce.Do(func() {
+		if c.stopBg != nil {
+			c.stopBg()
+		}
+		c.bg.Wait()
+		var wg sync.WaitGroup
+		for _, n := range c.nodes {
+			if n.From != "" {
+				wg.Add(1)
+				go func() { defer wg.Done(); n.stop(15 * time.Second) }()
+			}
+		}
+		wg.Wait()
+		for _, n := range c.nodes {
+			if n.From == "" {
+				wg.Add(1)
+				go func() { defer wg.Done(); n.stop(15 * time.Second) }()
+			}
+		}
+		wg.Wait()
+	})
+	return nil
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,173 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"replab/internal/engine"
+)
+
+// ApplySchema implements engine.Cluster.
+func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
+	switch c.plan.replication {
+	case Logical, Snapshot:
+		return c.applySchemaLogical(ctx, s)
+	case Multimaster:
+		return c.applySchemaMultimaster(ctx, s)
+	}
+	// Physical: DDL at the primary replicates to every standby.
+	p := c.byName[c.plan.primaries[0]]
+	return createTables(ctx, p, s)
+}
+
+// createTables runs a schema's PostgreSQL statements on one node.
+func createTables(ctx context.Context, n *node, s engine.Schema) error {
+	for _, t := range s.Tables {
+		ddl, ok := t.Create["postgres"]
+		if !ok {
+			return fmt.Errorf("table %s has no PostgreSQL definition", t.Name)
+		}
+		if err := n.exec(ctx, "", ddl); err != nil {
+			return err
+		}
+		for _, ix := range t.Indexes["postgres"] {
+			if err := n.exec(ctx, "", ix); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ReplicationState implements engine.Cluster: for physical standbys what
+// each upstream's pg_stat_replication says, for logical replicas what
+// their slot on the source says.
+func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, error) {
+	var out []engine.ReplicaState
+	for _, up := range c.nodes {
+		conn, err := up.connect(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		rows, err := conn.Query(ctx, `SELECT application_name, coalesce(state, ''), coalesce(sent_lsn::text, ''),
+			coalesce(write_lsn::text, ''), coalesce(flush_lsn::text, ''), coalesce(replay_lsn::text, ''),
+			coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, replay_lsn), 0)::bigint,
+			coalesce(sync_state, '')
+			FROM pg_stat_replication`)
+		if err != nil {
+			conn.Close(ctx)
+			return nil, fmt.Errorf("node %s: read pg_stat_replication: %w", up.Name, err)
+		}
+		for rows.Next() {
+			var r engine.ReplicaState
+			if err := rows.Scan(&r.Node, &r.State, &r.SentLSN, &r.WriteLSN, &r.FlushLSN, &r.ReplayLSN, &r.BytesBehind, &r.SyncState); err != nil {
+				rows.Close()
+				conn.Close(ctx)
+				return nil, err
+			}
+			r.From = up.Name
+			r.Kind = "physical"
+			if n := c.byName[r.Node]; n == nil || n.From != up.Name {
+				// A logical subscription's walsender, named after the subscription.
+				r.Kind = "logical"
+			}
+			out = append(out, r)
+		}
+		rows.Close()
+		conn.Close(ctx)
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Processes implements engine.Cluster: the postmaster's children, named by
+// the role PostgreSQL gives them in their process title.
+func (c *cluster) Processes(ctx context.Context) ([]engine.Process, error) {
+	var out []engine.Process
+	children := childrenByParent()
+	for _, n := range c.nodes {
+		if n.cmd == nil || n.cmd.Process == nil {
+			continue
+		}
+		pm := n.cmd.Process.Pid
+		out = append(out, engine.Process{Node: n.Name, Role: "postmaster", PID: pm})
+		for _, pid := range children[pm] {
+			out = append(out, engine.Process{Node: n.Name, Role: roleOf(cmdline(pid)), PID: pid})
+		}
+	}
+	return out, nil
+}
+
+// childrenByParent maps each PID to its children's PIDs.
+func childrenByParent() map[int][]int {
+	out := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		out[ppid] = append(out[ppid], pid)
+	}
+	return out
+}
+
+func cmdline(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}
+
+// roleOf maps a PostgreSQL process title ("postgres: walsender …") to a
+// role name.
+func roleOf(title string) string {
+	t := strings.TrimPrefix(title, "postgres: ")
+	if i := strings.Index(t, ": "); i >= 0 && !strings.HasPrefix(t, "logical replication") && !strings.HasPrefix(t, "pglogical") {
+		t = t[i+2:] // "cluster_name: role …" when cluster_name is set
+	}
+	prefixes := []struct{ prefix, role string }{
+		{"walsender", "walsender"},
+		{"walreceiver", "walreceiver"},
+		{"startup", "startup"},
+		{"checkpointer", "checkpointer"},
+		{"background writer", "bgwriter"},
+		{"walwriter", "walwriter"},
+		{"autovacuum launcher", "autovacuum"},
+		{"autovacuum worker", "autovacuum"},
+		{"archiver", "archiver"},
+		{"stats collector", "stats"},
+		{"logical replication launcher", "logical-launcher"},
+		{"logical replication apply worker", "logical-apply"},
+		{"logical replication worker", "logical-apply"},
+		{"logical replication tablesync worker", "logical-sync"},
+		{"pglogical manager", "pglogical-manager"},
+		{"pglogical supervisor", "pglogical-supervisor"},
+		{"pglogical apply", "pglogical-apply"},
+		{"pglogical sync", "pglogical-sync"},
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(t, p.prefix) {
+			return p.role
+		}
+	}
+	return "backend"
+}
