@@ -294,4 +294,3 @@ func firstWords(sql string) string {
 func dialer(site *lab.Site) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return site.DialContext
 }
-
