@@ -433,8 +433,15 @@ func (l *Lab) DataDir() (string, error) {
 		return "", fmt.Errorf("create lab data directory: %w", err)
 	}
 	// Servers run as an unprivileged user: every directory on the way
-	// must be traversable.
-	_ = os.Chmod(l.dataRoot, 0o755)
+	// must be traversable (search permission only; nothing becomes
+	// readable).
+	for d := dir; d != "/" && d != "."; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(d, fi.Mode().Perm()|0o011); err != nil {
+				return "", fmt.Errorf("make %s traversable for the servers' OS user: %w", d, err)
+			}
+		}
+	}
 	return dir, nil
 }
 

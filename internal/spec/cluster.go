@@ -29,7 +29,7 @@ var (
 // Errorf makes an error pointing at a field of the spec, e.g.
 // s.Errorf("scheme.commit", "…"): file:line: scheme.commit: …
 func (s *Spec) Errorf(field, format string, args ...any) *Error {
-	return &Error{File: s.File, Line: s.Line(field), Field: field, Msg: fmt.Sprintf(format, args...)}
+	return &Error{File: s.name, Line: s.Line(field), Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Line returns the line a field was written on, or of its nearest written

@@ -77,6 +77,7 @@ func parse(name string, data []byte, e *env) (s *Spec, err error) {
 	}
 	c := &decoder{file: name, d: d, env: e}
 	s = c.spec()
+	s.name = name
 	if len(c.errs) > 0 {
 		return nil, sortErrors(c.errs)
 	}

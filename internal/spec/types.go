@@ -24,6 +24,7 @@ type Spec struct {
 	// line they were written on, so later checks (an engine's) can point
 	// at them too.
 	lines map[string]int
+	name  string // file name for error messages (File, or Parse's name)
 }
 
 // Engine is the [engine] table.

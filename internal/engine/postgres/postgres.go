@@ -301,8 +301,8 @@ func (c *cluster) writeMarker(ctx context.Context, n *node, seq int64) error {
 	defer cancel()
 	err := n.exec(wctx, "", `INSERT INTO replab_marker (source, seq) VALUES ($1, $2)
 		ON CONFLICT (source) DO UPDATE SET seq = EXCLUDED.seq, at = clock_timestamp()`, n.Name, seq)
-	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
-		return fmt.Errorf("node %s: a marker commit did not return within %s: synchronous standbys unreachable? (cancelled; the row is committed locally)", n.Name, c.flowTimeout())
+	if err != nil && wctx.Err() != nil {
+		return fmt.Errorf("node %s: a marker commit did not return in time: are the synchronous standbys unreachable? (the wait was cancelled; the row is committed locally)", n.Name)
 	}
 	return err
 }
