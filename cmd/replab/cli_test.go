@@ -73,13 +73,18 @@ func replab(t *testing.T, state string, args ...string) (string, int) {
 
 // writeSpec writes examples/two-sites.toml under a unique lab name.
 func writeSpec(t *testing.T, prefix string) (path, name string) {
+	return writeExample(t, "two-sites", prefix)
+}
+
+// writeExample copies examples/NAME.toml under a unique lab name.
+func writeExample(t *testing.T, example, prefix string) (path, name string) {
 	t.Helper()
-	b, err := os.ReadFile("../../examples/two-sites.toml")
+	b, err := os.ReadFile("../../examples/" + example + ".toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	name = fmt.Sprintf("c%s-%d-%04x", prefix, os.Getpid()%10000, rand.IntN(0x10000))
-	text := strings.Replace(string(b), `name = "two-sites"`, fmt.Sprintf("name = %q", name), 1)
+	text := strings.Replace(string(b), fmt.Sprintf("name = %q", example), fmt.Sprintf("name = %q", name), 1)
 	path = filepath.Join(t.TempDir(), "lab.toml")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -126,8 +131,8 @@ func labUp(t *testing.T, spec, state string) *exec.Cmd {
 			t.Fatal("lab up exited before printing ready")
 		}
 		t.Logf("lab up printed:\n%s", strings.Join(lines, "\n"))
-	case <-time.After(time.Minute):
-		t.Fatal("lab up did not print ready within a minute")
+	case <-time.After(3 * time.Minute):
+		t.Fatal("lab up did not print ready within 3 minutes")
 	}
 	return cmd
 }
@@ -273,4 +278,60 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%v: exit %d: %s", args, code, out)
 		}
 	}
+}
+
+func TestPgQuorumExampleNodesHaveDSNsThatWorkFromEverySite(t *testing.T) {
+	requireRoot(t)
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Skip("psql missing: apt-get install postgresql-client-15")
+	}
+	state := t.TempDir()
+	spec, _ := writeExample(t, "pg-quorum", "pgq")
+	cmd := labUp(t, spec, state)
+	out, code := replab(t, state, "lab", "status", "--json")
+	if code != 0 {
+		t.Fatalf("status: %s", out)
+	}
+	var st lab.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]string{}
+	dsn := map[string]string{}
+	for _, n := range st.Nodes {
+		roles[n.Name] = n.Site + "/" + n.Role
+		dsn[n.Name] = n.DSN
+	}
+	if roles["p1"] != "primary/primary" || roles["e1"] != "eu/standby" || roles["a1"] != "asia/standby" {
+		t.Fatalf("nodes %+v", st.Nodes)
+	}
+	psql := func(site, node, sql string) string {
+		t.Helper()
+		out, code := replab(t, "", "exec", "--state", state, site, "--", "psql", dsn[node], "-Atc", sql)
+		if code != 0 {
+			t.Fatalf("psql from %s to %s: exit %d: %s", site, node, code, out)
+		}
+		return strings.TrimSpace(out)
+	}
+	psql("asia", "p1", "CREATE TABLE hello (id int PRIMARY KEY); INSERT INTO hello VALUES (42)")
+	// remote_apply with ANY 1: at least one standby has it at once; both soon.
+	for _, site := range []string{"primary", "eu", "asia"} {
+		for _, node := range []string{"e1", "a1"} {
+			var got string
+			for range 50 {
+				if got = psql(site, node, "SELECT coalesce(max(id), 0) FROM hello"); got == "42" {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if got != "42" {
+				t.Errorf("from %s, %s has %q, want 42", site, node, got)
+			}
+		}
+	}
+	if got := psql("eu", "p1", "SHOW synchronous_standby_names"); got != "ANY 1 (e1, a1)" {
+		t.Errorf("synchronous_standby_names = %q", got)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
 }

@@ -172,7 +172,10 @@ func (l *Lab) claim(ctx context.Context) error {
 		Spec:     l.Spec.File,
 		Control:  filepath.Join(labDir(l.root, name), "control.sock"),
 	}
-	return l.rec.save(l.root)
+	if err := l.rec.save(l.root); err != nil {
+		return err
+	}
+	return makeTraversable(labDir(l.root, name))
 }
 
 // rootSysctls makes each site's congestion control allowed in the root
@@ -432,17 +435,24 @@ func (l *Lab) DataDir() (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create lab data directory: %w", err)
 	}
-	// Servers run as an unprivileged user: every directory on the way
-	// must be traversable (search permission only; nothing becomes
-	// readable).
+	if err := makeTraversable(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// makeTraversable gives dir and its parents search permission for others:
+// servers run as an unprivileged user and must reach their data and
+// sockets. Nothing becomes readable.
+func makeTraversable(dir string) error {
 	for d := dir; d != "/" && d != "."; d = filepath.Dir(d) {
 		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
 			if err := os.Chmod(d, fi.Mode().Perm()|0o011); err != nil {
-				return "", fmt.Errorf("make %s traversable for the servers' OS user: %w", d, err)
+				return fmt.Errorf("make %s traversable for the servers' OS user: %w", d, err)
 			}
 		}
 	}
-	return dir, nil
+	return nil
 }
 
 // RunDir is the lab's state directory (tmpfs): short paths for sockets.
