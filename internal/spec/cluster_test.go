@@ -84,3 +84,34 @@ wal_compression = true
 		t.Errorf("scheme = %+v", s.Scheme)
 	}
 }
+
+func TestPgPersonnelExampleParses(t *testing.T) {
+	s, err := Load("../../examples/pg-personnel.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Workload == nil || s.Workload.Kind != "personnel" || s.Workload.Options["persons"] != int64(20000) {
+		t.Fatalf("workload %+v", s.Workload)
+	}
+	r := s.Run
+	if r.Users != 8 || r.Warmup != 5*time.Second || r.Duration != 20*time.Second || r.RatePerSec != 0 || r.Cooldown != DefaultCooldown {
+		t.Errorf("run %+v", r)
+	}
+	if len(s.Nodes) != 3 || s.Scheme.Standbys != "ANY 1 (e1, a1)" {
+		t.Errorf("nodes/scheme differ from pg-quorum: %+v %+v", s.Nodes, s.Scheme)
+	}
+}
+
+func TestTxRates(t *testing.T) {
+	for in, want := range map[string]float64{"60/min": 1, "5000/s": 5000, "3600/h": 1, "0.5/s": 0.5} {
+		got, msg := parseTxRate(in)
+		if msg != "" || got != want {
+			t.Errorf("%q = %v (%s), want %v", in, got, msg, want)
+		}
+	}
+	for _, bad := range []string{"60", "x/s", "-1/s", "1/fortnight", "0/s"} {
+		if _, msg := parseTxRate(bad); msg == "" {
+			t.Errorf("%q: want an error", bad)
+		}
+	}
+}

@@ -32,7 +32,7 @@ var (
 )
 
 var (
-	topKeys  = []string{"lab", "site", "link", "engine", "node", "scheme"}
+	topKeys  = []string{"lab", "site", "link", "engine", "node", "scheme", "workload", "run"}
 	labKeys  = []string{"name", "subnet", "seed"}
 	siteKeys = []string{"address", "tcp_congestion", "tcp_rmem", "tcp_wmem", "rmem_max", "wmem_max",
 		"tcp_window_scaling", "tcp_slow_start_after_idle", "cpu", "memory"}
@@ -168,6 +168,7 @@ func (c *decoder) spec() *Spec {
 	s.Sites = c.sites(root, s.Lab.Subnet)
 	s.Links = c.links(root, s)
 	c.cluster(root, s)
+	c.workloadAndRun(root, s)
 	return s
 }
 

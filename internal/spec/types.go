@@ -20,6 +20,9 @@ type Spec struct {
 	Nodes  []Node  // in declaration order
 	Scheme Scheme
 
+	Workload *Workload // nil when the spec has no [workload]
+	Run      Run
+
 	// lines maps field paths ("node.e1.from", "scheme.commit") to the
 	// line they were written on, so later checks (an engine's) can point
 	// at them too.
@@ -113,3 +116,40 @@ type Link struct {
 
 // Name returns "A<->B".
 func (l Link) Name() string { return l.A + "<->" + l.B }
+
+// Workload is the [workload] table: a kind and its options, which the
+// workload checks itself (pointing at them with Spec.Errorf("workload.KEY")).
+type Workload struct {
+	Kind    string
+	Options map[string]any // TOML values as parsed: string, int64, float64, bool
+}
+
+// Run is the [run] table: how the driver runs the workload.
+type Run struct {
+	Users    int           // closed loop: concurrent users; open loop: most transactions in flight
+	Warmup   time.Duration // not measured
+	Duration time.Duration // the measure phase
+	Cooldown time.Duration // not measured; replicas keep catching up
+	// RatePerSec > 0 switches to open loop: transactions start on a
+	// schedule, and latency counts from the scheduled start.
+	RatePerSec float64
+	Arrival    string        // open loop: "poisson" (default) or "regular"
+	ThinkMin   time.Duration // closed loop: think time between transactions,
+	ThinkMax   time.Duration // drawn uniformly from [ThinkMin, ThinkMax]
+	Seed       int64         // data and choices
+	Client     string        // site the users run in; "" = the first source's site
+	// MaxErrorPct stops a run whose failed transactions exceed this share
+	// (of all attempts in the last second).
+	MaxErrorPct float64
+	LagInterval time.Duration // how often each replica's watcher looks
+}
+
+// Run defaults.
+const (
+	DefaultUsers       = 8
+	DefaultWarmup      = 5 * time.Second
+	DefaultDuration    = 30 * time.Second
+	DefaultCooldown    = 2 * time.Second
+	DefaultMaxErrorPct = 20
+	DefaultLagInterval = time.Millisecond
+)

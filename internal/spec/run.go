@@ -1,0 +1,197 @@
+package spec
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var (
+	workloadKeyRE = identRE
+	runKeys       = []string{"users", "warmup", "duration", "cooldown", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval"}
+	arrivals      = []string{"poisson", "regular"}
+)
+
+// workloadAndRun reads [workload] and [run].
+func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
+	s.Run = Run{Users: DefaultUsers, Warmup: DefaultWarmup, Duration: DefaultDuration, Cooldown: DefaultCooldown,
+		Arrival: "poisson", Seed: s.Lab.Seed, MaxErrorPct: DefaultMaxErrorPct, LagInterval: DefaultLagInterval}
+	if v, present := root["workload"]; present {
+		p := path{"workload"}
+		c.remember(s, p)
+		if m, ok := c.table(p, v, `write [workload] with kind = "personnel"`); ok {
+			w := &Workload{Options: map[string]any{}}
+			for _, k := range c.keysByPos(p, m) {
+				c.remember(s, p.child(k))
+				if k == "kind" {
+					continue
+				}
+				if !workloadKeyRE.MatchString(k) {
+					c.failAt(p.child(k), "not an option name")
+					continue
+				}
+				w.Options[k] = m[k]
+			}
+			if kv, ok := c.get(p, m, "kind", kString, `a string like "personnel" or "kv-insert"`); ok {
+				w.Kind = strings.TrimSpace(kv.(string))
+			} else if _, present := m["kind"]; !present {
+				c.failAt(p, `kind is required, e.g. kind = "personnel"`)
+			}
+			s.Workload = w
+			if s.Engine == nil {
+				c.failAt(p, `a workload needs an engine and nodes: add [engine] with kind = "postgres" and [node.NAME] tables`)
+			}
+		}
+	}
+	v, present := root["run"]
+	if !present {
+		return
+	}
+	p := path{"run"}
+	c.remember(s, p)
+	m, ok := c.table(p, v, `write [run] with users = 8 and duration = "30s"`)
+	if !ok {
+		return
+	}
+	c.checkKeys(p, m, runKeys, "[run]")
+	r := &s.Run
+	if s.Workload == nil {
+		c.failAt(p, `[run] drives a workload: add [workload] with kind = "personnel"`)
+	}
+	if v, ok := c.get(p, m, "users", kInt, "a whole number of users, like 8"); ok {
+		c.remember(s, p.child("users"))
+		if n := v.(int64); n < 1 || n > 10000 {
+			c.fail(p.child("users"), v, "want between 1 and 10000 users")
+		} else {
+			r.Users = int(n)
+		}
+	}
+	dur := func(key string, dst *time.Duration, minD time.Duration) {
+		if v, ok := c.get(p, m, key, kString, `a string with a unit, like "30s"`); ok {
+			c.remember(s, p.child(key))
+			d, msg := parseDurationMax(v.(string), 30*24*time.Hour)
+			if msg == "" && d < minD {
+				msg = "too short; at least " + minD.String()
+			}
+			if msg != "" {
+				c.fail(p.child(key), v, "%s", msg)
+				return
+			}
+			*dst = d
+		}
+	}
+	dur("warmup", &r.Warmup, 0)
+	dur("duration", &r.Duration, time.Second)
+	dur("cooldown", &r.Cooldown, 0)
+	dur("lag_interval", &r.LagInterval, 100*time.Microsecond)
+	if v, ok := c.get(p, m, "rate", kString, `a string like "60/min" or "5000/s"`); ok {
+		c.remember(s, p.child("rate"))
+		rate, msg := parseTxRate(v.(string))
+		if msg != "" {
+			c.fail(p.child("rate"), v, "%s", msg)
+		} else {
+			r.RatePerSec = rate
+		}
+	}
+	if v, ok := c.get(p, m, "arrival", kString, `"poisson" or "regular"`); ok {
+		c.remember(s, p.child("arrival"))
+		a := strings.TrimSpace(v.(string))
+		if !contains(arrivals, a) {
+			c.fail(p.child("arrival"), v, `want "poisson" (random arrivals at the rate) or "regular" (evenly spaced)`)
+		} else {
+			r.Arrival = a
+		}
+		if _, hasRate := m["rate"]; !hasRate {
+			c.fail(p.child("arrival"), v, `arrival applies to open loop: set rate = "60/min" too`)
+		}
+	}
+	if v, ok := c.get(p, m, "think", kString, `a duration like "100ms" or a range like "50ms..200ms"`); ok {
+		c.remember(s, p.child("think"))
+		lo, hi, msg := parseThink(v.(string))
+		if msg != "" {
+			c.fail(p.child("think"), v, "%s", msg)
+		} else {
+			r.ThinkMin, r.ThinkMax = lo, hi
+		}
+		if _, hasRate := m["rate"]; hasRate {
+			c.fail(p.child("think"), v, "think time is for closed loop (users); with a rate the schedule decides when transactions start: remove one of them")
+		}
+	}
+	if v, ok := c.get(p, m, "seed", kInt, "an integer"); ok {
+		r.Seed = v.(int64)
+	}
+	if v, ok := c.get(p, m, "client", kString, `a site name like "primary"`); ok {
+		c.remember(s, p.child("client"))
+		name := strings.TrimSpace(v.(string))
+		found := false
+		var names []string
+		for _, st := range s.Sites {
+			names = append(names, st.Name)
+			found = found || st.Name == name
+		}
+		if !found {
+			c.fail(p.child("client"), v, "unknown site%s; defined sites: %s", didYouMean(name, names), strings.Join(names, ", "))
+		}
+		r.Client = name
+	}
+	if v, ok := c.get(p, m, "max_error_pct", kNumber, "a percentage as a number, like 20"); ok {
+		c.remember(s, p.child("max_error_pct"))
+		if f := v.(float64); f <= 0 || f > 100 {
+			c.fail(p.child("max_error_pct"), m["max_error_pct"], "want a number above 0 and at most 100")
+		} else {
+			r.MaxErrorPct = f
+		}
+	}
+}
+
+// parseTxRate reads "60/min", "5000/s", "10/h" into transactions per second.
+func parseTxRate(s string) (float64, string) {
+	const hint = `want a rate like "60/min", "5000/s" or "10/h"`
+	num, unit, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return 0, "missing \"/unit\"; " + hint
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || n <= 0 {
+		return 0, "not a positive number; " + hint
+	}
+	var per float64
+	switch strings.ToLower(strings.TrimSpace(unit)) {
+	case "s", "sec", "second":
+		per = 1
+	case "min", "minute":
+		per = 60
+	case "h", "hour":
+		per = 3600
+	default:
+		return 0, "unknown unit " + strconvQuote(unit) + "; " + hint
+	}
+	r := n / per
+	if r > 1e6 {
+		return 0, "at most 1000000/s"
+	}
+	return r, ""
+}
+
+func strconvQuote(s string) string { return strconv.Quote(s) }
+
+// parseThink reads "100ms" (fixed) or "50ms..200ms" (uniform range).
+func parseThink(s string) (time.Duration, time.Duration, string) {
+	if lo, hi, ok := strings.Cut(s, ".."); ok {
+		a, msg := parseDurationMax(strings.TrimSpace(lo), time.Hour)
+		if msg != "" {
+			return 0, 0, msg
+		}
+		b, msg := parseDurationMax(strings.TrimSpace(hi), time.Hour)
+		if msg != "" {
+			return 0, 0, msg
+		}
+		if b < a {
+			return 0, 0, "the range's end is before its start"
+		}
+		return a, b, ""
+	}
+	d, msg := parseDurationMax(strings.TrimSpace(s), time.Hour)
+	return d, d, msg
+}
