@@ -26,6 +26,11 @@ func loadChecked(path string) (*spec.Spec, engine.Engine, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if e != nil && s.Workload != nil {
+		if _, err := workloads().For(s, e.Dialect()); err != nil {
+			return nil, nil, err
+		}
+	}
 	return s, e, nil
 }
 

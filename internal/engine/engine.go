@@ -22,6 +22,8 @@ import (
 type Engine interface {
 	// Kind is the name used in specs: [engine] kind = "…".
 	Kind() string
+	// Dialect is the SQL flavour workloads write for it: "postgres" or "mysql".
+	Dialect() string
 	// Validate checks the spec's nodes and scheme for this engine. Errors
 	// point at file:line (spec.Errorf) and list what is supported.
 	Validate(s *spec.Spec) error
@@ -90,6 +92,9 @@ type ReplicaState struct {
 	ReplayLSN   string `json:"replay_lsn,omitempty"`
 	BytesBehind int64  `json:"bytes_behind"` // source's current position minus replayed
 	SyncState   string `json:"sync_state,omitempty"`
+	// ReplayLagMs is the engine's own estimate of how far replay trails
+	// (PostgreSQL: replay_lag); negative when the engine has none (idle).
+	ReplayLagMs float64 `json:"replay_lag_ms"`
 }
 
 // Process is one server process.

@@ -35,6 +35,9 @@ type Engine struct{}
 // Kind implements engine.Engine.
 func (Engine) Kind() string { return "postgres" }
 
+// Dialect implements engine.Engine.
+func (Engine) Dialect() string { return "postgres" }
+
 // Validate implements engine.Engine.
 func (Engine) Validate(s *spec.Spec) error {
 	_, err := makePlan(s)
@@ -55,6 +58,7 @@ type cluster struct {
 	stopBg    context.CancelFunc
 	closeOnce sync.Once
 	markerSeq int64
+	lg        *logicalState // logical and snapshot schemes (logical.go)
 }
 
 // Up implements engine.Engine.
@@ -265,6 +269,12 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 	for _, src := range c.plan.primaries {
 		n := c.byName[src]
 		if err := c.writeMarker(ctx, n, seq); err != nil {
+			return err
+		}
+	}
+	if c.plan.replication == Snapshot && len(c.replicas()) > 0 {
+		// Snapshot replicas see the marker at their next refresh: do it now.
+		if err := c.Refresh(ctx); err != nil {
 			return err
 		}
 	}

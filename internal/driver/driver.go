@@ -1,0 +1,452 @@
+// Package driver runs a workload's transactions against database
+// connections: closed loop (users with think time) or open loop (a target
+// rate with regular or Poisson arrivals, latency counted from the intended
+// start), through warmup, measure and cooldown phases. It records per
+// transaction type counts, errors by kind, retries and latency histograms,
+// and a per-second series.
+package driver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"replab/internal/linkem/emu"
+	"replab/internal/stats"
+	"replab/internal/workload"
+)
+
+// Config is how to drive.
+type Config struct {
+	Users      int
+	Warmup     time.Duration
+	Duration   time.Duration
+	Cooldown   time.Duration
+	RatePerSec float64 // > 0: open loop
+	Poisson    bool    // open loop arrivals: Poisson (true) or regular
+	ThinkMin   time.Duration
+	ThinkMax   time.Duration
+	Seed       int64
+	// MaxErrorPct stops the run when, in one second with at least 20
+	// attempts, more than this share failed.
+	MaxErrorPct float64
+	// MaxRetries is how often a transaction that failed with a retryable
+	// error (serialization failure, deadlock) is tried again.
+	MaxRetries int
+	// Lag, if set, gives user i's lag journal; LagStatement is then run
+	// inside every transaction with (seq, user).
+	Lag          func(user int) LagJournal
+	LagStatement string
+	// Progress is called once a second from the driver's own goroutine.
+	Progress func(Progress)
+	// Now is the clock (CLOCK_MONOTONIC ns); default emu.Now.
+	Now func() int64
+}
+
+// LagJournal is the lag probe's record of one user's transactions.
+type LagJournal interface {
+	Next() int64
+	Sending(seq int64, at int64, measured bool)
+	Done(seq int64, ok bool)
+}
+
+// Progress is the live view printed during a run.
+type Progress struct {
+	Phase     string
+	Elapsed   time.Duration
+	Remaining time.Duration
+	TPS       float64 // commits in the last second
+	P99Ms     float64 // latency p99 in the last second
+	Errors    int64   // in the last second
+}
+
+// Phase names.
+const (
+	Warmup   = "warmup"
+	Measure  = "measure"
+	Cooldown = "cooldown"
+)
+
+// Result is what a run measured. Only the measure phase counts in the
+// headline figures.
+type Result struct {
+	Complete       bool                   `json:"complete"`
+	StopReason     string                 `json:"stop_reason,omitempty"`
+	Mode           string                 `json:"mode"` // "closed" or "open"
+	Users          int                    `json:"users"`
+	TargetRate     float64                `json:"target_rate_per_s,omitempty"`
+	MeasureSeconds float64                `json:"measure_s"`
+	Transactions   int64                  `json:"transactions"`
+	RowsChanged    int64                  `json:"rows_changed"`
+	TPM            float64                `json:"tpm"`
+	TPS            float64                `json:"tps"`
+	Errors         int64                  `json:"errors"`
+	Retries        int64                  `json:"retries"`
+	CommitLatency  stats.Percentiles      `json:"commit_latency_ms"`
+	Types          map[string]*TypeResult `json:"types"`
+	// Open loop: how late transactions started against the schedule, and
+	// how many were skipped because every user was busy.
+	BehindScheduleMs *stats.Percentiles `json:"behind_schedule_ms,omitempty"`
+	Skipped          int64              `json:"skipped,omitempty"`
+	Series           []Second           `json:"-"`
+	// Hist is the measure phase's latency histogram (µs) for logs.
+	Hist *hdrhistogram.Histogram `json:"-"`
+}
+
+// TypeResult is one transaction type in the measure phase.
+type TypeResult struct {
+	Count     int64             `json:"count"`
+	Errors    map[string]int64  `json:"errors"`
+	Retries   int64             `json:"retries"`
+	LatencyMs stats.Percentiles `json:"latency_ms"`
+	hist      *hdrhistogram.Histogram
+}
+
+// Second is one second of the run (all phases).
+type Second struct {
+	T       int // seconds since start
+	Phase   string
+	Commits int64
+	Errors  int64
+	P50Ms   float64
+	P99Ms   float64
+	MaxMs   float64
+}
+
+// Run drives types over conns (user i uses dbs[i % len(dbs)], one
+// connection per user) until the phases are over, ctx ends, or errors
+// pass the threshold. The result is always returned, marked incomplete
+// when the run did not finish.
+func Run(ctx context.Context, cfg Config, types []workload.TxType, dbs []*sql.DB) (*Result, error) {
+	if cfg.Users < 1 || len(dbs) == 0 || len(types) == 0 {
+		return nil, errors.New("driver: need users, connections and transaction types")
+	}
+	if cfg.Now == nil {
+		cfg.Now = emu.Now
+	}
+	d := &run{cfg: cfg, types: types, rec: newRecorder(types)}
+	return d.run(ctx, dbs)
+}
+
+type run struct {
+	cfg   Config
+	types []workload.TxType
+	rec   *recorder
+	start int64 // ns
+	stop  atomic.Pointer[string]
+}
+
+func (d *run) phaseAt(t int64) string {
+	switch el := time.Duration(t - d.start); {
+	case el < d.cfg.Warmup:
+		return Warmup
+	case el < d.cfg.Warmup+d.cfg.Duration:
+		return Measure
+	default:
+		return Cooldown
+	}
+}
+
+func (d *run) total() time.Duration { return d.cfg.Warmup + d.cfg.Duration + d.cfg.Cooldown }
+
+func (d *run) run(ctx context.Context, dbs []*sql.DB) (*Result, error) {
+	// Connections and prepared statements first, so the clock starts
+	// with every user ready.
+	users := make([]*user, d.cfg.Users)
+	for i := range users {
+		u, err := d.newUser(ctx, i, dbs[i%len(dbs)])
+		if err != nil {
+			for _, v := range users[:i] {
+				v.close()
+			}
+			return nil, err
+		}
+		users[i] = u
+	}
+	defer func() {
+		for _, u := range users {
+			u.close()
+		}
+	}()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d.start = d.cfg.Now()
+	end := d.start + int64(d.total())
+	var wg sync.WaitGroup
+	var open *scheduler
+	if d.cfg.RatePerSec > 0 {
+		open = newScheduler(d, end)
+		wg.Add(1)
+		go func() { defer wg.Done(); open.run(rctx) }()
+		for _, u := range users {
+			wg.Add(1)
+			go func() { defer wg.Done(); u.openLoop(rctx, open.jobs) }()
+		}
+	} else {
+		for _, u := range users {
+			wg.Add(1)
+			go func() { defer wg.Done(); u.closedLoop(rctx, end) }()
+		}
+	}
+	d.monitor(rctx, cancel, end)
+	cancel()
+	wg.Wait()
+
+	res := d.rec.result(d)
+	res.Users = d.cfg.Users
+	res.Mode = "closed"
+	if open != nil {
+		res.Mode = "open"
+		res.TargetRate = d.cfg.RatePerSec
+		bs := stats.FromMicros(open.behind)
+		res.BehindScheduleMs = &bs
+		res.Skipped = open.skipped.Load()
+	}
+	res.Complete = true
+	if r := d.stop.Load(); r != nil {
+		res.Complete, res.StopReason = false, *r
+	} else if ctx.Err() != nil {
+		res.Complete, res.StopReason = false, "interrupted"
+	}
+	return res, nil
+}
+
+// monitor ticks once a second: progress, the per-second series and the
+// error threshold.
+func (d *run) monitor(ctx context.Context, cancel context.CancelFunc, end int64) {
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	for sec := 1; ; sec++ {
+		var deadline <-chan time.Time
+		if rem := time.Duration(end - d.cfg.Now()); rem < time.Second {
+			deadline = time.After(max(rem, 0))
+		}
+		select {
+		case <-ctx.Done():
+			d.rec.closeSecond(sec, d.phaseAt(d.cfg.Now()-1))
+			return
+		case <-deadline:
+			d.rec.closeSecond(sec, d.phaseAt(end-1))
+			return
+		case <-tk.C:
+		}
+		now := d.cfg.Now()
+		s := d.rec.closeSecond(sec, d.phaseAt(now-int64(time.Second/2)))
+		attempts := s.Commits + s.Errors
+		if d.cfg.MaxErrorPct > 0 && attempts >= 20 && float64(s.Errors)*100 > d.cfg.MaxErrorPct*float64(attempts) {
+			reason := fmt.Sprintf("stopped: %d of %d transactions failed in second %d (more than %.0f%%); last error: %s",
+				s.Errors, attempts, sec, d.cfg.MaxErrorPct, d.rec.lastError())
+			d.stop.Store(&reason)
+			cancel()
+			return
+		}
+		if d.cfg.Progress != nil {
+			d.cfg.Progress(Progress{
+				Phase: s.Phase, Elapsed: time.Duration(now - d.start), Remaining: time.Duration(max(end-now, 0)),
+				TPS: float64(s.Commits), P99Ms: s.P99Ms, Errors: s.Errors,
+			})
+		}
+	}
+}
+
+// user is one closed-loop user, or one open-loop worker: its own
+// connection, prepared statements and random source.
+type user struct {
+	d     *run
+	id    int
+	conn  *sql.Conn
+	stmts [][]*sql.Stmt // per type
+	lag   *sql.Stmt
+	j     LagJournal
+	r     *rand.Rand
+}
+
+func (d *run) newUser(ctx context.Context, id int, db *sql.DB) (*user, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("user %d: connect: %w", id, err)
+	}
+	u := &user{d: d, id: id, conn: conn, r: rand.New(rand.NewPCG(uint64(d.cfg.Seed), uint64(id)+1))}
+	for _, t := range d.types {
+		var ss []*sql.Stmt
+		for _, q := range t.Statements {
+			st, err := conn.PrepareContext(ctx, q)
+			if err != nil {
+				u.close()
+				return nil, fmt.Errorf("user %d: prepare %s: %w", id, t.Name, err)
+			}
+			ss = append(ss, st)
+		}
+		u.stmts = append(u.stmts, ss)
+	}
+	if d.cfg.Lag != nil {
+		if u.lag, err = conn.PrepareContext(ctx, d.cfg.LagStatement); err != nil {
+			u.close()
+			return nil, fmt.Errorf("user %d: prepare lag update: %w", id, err)
+		}
+		u.j = d.cfg.Lag(id)
+	}
+	return u, nil
+}
+
+func (u *user) close() {
+	if u == nil || u.conn == nil {
+		return
+	}
+	_ = u.conn.Close()
+}
+
+func (u *user) closedLoop(ctx context.Context, end int64) {
+	for ctx.Err() == nil {
+		start := u.d.cfg.Now()
+		if start >= end {
+			return
+		}
+		u.do(ctx, start)
+		if think := u.think(); think > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(think):
+			}
+		}
+	}
+}
+
+func (u *user) think() time.Duration {
+	lo, hi := u.d.cfg.ThinkMin, u.d.cfg.ThinkMax
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(u.r.Int64N(int64(hi-lo)+1))
+}
+
+func (u *user) openLoop(ctx context.Context, jobs <-chan int64) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case intended, ok := <-jobs:
+			if !ok {
+				return
+			}
+			u.d.rec.behind(u.d.cfg.Now()-intended, u.d.phaseAt(intended) == Measure)
+			u.do(ctx, intended)
+		}
+	}
+}
+
+// do runs one transaction (with retries) whose latency counts from
+// `from` (the intended start in open loop).
+func (u *user) do(ctx context.Context, from int64) {
+	ti := workload.Pick(u.d.types, u.r)
+	measured := u.d.phaseAt(from) == Measure
+	var retries int64
+	for attempt := 0; ; attempt++ {
+		rows, kind, err := u.attempt(ctx, ti, measured)
+		now := u.d.cfg.Now()
+		if err == nil {
+			u.d.rec.commit(ti, measured, now, now-from, rows, retries)
+			return
+		}
+		if ctx.Err() != nil {
+			return // shutting down: not the server's fault
+		}
+		if retryable(kind) && attempt < u.d.cfg.MaxRetries {
+			retries++
+			continue
+		}
+		u.d.rec.fail(ti, measured, now, kind, err, retries)
+		return
+	}
+}
+
+// attempt runs the transaction once.
+func (u *user) attempt(ctx context.Context, ti int, measured bool) (int64, string, error) {
+	var seq int64
+	if u.j != nil {
+		seq = u.j.Next()
+	}
+	tx, err := u.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, errorKind(err), err
+	}
+	wtx := &workload.Tx{Tx: tx, Stmts: u.stmts[ti]}
+	rows, err := u.d.types[ti].Run(ctx, wtx, u.r)
+	if err == nil && u.lag != nil {
+		_, err = tx.StmtContext(ctx, u.lag).ExecContext(ctx, seq, u.id)
+	}
+	if err != nil {
+		_ = tx.Rollback()
+		if u.j != nil {
+			u.j.Done(seq, false)
+		}
+		return 0, errorKind(err), err
+	}
+	if u.j != nil {
+		u.j.Sending(seq, u.d.cfg.Now(), measured)
+	}
+	err = tx.Commit()
+	if u.j != nil {
+		u.j.Done(seq, err == nil)
+	}
+	if err != nil {
+		return 0, errorKind(err), err
+	}
+	return rows, "", nil
+}
+
+// scheduler releases open-loop transactions at their intended times.
+type scheduler struct {
+	d       *run
+	end     int64
+	jobs    chan int64
+	skipped atomic.Int64
+	behind  *hdrhistogram.Histogram
+}
+
+func newScheduler(d *run, end int64) *scheduler {
+	// A short queue absorbs jitter; beyond it the driver cannot keep up
+	// and the transaction is skipped (and counted) rather than piling up.
+	return &scheduler{d: d, end: end, jobs: make(chan int64, 4*d.cfg.Users), behind: d.rec.behindHist}
+}
+
+func (s *scheduler) run(ctx context.Context) {
+	defer close(s.jobs)
+	r := rand.New(rand.NewPCG(uint64(s.d.cfg.Seed), math.MaxUint32))
+	gap := float64(time.Second) / s.d.cfg.RatePerSec
+	next := float64(s.d.start)
+	for {
+		if s.d.cfg.Poisson {
+			next += r.ExpFloat64() * gap
+		} else {
+			next += gap
+		}
+		at := int64(next)
+		if at >= s.end {
+			return
+		}
+		if wait := time.Duration(at - s.d.cfg.Now()); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		select {
+		case s.jobs <- at:
+		default:
+			if s.d.phaseAt(at) == Measure {
+				s.skipped.Add(1)
+			}
+		}
+	}
+}

@@ -1,0 +1,195 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"replab/internal/driver"
+	"replab/internal/stats"
+)
+
+// Summary is summary.json: the headline figures of one run (the measure
+// phase only). Its fields are documented in docs/metrics.md.
+type Summary struct {
+	Name       string    `json:"name"`
+	Complete   bool      `json:"complete"`
+	StopReason string    `json:"stop_reason,omitempty"`
+	Started    time.Time `json:"started"`
+	SpecFile   string    `json:"spec_file"`
+	Engine     string    `json:"engine"`
+	Scheme     string    `json:"scheme"`
+	Workload   string    `json:"workload"`
+
+	Mode             string                        `json:"mode"`
+	Users            int                           `json:"users"`
+	TargetRate       float64                       `json:"target_rate_per_s,omitempty"`
+	MeasureSeconds   float64                       `json:"measure_s"`
+	TPM              float64                       `json:"tpm"`
+	TPS              float64                       `json:"tps"`
+	Transactions     int64                         `json:"transactions"`
+	RowsChanged      int64                         `json:"rows_changed"`
+	Errors           int64                         `json:"errors"`
+	Retries          int64                         `json:"retries"`
+	CommitLatency    stats.Percentiles             `json:"commit_latency_ms"`
+	Types            map[string]*driver.TypeResult `json:"types"`
+	BehindScheduleMs *stats.Percentiles            `json:"behind_schedule_ms,omitempty"`
+	Skipped          int64                         `json:"skipped,omitempty"`
+
+	Replicas map[string]*Replica `json:"replicas"`
+
+	Load        *Load       `json:"load,omitempty"`
+	SetupS      float64     `json:"setup_s"`
+	Environment Environment `json:"environment"`
+}
+
+// Replica is one replica's replication latency.
+type Replica struct {
+	Site            string            `json:"site"`
+	LagMs           stats.Percentiles `json:"lag_ms"`
+	NotVisibleAtEnd int64             `json:"not_visible_at_end"`
+	Tracked         int64             `json:"tracked"`
+	ResolutionMs    float64           `json:"resolution_ms"`
+	// EngineReplayLagMs is the engine's own view, sampled each second
+	// (PostgreSQL: pg_stat_replication.replay_lag), as a cross-check.
+	EngineReplayLagMs *stats.Percentiles `json:"engine_replay_lag_ms,omitempty"`
+	EngineBytesBehind int64              `json:"engine_bytes_behind_max,omitempty"`
+}
+
+// Load describes the initial data load.
+type Load struct {
+	Rows     int64   `json:"rows"`
+	Seconds  float64 `json:"seconds"`
+	RowsPerS float64 `json:"rows_per_s"`
+}
+
+// Dir is a results directory being written.
+type Dir struct {
+	Path string
+}
+
+// NewDir creates a results directory; "" picks results/<timestamp>-<name>.
+func NewDir(path, name string) (*Dir, error) {
+	if path == "" {
+		path = filepath.Join("results", time.Now().Format("20060102-150405")+"-"+name)
+	}
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, fmt.Errorf("create results directory: %w", err)
+	}
+	return &Dir{Path: path}, nil
+}
+
+// File returns the path of a file in the directory.
+func (d *Dir) File(name string) string { return filepath.Join(d.Path, name) }
+
+// WriteJSON writes v as indented JSON.
+func (d *Dir) WriteJSON(name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := d.File(name + ".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return os.Rename(tmp, d.File(name))
+}
+
+// CopyFile copies src into the directory as name.
+func (d *Dir) CopyFile(src, name string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(d.File(name), b, 0o644)
+}
+
+// WriteSeries writes the driver's per-second series as CSV.
+func (d *Dir) WriteSeries(series []driver.Second) error {
+	var b strings.Builder
+	b.WriteString("t_s,phase,commits,errors,latency_p50_ms,latency_p99_ms,latency_max_ms\n")
+	for _, s := range series {
+		fmt.Fprintf(&b, "%d,%s,%d,%d,%.3f,%.3f,%.3f\n", s.T, s.Phase, s.Commits, s.Errors, s.P50Ms, s.P99Ms, s.MaxMs)
+	}
+	return os.WriteFile(d.File("series.csv"), []byte(b.String()), 0o644)
+}
+
+// WriteHistLog writes histograms (µs) in the HdrHistogram log format, one
+// interval each, tagged with their names.
+func (d *Dir) WriteHistLog(name string, hists map[string]*hdrhistogram.Histogram) error {
+	f, err := os.Create(d.File(name))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := hdrhistogram.NewHistogramLogWriter(f)
+	_ = w.OutputComment("replab: values in microseconds")
+	keys := make([]string, 0, len(hists))
+	for k := range hists {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		h := hists[k]
+		if h == nil {
+			continue
+		}
+		h.SetTag(k)
+		if err := w.OutputIntervalHistogram(h); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// PrintSummary writes the end-of-run table.
+func PrintSummary(w io.Writer, s *Summary) {
+	state := "complete"
+	if !s.Complete {
+		state = "INCOMPLETE: " + s.StopReason
+	}
+	fmt.Fprintf(w, "\nrun %s (%s, %s, %s): %s\n", s.Name, s.Engine, s.Scheme, s.Workload, state)
+	loop := fmt.Sprintf("closed loop, %d users", s.Users)
+	if s.Mode == "open" {
+		loop = fmt.Sprintf("open loop, target %.2f/s, %d connections", s.TargetRate, s.Users)
+	}
+	fmt.Fprintf(w, "  %s, measured %.0f s\n", loop, s.MeasureSeconds)
+	fmt.Fprintf(w, "  throughput  %.0f tpm (%.1f tps), %d transactions, %d errors, %d retries\n", s.TPM, s.TPS, s.Transactions, s.Errors, s.Retries)
+	if s.BehindScheduleMs != nil {
+		fmt.Fprintf(w, "  schedule    behind p99 %.2f ms, max %.2f ms, %d skipped\n", s.BehindScheduleMs.P99, s.BehindScheduleMs.Max, s.Skipped)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\ncommit latency ms\tcount\tp50\tp95\tp99\tp99.9\tmax\t")
+	names := make([]string, 0, len(s.Types))
+	for n := range s.Types {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		t := s.Types[n]
+		p := t.LatencyMs
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", n, t.Count, p.P50, p.P95, p.P99, p.P999, p.Max)
+	}
+	if len(s.Replicas) > 0 {
+		fmt.Fprintln(tw, "\nreplication lag ms\tsite\tp50\tp95\tp99\tmax\tnot visible\tresolution\t")
+		reps := make([]string, 0, len(s.Replicas))
+		for n := range s.Replicas {
+			reps = append(reps, n)
+		}
+		sort.Strings(reps)
+		for _, n := range reps {
+			r := s.Replicas[n]
+			p := r.LagMs
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f ms\t\n", n, r.Site, p.P50, p.P95, p.P99, p.Max, r.NotVisibleAtEnd, r.ResolutionMs)
+		}
+	}
+	_ = tw.Flush()
+}
