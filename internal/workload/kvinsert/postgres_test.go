@@ -1,0 +1,175 @@
+package kvinsert
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"replab/internal/engine"
+	"replab/internal/engine/postgres"
+	"replab/internal/lab"
+	"replab/internal/spec"
+	"replab/internal/workload"
+)
+
+// kvLab brings up a lab with one PostgreSQL primary in site db and a
+// client site one link away, from spec text whose [lab] name is NAME;
+// both go when the test ends.
+func kvLab(t *testing.T, text string) (*lab.Lab, engine.Cluster) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test (namespaces, PostgreSQL): skipped with -short")
+	}
+	if err := lab.Preflight(); err != nil {
+		t.Skip("integration test skipped: " + err.Error())
+	}
+	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres"); len(m) == 0 {
+		t.Skip("integration test skipped: PostgreSQL is not installed (apt-get install postgresql-15)")
+	}
+	name := fmt.Sprintf("wkv-%d-%03x", os.Getpid()%10000, rand.IntN(0x1000))
+	s, err := spec.Parse("kv.toml", []byte(strings.Replace(text, "NAME", name, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := lab.Up(ctx, s, lab.Options{StateRoot: t.TempDir(), DataRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("close lab: %v", err)
+		}
+	})
+	var log io.Writer = io.Discard
+	if testing.Verbose() {
+		log = os.Stderr
+	}
+	c, err := postgres.Engine{}.Up(ctx, l, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return l, c
+}
+
+// kvConfig is a pgx config for node whose connections start in site.
+func kvConfig(t *testing.T, l *lab.Lab, node engine.Node, site string) *pgx.ConnConfig {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(node.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DialFunc = l.Site(site).DialContext
+	return cfg
+}
+
+const kvSpec = `
+[lab]
+name = "NAME"
+[site.db]
+[site.client]
+[[link]]
+sites = ["db", "client"]
+delay = "2ms"
+rate = "1gbit"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "db"
+role = "primary"
+[workload]
+kind = "kv-insert"
+preload = 200000
+[run]
+seed = 11
+`
+
+func TestPostgresLoadAndInserts(t *testing.T) {
+	l, c := kvLab(t, kvSpec)
+	ww, err := workload.NewRegistry(Factory).For(l.Spec, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := ww.(*Workload)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.ApplySchema(ctx, w.Schema()); err != nil {
+		t.Fatal(err)
+	}
+	node := c.Nodes()[0]
+
+	conn, err := pgx.ConnectConfig(ctx, kvConfig(t, l, node, node.Site))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var last int64
+	start := time.Now()
+	if err := w.Load(ctx, workload.PostgresLoader(conn), func(n int64) { last = n }); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("preloaded %d rows in %s: %.0f rows/s", last, took.Round(time.Millisecond), float64(last)/took.Seconds())
+	count := func() (n, keyLen, valueLen int64) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, "SELECT count(*), max(length(k)), max(length(v)) FROM kv").Scan(&n, &keyLen, &valueLen); err != nil {
+			t.Fatal(err)
+		}
+		return n, keyLen, valueLen
+	}
+	if n, k, v := count(); n != 200000 || last != 200000 || k != 10 || v != 100 {
+		t.Errorf("kv: %d rows (progress said %d), keys of %d and values of %d bytes; want 200000 rows, 10 and 100", n, last, k, v)
+	}
+
+	// The insert 100 times from the client site, prepared once on one
+	// connection, by two users whose streams are seeded alike.
+	db := stdlib.OpenDB(*kvConfig(t, l, node, "client"))
+	defer db.Close()
+	typ := w.Transactions()[0]
+	for user := 0; user < 2; user++ {
+		sc, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmt, err := sc.PrepareContext(ctx, typ.Statements[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(1, 2))
+		start = time.Now()
+		for i := 0; i < 100; i++ {
+			tx, err := sc.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := typ.Run(ctx, &workload.Tx{Tx: tx, Stmts: []*sql.Stmt{stmt}}, r)
+			if err != nil {
+				tx.Rollback()
+				t.Fatalf("user %d, insert #%d: %v", user, i, err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if n != 1 {
+				t.Errorf("user %d, insert #%d: %d rows changed, want 1", user, i, n)
+			}
+		}
+		t.Logf("user %d: 100 inserts in %s", user, time.Since(start).Round(time.Millisecond))
+		sc.Close()
+	}
+	if n, _, _ := count(); n != 200200 {
+		t.Errorf("kv: %d rows after 200 inserts, want 200200", n)
+	}
+}

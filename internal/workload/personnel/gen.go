@@ -1,0 +1,169 @@
+package personnel
+
+import (
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+)
+
+// Every row is a function of (seed, table, owner id): a table's rows for
+// one person (or one reference row) come from a PCG stream seeded with
+// those three, and how many rows a person has in a table from a hash of
+// them, so TotalRows needs no generation and tables load in any order.
+
+// gen makes rows; one per loading goroutine.
+type gen struct {
+	w   *Workload
+	pcg rand.PCG
+	r   *rand.Rand
+}
+
+func newGen(w *Workload) *gen {
+	g := &gen{w: w}
+	g.r = rand.New(&g.pcg)
+	return g
+}
+
+// at reseeds the stream for one owner of one table.
+func (g *gen) at(salt uint64, id int64) *rand.Rand {
+	g.pcg.Seed(g.w.hash(salt, id), mix(g.w.seed+salt))
+	return g.r
+}
+
+// hash is a well-mixed 64-bit function of (seed, salt, id).
+func (w *Workload) hash(salt uint64, id int64) uint64 {
+	return mix(w.seed ^ salt ^ mix(uint64(id)+0x9e3779b97f4a7c15))
+}
+
+// between is lo..hi from a hash of (seed, salt, id).
+func (w *Workload) between(salt uint64, id int64, lo, hi int) int {
+	return lo + int(w.hash(salt, id)%uint64(hi-lo+1))
+}
+
+// mix is SplitMix64's finalizer.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// salt names a stream.
+func salt(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
+}
+
+// today is the data's fixed "now", so data does not depend on the clock.
+var today = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func day(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
+
+func days(a, b time.Time) int { return int(b.Sub(a).Hours() / 24) }
+
+// dateIn is a uniform date in [from, to].
+func dateIn(r *rand.Rand, from, to time.Time) time.Time {
+	n := days(from, to)
+	if n <= 0 {
+		return from
+	}
+	return from.AddDate(0, 0, r.IntN(n+1))
+}
+
+var (
+	saltBirth = salt("birth")
+	saltEntry = salt("entry")
+	saltDeps  = salt("dependants")
+)
+
+// birth is a person's birth date (1965–2000), shared by every table.
+func (w *Workload) birth(id int64) time.Time {
+	return day(1965, 1, 1).AddDate(0, 0, w.between(saltBirth, id, 0, days(day(1965, 1, 1), day(2000, 12, 31))))
+}
+
+// entry is the day a person entered service: 17 to 24 years after birth.
+func (w *Workload) entry(id int64) time.Time {
+	return w.birth(id).AddDate(17, 0, w.between(saltEntry, id, 0, 7*365))
+}
+
+// dependants are a person's adult (0–2) and minor (0–4) dependants; PER's
+// counts and PER_DPNDNT's rows agree.
+func (w *Workload) dependants(id int64) (adult, minor int) {
+	h := w.hash(saltDeps, id)
+	switch a := h % 10; {
+	case a < 3:
+		adult = 0
+	case a < 9:
+		adult = 1
+	default:
+		adult = 2
+	}
+	return adult, int((h >> 8) % 5)
+}
+
+const (
+	letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	lower   = "abcdefghijklmnopqrstuvwxyz"
+	digits  = "0123456789"
+	alnum   = letters + digits
+	// textChars are the 64 characters of generated text.
+	textChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ."
+)
+
+// name is a capitalised random word of lo..hi letters.
+func name(r *rand.Rand, lo, hi int) string {
+	n := lo + r.IntN(hi-lo+1)
+	b := make([]byte, n)
+	b[0] = letters[r.IntN(len(letters))]
+	for i := 1; i < n; i++ {
+		b[i] = lower[r.IntN(len(lower))]
+	}
+	return string(b)
+}
+
+// code is n characters from set.
+func code(r *rand.Rand, set string, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = set[r.IntN(len(set))]
+	}
+	return string(b)
+}
+
+// one is one of the choices.
+func one(r *rand.Rand, choices ...string) string { return choices[r.IntN(len(choices))] }
+
+// Text is n ASCII characters (letters, digits, space, full stop) from r:
+// what PER_DSCRPTN_TEXT holds and the update writes.
+func Text(r *rand.Rand, n int) string {
+	b := make([]byte, n)
+	for i := 0; i < n; {
+		u := r.Uint64()
+		for j := 0; j < 10 && i < n; j++ {
+			b[i] = textChars[u&63]
+			u >>= 6
+			i++
+		}
+	}
+	return string(b)
+}
+
+// words is a phrase of random words, at most max characters.
+func words(r *rand.Rand, lo, hi, max int) string {
+	n := lo + r.IntN(hi-lo+1)
+	b := make([]byte, 0, max)
+	for i := 0; i < n; i++ {
+		w := name(r, 3, 10)
+		if len(b)+len(w)+1 > max {
+			break
+		}
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, w...)
+	}
+	return string(b)
+}

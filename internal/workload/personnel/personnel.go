@@ -1,0 +1,97 @@
+// Package personnel is the military HR study's workload (DIMHRS): a
+// 14-table personnel data model centred on PER (person), loaded with
+// random letters and numbers, and the study's one transaction, an UPDATE
+// of a person's several-hundred-character description.
+package personnel
+
+import (
+	"sync"
+
+	"replab/internal/engine"
+	"replab/internal/workload"
+)
+
+// Factory registers the workload as kind "personnel".
+var Factory = workload.Factory{Kind: "personnel", New: New}
+
+// Option defaults and bounds.
+const (
+	DefaultPersons   = 2000 // the study used 500,000 (about 1 GB)
+	MaxPersons       = 5_000_000
+	DefaultTextBytes = 400 // "several hundred ASCII characters"
+	MinTextBytes     = 100
+	MaxTextBytes     = 4000 // per_dscrptn_text is varchar(4000)
+)
+
+// Workload is the personnel workload with its options resolved.
+type Workload struct {
+	persons   int64
+	textBytes int
+	readPct   int
+	seed      uint64
+	dialect   string
+
+	totalOnce sync.Once
+	total     int64
+}
+
+// New reads the options: persons, text_bytes and read_pct.
+func New(o *workload.Options) (workload.Workload, error) {
+	w := &Workload{
+		persons:   o.Int("persons", DefaultPersons, 1, MaxPersons),
+		textBytes: int(o.Int("text_bytes", DefaultTextBytes, MinTextBytes, MaxTextBytes)),
+		readPct:   int(o.Int("read_pct", 0, 0, 100)),
+		seed:      uint64(o.Seed),
+		dialect:   o.Dialect,
+	}
+	if _, ok := placeholders[o.Dialect]; !ok {
+		return nil, workload.ErrNoDialect("personnel", o.Dialect)
+	}
+	return w, nil
+}
+
+// Name implements workload.Workload.
+func (w *Workload) Name() string { return "personnel" }
+
+// Schema implements workload.Workload: the 14 tables, each with a
+// "postgres" and a "mysql" CREATE TABLE.
+func (w *Workload) Schema() engine.Schema {
+	var s engine.Schema
+	for _, t := range tables {
+		ddl := t.create()
+		s.Tables = append(s.Tables, engine.Table{Name: t.name, Create: map[string]string{"postgres": ddl, "mysql": ddl}})
+	}
+	return s
+}
+
+// TotalRows implements workload.Workload: rows in every table together.
+func (w *Workload) TotalRows() int64 {
+	w.totalOnce.Do(func() {
+		for _, t := range tables {
+			w.total += w.tableRows(t)
+		}
+	})
+	return w.total
+}
+
+// tableRows is how many rows Load puts in t.
+func (w *Workload) tableRows(t *table) int64 {
+	owners := t.owners(w)
+	if t.count == nil {
+		return owners
+	}
+	var n int64
+	for id := int64(1); id <= owners; id++ {
+		n += int64(t.count(w, id))
+	}
+	return n
+}
+
+// TableRows is how many rows Load puts in each table, by name.
+func (w *Workload) TableRows() map[string]int64 {
+	m := map[string]int64{}
+	for _, t := range tables {
+		m[t.name] = w.tableRows(t)
+	}
+	return m
+}

@@ -1,0 +1,299 @@
+package personnel
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"replab/internal/spec"
+	"replab/internal/workload"
+)
+
+// specWith is a valid spec whose [workload] is personnel with the given
+// option lines.
+func specWith(seed int, options string) string {
+	return fmt.Sprintf(`[lab]
+name = "unit"
+[site.db]
+[site.client]
+[[link]]
+sites = ["db", "client"]
+delay = "1ms"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "db"
+role = "primary"
+[workload]
+kind = "personnel"
+%s
+[run]
+seed = %d
+`, options, seed)
+}
+
+func build(t *testing.T, seed int, options, dialect string) (*Workload, error) {
+	t.Helper()
+	s, err := spec.Parse("unit.toml", []byte(specWith(seed, options)))
+	if err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	w, err := workload.NewRegistry(Factory).For(s, dialect)
+	if err != nil {
+		return nil, err
+	}
+	return w.(*Workload), nil
+}
+
+func mustBuild(t *testing.T, seed int, options, dialect string) *Workload {
+	t.Helper()
+	w, err := build(t, seed, options, dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// memLoader keeps what a Load sends.
+type memLoader struct {
+	rows   map[string][][]any
+	cols   map[string][]string
+	copies int
+	execs  []string
+}
+
+func (m *memLoader) Copy(_ context.Context, table string, columns []string, src workload.RowSource) (int64, error) {
+	if m.rows == nil {
+		m.rows, m.cols = map[string][][]any{}, map[string][]string{}
+	}
+	m.copies++
+	m.cols[table] = columns
+	var n int64
+	for src.Next() {
+		v, err := src.Values()
+		if err != nil {
+			return n, err
+		}
+		if len(v) != len(columns) {
+			return n, fmt.Errorf("%s: %d values for %d columns", table, len(v), len(columns))
+		}
+		m.rows[table] = append(m.rows[table], v)
+		n++
+	}
+	return n, src.Err()
+}
+
+func (m *memLoader) Exec(_ context.Context, sql string) error {
+	m.execs = append(m.execs, sql)
+	return nil
+}
+
+func load(t *testing.T, w *Workload) (*memLoader, []int64) {
+	t.Helper()
+	var m memLoader
+	var reports []int64
+	if err := w.Load(context.Background(), &m, func(n int64) { reports = append(reports, n) }); err != nil {
+		t.Fatal(err)
+	}
+	return &m, reports
+}
+
+func TestLoadedRowsMatchTotalRows(t *testing.T) {
+	w := mustBuild(t, 1, "persons = 300", "postgres")
+	m, reports := load(t, w)
+	var total int64
+	want := w.TableRows()
+	if len(m.rows) != 14 || len(want) != 14 {
+		t.Fatalf("loaded %d tables, TableRows has %d; want 14", len(m.rows), len(want))
+	}
+	for name, rows := range m.rows {
+		if int64(len(rows)) != want[name] {
+			t.Errorf("%s: loaded %d rows, TableRows says %d", name, len(rows), want[name])
+		}
+		total += int64(len(rows))
+	}
+	if total != w.TotalRows() {
+		t.Errorf("loaded %d rows, TotalRows says %d", total, w.TotalRows())
+	}
+	if got := len(m.rows["per"]); got != 300 {
+		t.Errorf("per has %d rows, want 300", got)
+	}
+	if len(reports) == 0 || reports[len(reports)-1] != total {
+		t.Errorf("last progress report %v, want %d", reports, total)
+	}
+	for i := 1; i < len(reports); i++ {
+		if d := reports[i] - reports[i-1]; d <= 0 || d > progressEvery {
+			t.Errorf("progress went from %d to %d", reports[i-1], reports[i])
+		}
+	}
+	if len(m.execs) != 1 || !strings.HasPrefix(m.execs[0], "ANALYZE per") && !strings.HasPrefix(m.execs[0], "ANALYZE org") {
+		t.Errorf("after load ran %q, want one ANALYZE", m.execs)
+	}
+}
+
+func TestDataIsDeterministicFromTheSeed(t *testing.T) {
+	a, _ := load(t, mustBuild(t, 42, "persons = 200", "postgres"))
+	b, _ := load(t, mustBuild(t, 42, "persons = 200", "postgres"))
+	c, _ := load(t, mustBuild(t, 43, "persons = 200", "postgres"))
+	if !reflect.DeepEqual(a.rows, b.rows) {
+		t.Error("same seed, different rows")
+	}
+	for _, table := range []string{"per", "per_skl", "org"} {
+		if reflect.DeepEqual(a.rows[table], c.rows[table]) {
+			t.Errorf("%s: seeds 42 and 43 gave the same rows", table)
+		}
+	}
+	// The same person is the same in a larger load: rows depend on
+	// (seed, table, id) only.
+	d, _ := load(t, mustBuild(t, 42, "persons = 400", "postgres"))
+	if !reflect.DeepEqual(a.rows["per"], d.rows["per"][:200]) {
+		t.Error("persons 1..200 differ between a load of 200 and one of 400")
+	}
+}
+
+func TestRowsAreConsistent(t *testing.T) {
+	w := mustBuild(t, 3, "persons = 500\ntext_bytes = 700", "postgres")
+	m, _ := load(t, w)
+	deps := map[int64]int64{}
+	for _, r := range m.rows["per"] {
+		text := r[10].(string)
+		if len(text) != 700 || !regexp.MustCompile(`^[A-Za-z0-9 .]+$`).MatchString(text) {
+			t.Fatalf("per %d: description of %d characters %.40q…, want 700 ASCII", r[0], len(text), text)
+		}
+		if r[7].(int64)+r[8].(int64) != r[9].(int64) {
+			t.Errorf("per %d: %d adult + %d minor dependants != %d total", r[0], r[7], r[8], r[9])
+		}
+		deps[r[0].(int64)] = r[9].(int64)
+	}
+	got := map[int64]int64{}
+	for _, r := range m.rows["per_dpndnt"] {
+		got[r[0].(int64)]++
+	}
+	for id, n := range deps {
+		if got[id] != n {
+			t.Errorf("per %d: %d dependants in per, %d rows in per_dpndnt", id, n, got[id])
+		}
+	}
+	for _, tbl := range tables {
+		seen := map[string]bool{}
+		for _, r := range m.rows[tbl.name] {
+			var key []string
+			for i, c := range tbl.cols {
+				if contains(tbl.pk, c.name) {
+					key = append(key, fmt.Sprint(r[i]))
+				}
+				if r[i] == nil && !c.null {
+					t.Fatalf("%s: NULL in %s", tbl.name, c.name)
+				}
+			}
+			k := strings.Join(key, "/")
+			if seen[k] {
+				t.Fatalf("%s: duplicate primary key %s", tbl.name, k)
+			}
+			seen[k] = true
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+var keywords = strings.NewReplacer("CREATE TABLE", "", "NOT NULL", "", "PRIMARY KEY", "")
+
+func TestSchemaHasFourteenTablesWithPrimaryKeys(t *testing.T) {
+	s := mustBuild(t, 1, "", "mysql").Schema()
+	if len(s.Tables) != 14 {
+		t.Fatalf("%d tables, want 14", len(s.Tables))
+	}
+	for _, tbl := range s.Tables {
+		for _, d := range []string{"postgres", "mysql"} {
+			ddl := tbl.Create[d]
+			if !strings.HasPrefix(ddl, "CREATE TABLE "+tbl.Name+" (") || !strings.Contains(ddl, "PRIMARY KEY (") {
+				t.Errorf("%s %s: %q", tbl.Name, d, ddl)
+			}
+			if rest := keywords.Replace(ddl); rest != strings.ToLower(rest) {
+				t.Errorf("%s: identifiers not lower case: %q", tbl.Name, rest)
+			}
+		}
+	}
+	if per := s.Tables[4]; per.Name != "per" || !strings.Contains(per.Create["postgres"], "per_dscrptn_text varchar(4000) NOT NULL") {
+		t.Errorf("per: %q", per.Create["postgres"])
+	}
+}
+
+func TestStatementsUseTheDialectsPlaceholders(t *testing.T) {
+	for _, tc := range []struct{ dialect, update, lookup string }{
+		{"postgres", "UPDATE per SET per_dscrptn_text = $1 WHERE per_id = $2", "per_id = $1"},
+		{"mysql", "UPDATE per SET per_dscrptn_text = ? WHERE per_id = ?", "per_id = ?"},
+	} {
+		t.Run(tc.dialect, func(t *testing.T) {
+			types := mustBuild(t, 1, "read_pct = 30", tc.dialect).Transactions()
+			if len(types) != 2 || types[0].Name != "update" || types[0].Weight != 70 || types[1].Name != "lookup" || types[1].Weight != 30 {
+				t.Fatalf("types %+v", types)
+			}
+			if types[0].Statements[0] != tc.update {
+				t.Errorf("update: %q, want %q", types[0].Statements[0], tc.update)
+			}
+			if !strings.HasSuffix(types[1].Statements[0], tc.lookup) {
+				t.Errorf("lookup: %q, want …%q", types[1].Statements[0], tc.lookup)
+			}
+		})
+	}
+	t.Run("the study's transaction alone by default", func(t *testing.T) {
+		types := mustBuild(t, 1, "", "postgres").Transactions()
+		if len(types) != 1 || types[0].Name != "update" || types[0].Weight != 100 {
+			t.Errorf("types %+v", types)
+		}
+	})
+	t.Run("read only", func(t *testing.T) {
+		types := mustBuild(t, 1, "read_pct = 100", "postgres").Transactions()
+		if len(types) != 1 || types[0].Name != "lookup" {
+			t.Errorf("types %+v", types)
+		}
+	})
+}
+
+func TestOptionErrorsPointAtTheSpec(t *testing.T) {
+	for _, tc := range []struct {
+		name, options, want string
+	}{
+		{"no persons", "persons = 0", `unit.toml:15:.*persons.*1 to 5000000`},
+		{"too many persons", "persons = 5000001", `unit.toml:15:.*persons`},
+		{"persons not a number", `persons = "many"`, `unit.toml:15:.*persons`},
+		{"text too short", "text_bytes = 99", `unit.toml:15:.*text_bytes.*100 to 4000`},
+		{"read_pct over 100", "read_pct = 101", `unit.toml:15:.*read_pct`},
+		{"unknown option", "users = 3", `unit.toml:15:.*users.*unknown option for workload personnel; options: persons, read_pct, text_bytes`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := build(t, 1, tc.options, "postgres")
+			if err == nil || !regexp.MustCompile(tc.want).MatchString(err.Error()) {
+				t.Errorf("error %v, want match %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("unknown dialect", func(t *testing.T) {
+		if _, err := build(t, 1, "", "oracle"); err == nil || !strings.Contains(err.Error(), "no oracle schema") {
+			t.Errorf("error %v", err)
+		}
+	})
+}
+
+func TestTextIsASCIIOfTheLengthAsked(t *testing.T) {
+	w := mustBuild(t, 1, "text_bytes = 100", "postgres")
+	g := newGen(w)
+	for _, n := range []int{100, 101, 399, 4000} {
+		s := Text(g.at(1, int64(n)), n)
+		if len(s) != n || strings.ContainsFunc(s, func(r rune) bool { return r > 127 || r < ' ' }) {
+			t.Errorf("Text(%d) = %d characters %.20q…", n, len(s), s)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package personnel
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"replab/internal/workload"
+)
+
+// placeholders are each dialect's parameter markers for $1, $2.
+var placeholders = map[string][2]string{
+	"postgres": {"$1", "$2"},
+	"mysql":    {"?", "?"},
+}
+
+// UpdateSQL is the study's transaction: a new description for one person.
+func UpdateSQL(dialect string) string {
+	p := placeholders[dialect]
+	return "UPDATE per SET per_dscrptn_text = " + p[0] + " WHERE per_id = " + p[1]
+}
+
+// LookupSQL reads one person, as a user at a snapshot site would.
+func LookupSQL(dialect string) string {
+	return "SELECT per_last_nm, per_frst_nm, per_birth_clndr_dt, per_dscrptn_text FROM per WHERE per_id = " + placeholders[dialect][0]
+}
+
+// Transactions implements workload.Workload: "update" (the study's, weight
+// 100 - read_pct) and "lookup" (weight read_pct); a type whose weight is 0
+// is left out.
+func (w *Workload) Transactions() []workload.TxType {
+	var types []workload.TxType
+	if w.readPct < 100 {
+		types = append(types, workload.TxType{Name: "update", Weight: 100 - w.readPct, Statements: []string{UpdateSQL(w.dialect)}, Run: w.update})
+	}
+	if w.readPct > 0 {
+		types = append(types, workload.TxType{Name: "lookup", Weight: w.readPct, Statements: []string{LookupSQL(w.dialect)}, Run: w.lookup})
+	}
+	return types
+}
+
+// person is a uniformly random person.
+func (w *Workload) person(r *rand.Rand) int64 { return 1 + r.Int64N(w.persons) }
+
+// update writes text_bytes of fresh text into a random person's
+// description; it changes exactly one row.
+func (w *Workload) update(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
+	id := w.person(r)
+	res, err := tx.Exec(ctx, 0, Text(r, w.textBytes), id)
+	if err != nil {
+		return 0, fmt.Errorf("update per %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("update per %d: %w", id, err)
+	}
+	if n != 1 {
+		return n, fmt.Errorf("update per %d: %d rows changed, want 1", id, n)
+	}
+	return n, nil
+}
+
+// lookup reads a random person; it changes nothing.
+func (w *Workload) lookup(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
+	id := w.person(r)
+	var last, first, text string
+	var birth any
+	if err := tx.QueryRow(ctx, 0, id).Scan(&last, &first, &birth, &text); err != nil {
+		return 0, fmt.Errorf("look up per %d: %w", id, err)
+	}
+	return 0, nil
+}
