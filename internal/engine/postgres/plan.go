@@ -109,6 +109,7 @@ func makePlan(s *spec.Spec) (*plan, error) {
 	case Logical, Snapshot:
 		roleErr(standbys, "standby", `use role = "replica" (logical), or replication = "async"/"sync" for physical standbys`)
 		roleErr(masters, "master", `use replication = "multimaster" for masters`)
+		checkFilters(s, errs)
 	case Multimaster:
 		roleErr(standbys, "standby", `every node is a master`)
 		roleErr(replicas, "replica", `every node is a master`)

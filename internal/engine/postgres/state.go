@@ -56,7 +56,8 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 		rows, err := conn.Query(ctx, `SELECT application_name, coalesce(state, ''), coalesce(sent_lsn::text, ''),
 			coalesce(write_lsn::text, ''), coalesce(flush_lsn::text, ''), coalesce(replay_lsn::text, ''),
 			coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, replay_lsn), 0)::bigint,
-			coalesce(sync_state, '')
+			coalesce(sync_state, ''),
+			coalesce(extract(epoch FROM replay_lag) * 1000, -1)::float8
 			FROM pg_stat_replication`)
 		if err != nil {
 			conn.Close(ctx)
@@ -64,14 +65,17 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 		}
 		for rows.Next() {
 			var r engine.ReplicaState
-			if err := rows.Scan(&r.Node, &r.State, &r.SentLSN, &r.WriteLSN, &r.FlushLSN, &r.ReplayLSN, &r.BytesBehind, &r.SyncState); err != nil {
+			if err := rows.Scan(&r.Node, &r.State, &r.SentLSN, &r.WriteLSN, &r.FlushLSN, &r.ReplayLSN, &r.BytesBehind, &r.SyncState, &r.ReplayLagMs); err != nil {
 				rows.Close()
 				conn.Close(ctx)
 				return nil, err
 			}
 			r.From = up.Name
 			r.Kind = "physical"
-			if n := c.byName[r.Node]; n == nil || n.From != up.Name {
+			if sub, ok := c.mmSubscriber(up.Name, r.Node); ok {
+				// A pglogical subscription's walsender, named "<subscriber>_from_<up>".
+				r.Node, r.Kind = sub, "pglogical"
+			} else if n := c.byName[r.Node]; n == nil || n.From != up.Name {
 				// A logical subscription's walsender, named after the subscription.
 				r.Kind = "logical"
 			}
@@ -82,6 +86,9 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
+	}
+	if c.plan.replication == Logical || c.plan.replication == Snapshot {
+		return c.logicalReplicationState(ctx, out)
 	}
 	return out, nil
 }
