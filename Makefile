@@ -12,10 +12,12 @@ build:
 	@scripts/deps.sh build
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/replab
 
-# The quickstart lab: three sites, WAN links, a measured check of every link.
+# The quickstart lab: three sites, WAN links, a measured check of every link,
+# then PostgreSQL with two standbys under the personnel workload.
 demo: build
 	@scripts/deps.sh demo
 	./$(BIN) lab check scenarios/quickstart.toml
+	./$(BIN) run scenarios/quickstart.toml
 
 # Everything, including the integration tests that need root and namespaces.
 test:

@@ -24,6 +24,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"run", "run a workload on a lab and measure it: replab run FILE [--out DIR]", cmdRun},
 		{"lab", "build, inspect and remove labs (lab up|down|status|check)", cmdLab},
 		{"exec", "run a command inside a site: replab exec SITE -- CMD ARGS…", cmdExec},
 		{"link", "show or change running links: link show | link set A->B key=value…", cmdLink},

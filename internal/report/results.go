@@ -57,7 +57,11 @@ type Replica struct {
 	LagMs           stats.Percentiles `json:"lag_ms"`
 	NotVisibleAtEnd int64             `json:"not_visible_at_end"`
 	Tracked         int64             `json:"tracked"`
-	ResolutionMs    float64           `json:"resolution_ms"`
+	// ResolutionMs is the lag watcher's achieved poll interval: each lag is
+	// at most one interval plus one poll (PollP99Ms) above the true one.
+	ResolutionMs       float64 `json:"resolution_ms"`
+	PollP99Ms          float64 `json:"poll_p99_ms"`
+	VisibleBeforeWatch int64   `json:"visible_before_watch,omitempty"`
 	// EngineReplayLagMs is the engine's own view, sampled each second
 	// (PostgreSQL: pg_stat_replication.replay_lag), as a cross-check.
 	EngineReplayLagMs *stats.Percentiles `json:"engine_replay_lag_ms,omitempty"`

@@ -1,0 +1,247 @@
+package lagprobe
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/engine/postgres"
+	"replab/internal/lab"
+	"replab/internal/linkem/emu"
+	"replab/internal/spec"
+)
+
+// pgStandbyLab brings up a primary and one physical standby 50 ms (one
+// way) apart, and removes both when the test ends.
+func pgStandbyLab(t *testing.T) engine.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test (namespaces, PostgreSQL): skipped with -short")
+	}
+	if err := lab.Preflight(); err != nil {
+		t.Skip("integration test skipped: " + err.Error())
+	}
+	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres"); len(m) == 0 {
+		t.Skip("integration test skipped: PostgreSQL is not installed (apt-get install postgresql-15)")
+	}
+	name := fmt.Sprintf("lagp-%d-%03x", os.Getpid()%10000, rand.IntN(0x1000))
+	s, err := spec.Parse("lagprobe.toml", []byte(`
+[lab]
+name = "`+name+`"
+[site.primary]
+[site.eu]
+[[link]]
+sites = ["primary", "eu"]
+delay = "50ms"
+rate = "1gbit"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "primary"
+role = "primary"
+[node.e1]
+site = "eu"
+role = "standby"
+from = "p1"
+[scheme]
+replication = "async"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l, err := lab.Up(ctx, s, lab.Options{StateRoot: t.TempDir(), DataRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("close lab: %v", err)
+		}
+	})
+	var log io.Writer = io.Discard
+	if testing.Verbose() {
+		log = os.Stderr
+	}
+	c, err := postgres.Engine{}.Up(ctx, l, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestPostgresStandbyAcross50ms: 4 writers commit 20 transactions a
+// second in total at the primary for 3 s; the standby 50 ms away sees each
+// one at least 50 ms after its COMMIT was sent, and at this low load
+// within a few ms more.
+func TestPostgresStandbyAcross50ms(t *testing.T) {
+	c := pgStandbyLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	const writers, perWriter = 4, 15 // 5 tx/s each for 3 s
+	p := New(Config{Writers: writers})
+	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{p.Table()}}); err != nil {
+		t.Fatal(err)
+	}
+	prim, err := c.Open(ctx, "p1", "primary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prim.Close()
+	for _, q := range p.SeedStatements("postgres") {
+		if _, err := prim.ExecContext(ctx, q); err != nil {
+			t.Fatalf("seed: %v", err)
+		}
+	}
+	if err := c.WaitFlowing(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stby, err := c.Open(ctx, "e1", "eu") // polls stay inside the standby's site
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stby.Close()
+	var lags []int64
+	var lagMu sync.Mutex
+	p.onLag = func(_ string, w int, seq, lag int64) {
+		lagMu.Lock()
+		lags = append(lags, lag)
+		lagMu.Unlock()
+		if lag < int64(50*time.Millisecond) {
+			t.Errorf("writer %d seq %d: lag %.3f ms, below the link's 50 ms", w, seq, float64(lag)/1e6)
+		}
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan error, 1)
+	sq := NewSQLQuerier(stby)
+	defer sq.Close()
+	cq := &cpuCounting{q: sq}
+	go func() { watched <- p.Watch(wctx, "e1", cq) }()
+	if err := p.WaitWatching(ctx, "e1"); err != nil {
+		t.Fatal(err)
+	}
+
+	update := p.UpdateStatement("postgres")
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := prim.Conn(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			w := p.Writer(i)
+			start := time.Now().Add(time.Duration(i) * 50 * time.Millisecond)
+			for n := range perWriter + 1 { // the first is warmup
+				time.Sleep(time.Until(start.Add(time.Duration(n) * 200 * time.Millisecond)))
+				if err := commitOne(ctx, conn, w, update, n > 0); err != nil {
+					t.Errorf("writer %d: %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+	if err := p.WaitCaughtUp(cctx); err != nil {
+		t.Error(err)
+	}
+	ccancel()
+	stopWatch()
+	if err := <-watched; err != nil {
+		t.Fatal(err)
+	}
+
+	r := p.Results()["e1"]
+	t.Logf("lag at e1 over %d transactions: min %.3f p50 %.3f p90 %.3f p99 %.3f max %.3f mean %.3f ms",
+		r.LagMs.Count, r.LagMs.MinMs, r.LagMs.P50Ms, r.LagMs.P90Ms, r.LagMs.P99Ms, r.LagMs.MaxMs, r.LagMs.MeanMs)
+	t.Logf("polls %d (%d errors), resolution %.4f ms, interval p99 %.3f ms, poll p50 %.3f p99 %.3f max %.3f ms",
+		r.Polls, r.PollErrors, r.ResolutionMs, r.IntervalP99Ms, r.PollP50Ms, r.PollP99Ms, r.PollMaxMs)
+	t.Logf("watcher thread CPU %.1f µs per poll (%.1f %% of a core)", float64(cq.cpu)/float64(cq.polls)/1e3,
+		float64(cq.cpu)/float64(cq.polls)/(r.ResolutionMs*1e6)*100)
+	if r.Tracked != writers*perWriter || r.LagMs.Count != r.Tracked || r.NotVisibleAtEnd != 0 || r.VisibleBeforeWatch != 0 {
+		t.Errorf("tracked %d (want %d), observed %d, not visible at end %d, before watch %d",
+			r.Tracked, writers*perWriter, r.LagMs.Count, r.NotVisibleAtEnd, r.VisibleBeforeWatch)
+	}
+	if r.LagMs.MinMs < 50 || r.LagMs.P50Ms >= 60 {
+		t.Errorf("lag min %.3f ms, p50 %.3f ms: want ≥ 50 and p50 < 60 on a 50 ms link at low load", r.LagMs.MinMs, r.LagMs.P50Ms)
+	}
+	if r.ResolutionMs > 1.1 {
+		t.Errorf("achieved poll interval %.3f ms, want about 1 ms", r.ResolutionMs)
+	}
+	if len(lags) != int(r.LagMs.Count) {
+		t.Errorf("%d lags seen by the hook, %d in the histogram", len(lags), r.LagMs.Count)
+	}
+
+	// Both of SQLQuerier's paths read what the standby shows.
+	for _, generic := range []bool{false, true} {
+		q := &SQLQuerier{db: stby, noPgx: generic}
+		got := make([]int64, writers)
+		if err := q.Positions(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		if q.pgx == generic {
+			t.Errorf("generic %v: used pgx %v", generic, q.pgx)
+		}
+		q.Close()
+		for w, s := range got {
+			if s != perWriter+1 {
+				t.Errorf("generic %v: writer %d at seq %d, want %d", generic, w, s, perWriter+1)
+			}
+		}
+	}
+}
+
+// commitOne is one transaction as the driver runs it.
+func commitOne(ctx context.Context, conn *sql.Conn, w *Writer, update string, measured bool) error {
+	seq := w.Next()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, update, seq, w.ID())
+	if err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		_ = tx.Rollback()
+		return fmt.Errorf("update of replab_lag changed %d rows, want 1: not seeded?", n)
+	}
+	w.Sending(seq, emu.Now(), measured)
+	err = tx.Commit()
+	w.Done(seq, err == nil)
+	return err
+}
+
+// cpuCounting adds up the CPU time of the watcher's thread (its goroutine is
+// locked to it) spent in and between polls.
+type cpuCounting struct {
+	q         Querier
+	last, cpu int64
+	polls     int64
+}
+
+func (c *cpuCounting) Positions(ctx context.Context, dst []int64) error {
+	now := threadCPU()
+	if c.last != 0 {
+		c.cpu += now - c.last
+		c.polls++
+	}
+	c.last = now
+	return c.q.Positions(ctx, dst)
+}

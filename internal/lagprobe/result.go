@@ -1,0 +1,144 @@
+package lagprobe
+
+import (
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Result is one replica's lag over the run. For measured transactions that
+// committed, once the writers have stopped:
+//
+//	Tracked = LagMs.Count + NotVisibleAtEnd + VisibleBeforeWatch + Forgotten
+type Result struct {
+	Replica string      `json:"replica"`
+	LagMs   Percentiles `json:"lag_ms"`
+	// Tracked counts measured transactions whose COMMIT returned ok.
+	Tracked int64 `json:"tracked"`
+	// NotVisibleAtEnd counts those never seen at this replica (the
+	// deferred queue when Results was called).
+	NotVisibleAtEnd int64 `json:"not_visible_at_end"`
+	// VisibleBeforeWatch counts those already visible at the watcher's
+	// first poll: their lag is unknown.
+	VisibleBeforeWatch int64 `json:"visible_before_watch"`
+	// Forgotten counts seqs the journal had released before this replica
+	// reached them (only when a watcher starts after the writers).
+	Forgotten int64 `json:"forgotten,omitempty"`
+	// FailedVisible counts transactions whose COMMIT was reported failed
+	// but whose change reached this replica.
+	FailedVisible int64 `json:"failed_visible"`
+
+	// ResolutionMs is the achieved mean interval between poll starts. A
+	// change is dated at the end of the first poll that sees it, so each
+	// lag is at most one interval plus one poll duration above the true
+	// one (ResolutionMs/2 + PollP50Ms on average), never below it.
+	ResolutionMs  float64 `json:"resolution_ms"`
+	IntervalP99Ms float64 `json:"interval_p99_ms"` // between poll starts
+	PollP50Ms     float64 `json:"poll_p50_ms"`     // duration of one poll
+	PollP99Ms     float64 `json:"poll_p99_ms"`
+	PollMaxMs     float64 `json:"poll_max_ms"`
+	Polls         int64   `json:"polls"`
+	PollErrors    int64   `json:"poll_errors"`
+	LastError     string  `json:"last_error,omitempty"`
+	// Stale counts polls × writers showing a seq this run never issued;
+	// Regressions those showing a seq lower than seen before.
+	Stale       int64 `json:"stale"`
+	Regressions int64 `json:"regressions"`
+
+	// Series has one entry per second of the run (from Config.Start) in
+	// which this replica was polled: the lags observed in that second.
+	Series []SecondStats `json:"series"`
+
+	// Histogram holds every recorded lag in µs (a copy), for HDR logs and
+	// merging across repetitions.
+	Histogram *hdrhistogram.Histogram `json:"-"`
+}
+
+// Percentiles summarises a lag histogram. MinMs and MaxMs are exact; the
+// others carry HdrHistogram's 3 significant digits.
+type Percentiles struct {
+	Count  int64   `json:"count"`
+	MeanMs float64 `json:"mean_ms"`
+	MinMs  float64 `json:"min_ms"`
+	P50Ms  float64 `json:"p50_ms"`
+	P90Ms  float64 `json:"p90_ms"`
+	P95Ms  float64 `json:"p95_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	P999Ms float64 `json:"p99_9_ms"`
+	MaxMs  float64 `json:"max_ms"`
+}
+
+// SecondStats is one second of a replica's lag series.
+type SecondStats struct {
+	Second int64   `json:"second"` // since Config.Start
+	Count  int64   `json:"count"`
+	P50Ms  float64 `json:"p50_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	MaxMs  float64 `json:"max_ms"` // exact
+}
+
+// Results reports every watched replica, by name. It may be called while
+// watchers run; the counts are final once writers and watchers stopped.
+func (p *Probe) Results() map[string]Result {
+	var tracked int64
+	for _, w := range p.writers {
+		tracked += w.tracked.Load()
+	}
+	out := map[string]Result{}
+	for _, r := range *p.replicas.Load() {
+		out[r.name] = r.result(tracked)
+	}
+	return out
+}
+
+func (r *replica) result(tracked int64) Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resolve()
+	res := Result{
+		Replica:            r.name,
+		Tracked:            tracked,
+		VisibleBeforeWatch: r.before,
+		Forgotten:          r.forgotten,
+		FailedVisible:      r.failedVisible,
+		Polls:              r.polls,
+		PollErrors:         r.pollErrs,
+		LastError:          r.lastErr,
+		Stale:              r.stale,
+		Regressions:        r.regressions,
+		Histogram:          hdrhistogram.Import(r.lag.Export()),
+	}
+	for w, wr := range r.p.writers {
+		for s, end := r.vis[w]+1, wr.issued.Load(); s <= end; s++ {
+			if e, ok := wr.load(s); ok && e&stMask == stOK && e&measuredBit != 0 {
+				res.NotVisibleAtEnd++
+			}
+		}
+	}
+	if n := r.lag.TotalCount(); n > 0 {
+		h := r.lag
+		res.LagMs = Percentiles{
+			Count:  n,
+			MeanMs: h.Mean() / 1000,
+			MinMs:  nsToMs(r.minNs),
+			P50Ms:  usToMs(h.ValueAtQuantile(50)),
+			P90Ms:  usToMs(h.ValueAtQuantile(90)),
+			P95Ms:  usToMs(h.ValueAtQuantile(95)),
+			P99Ms:  usToMs(h.ValueAtQuantile(99)),
+			P999Ms: usToMs(h.ValueAtQuantile(99.9)),
+			MaxMs:  nsToMs(r.maxNs),
+		}
+	}
+	if r.polls > 1 {
+		res.ResolutionMs = nsToMs(r.last-r.first) / float64(r.polls-1)
+		res.IntervalP99Ms = usToMs(r.pollGap.ValueAtQuantile(99))
+	}
+	if r.polls > 0 {
+		res.PollP50Ms = usToMs(r.pollDur.ValueAtQuantile(50))
+		res.PollP99Ms = usToMs(r.pollDur.ValueAtQuantile(99))
+		res.PollMaxMs = nsToMs(r.pollMax)
+		res.Series = append(append([]SecondStats(nil), r.series...), r.second())
+	}
+	return res
+}
+
+func usToMs(us int64) float64 { return float64(us) / 1e3 }
+func nsToMs(ns int64) float64 { return float64(ns) / 1e6 }

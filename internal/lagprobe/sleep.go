@@ -1,0 +1,63 @@
+package lagprobe
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"replab/internal/linkem/emu"
+)
+
+// coarseLead is how long before a deadline the sleeper stops using Go
+// timers (they wake ~0.15 ms late) and switches to clock_nanosleep. The
+// same scheme as emu's packet sleeper.
+const coarseLead = 1500 * time.Microsecond
+
+// sleeper waits for absolute CLOCK_MONOTONIC deadlines within a few
+// microseconds. Use it from a goroutine that called lockThread.
+type sleeper struct {
+	timer *time.Timer
+}
+
+func newSleeper() *sleeper {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &sleeper{timer: t}
+}
+
+// lockThread pins the goroutine to its OS thread and sets that thread's
+// timer slack to 1 ns so clock_nanosleep wakes within microseconds. The
+// returned function restores the slack and unpins.
+func lockThread() (unlock func()) {
+	runtime.LockOSThread()
+	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	return func() {
+		if err == nil && old > 0 {
+			_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+		}
+		runtime.UnlockOSThread()
+	}
+}
+
+// until returns at deadline (emu.Now ns), or false as soon as ctx ends
+// while still in the coarse phase.
+func (s *sleeper) until(ctx context.Context, deadline int64) bool {
+	if d := time.Duration(deadline-emu.Now()) - coarseLead; d > 0 {
+		s.timer.Reset(d)
+		select {
+		case <-s.timer.C:
+		case <-ctx.Done():
+			s.timer.Stop()
+			return false
+		}
+	}
+	if deadline-emu.Now() > 0 {
+		ts := unix.NsecToTimespec(deadline)
+		for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
+		}
+	}
+	return ctx.Err() == nil
+}

@@ -1,0 +1,390 @@
+package lagprobe
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"replab/internal/linkem/emu"
+)
+
+// Querier reads a replica's replab_lag. Connect it from the replica's own
+// site so the poll does not cross a WAN link. Positions is called by one
+// goroutine at a time.
+type Querier interface {
+	// Positions sets dst[w] to the seq of writer w visible at the replica.
+	// dst holds the previous positions on entry; rows it does not find
+	// may be left alone.
+	Positions(ctx context.Context, dst []int64) error
+}
+
+// maxBackoff bounds the wait between polls while a replica's polls fail.
+const maxBackoff = 100 * time.Millisecond
+
+// replica is one watched replica.
+type replica struct {
+	name string
+	p    *Probe
+
+	// Published for the writers (low) and WaitCaughtUp (seen, done, err).
+	low   []atomic.Int64 // per writer: seqs ≤ low are never read again
+	seen  []atomic.Int64 // per writer: visible seq
+	done  chan struct{}
+	err   error       // why Watch returned; read after done is closed
+	ready atomic.Bool // the first poll succeeded
+
+	mu      sync.Mutex
+	vis     []int64 // per writer: visible seq, as of the last poll
+	polled  bool
+	pending []pendingTx
+
+	lag          *hdrhistogram.Histogram // µs
+	minNs, maxNs int64
+	sec          *hdrhistogram.Histogram // µs, the current second
+	secMaxNs     int64
+	curSec       int64
+	series       []SecondStats
+
+	pollDur  *hdrhistogram.Histogram // µs
+	pollGap  *hdrhistogram.Histogram // µs between poll starts
+	polls    int64
+	pollErrs int64
+	pollMax  int64 // ns
+	lastErr  string
+	first    int64 // start of the first successful poll
+	last     int64 // start of the last successful poll
+
+	before, failedVisible, stale, regressions, forgotten int64
+}
+
+// pendingTx became visible before its COMMIT returned (synchronous
+// schemes): it is counted once Done says whether it committed.
+type pendingTx struct {
+	w       int
+	seq, at int64
+	first   bool
+}
+
+// Histogram ranges: 1 µs to one day.
+const (
+	histLowUs  = 1
+	histHighUs = 24 * 3600 * 1_000_000
+)
+
+func (p *Probe) register(name string) (*replica, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := *p.replicas.Load()
+	for _, r := range old {
+		if r.name == name {
+			return nil, fmt.Errorf("lag probe: replica %s is already watched", name)
+		}
+	}
+	n := len(p.writers)
+	r := &replica{
+		name:    name,
+		p:       p,
+		low:     make([]atomic.Int64, n),
+		seen:    make([]atomic.Int64, n),
+		done:    make(chan struct{}),
+		vis:     make([]int64, n),
+		lag:     hdrhistogram.New(histLowUs, histHighUs, 3),
+		sec:     hdrhistogram.New(histLowUs, histHighUs, 2),
+		pollDur: hdrhistogram.New(histLowUs, histHighUs, 2),
+		pollGap: hdrhistogram.New(histLowUs, histHighUs, 2),
+		minNs:   -1,
+	}
+	rs := append(append([]*replica(nil), old...), r)
+	p.replicas.Store(&rs)
+	return r, nil
+}
+
+// Watch polls one replica every Interval until ctx ends, then returns nil.
+// The first poll must succeed (it sets the baseline: transactions already
+// visible then are counted as VisibleBeforeWatch); later failures are
+// counted, retried with backoff up to 100 ms, and reported in the Result.
+// Start every watcher before the writers' measured phase.
+func (p *Probe) Watch(ctx context.Context, name string, q Querier) (err error) {
+	r, err := p.register(name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		r.err = err
+		close(r.done)
+	}()
+	sleep := p.sleep
+	if sleep == nil {
+		defer lockThread()()
+		s := newSleeper()
+		if p.realTime {
+			sleep = s.until
+		} else {
+			sleep = func(ctx context.Context, deadline int64) bool {
+				return s.until(ctx, emu.Now()+deadline-p.now())
+			}
+		}
+	}
+	dst := make([]int64, len(p.writers))
+	next := p.now()
+	fails := 0
+	for {
+		copy(dst, r.vis) // r.vis changes only on this goroutine
+		start := p.now()
+		qerr := q.Positions(ctx, dst)
+		end := p.now()
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case qerr != nil && !r.polled:
+			return fmt.Errorf("lag probe: replica %s: first poll: %w", name, qerr)
+		case qerr != nil:
+			r.failed(qerr)
+			fails++
+			next = start + max(p.interval, min(p.interval<<min(fails, 20), int64(maxBackoff)))
+		default:
+			fails = 0
+			r.observe(start, end, dst)
+			next += p.interval
+		}
+		if now := p.now(); next < now {
+			next = now // the poll overran: poll again at once
+		}
+		if !sleep(ctx, next) {
+			return nil
+		}
+	}
+}
+
+func (r *replica) failed(err error) {
+	r.mu.Lock()
+	r.pollErrs++
+	r.lastErr = err.Error()
+	r.mu.Unlock()
+}
+
+// observe takes one successful poll that started at start and returned at
+// end. A writer whose visible seq moved from s0 to s1 made every committed
+// transaction in (s0, s1] visible after the previous poll's snapshot and
+// before this one's, so before end: end is taken as the moment of
+// visibility. The lag is thus an upper bound, late by less than the
+// interval plus the poll's duration, and never below the true lag (a poll
+// start would be: the snapshot is taken after it, and a slow poll let a
+// 50 ms link show 49.6 ms).
+func (r *replica) observe(start, end int64, pos []int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.polls > 0 {
+		recordUs(r.pollGap, start-r.last)
+	} else {
+		r.first = start
+	}
+	r.polls++
+	r.last = start
+	recordUs(r.pollDur, end-start)
+	r.pollMax = max(r.pollMax, end-start)
+	r.roll(end)
+	r.resolve()
+	first := !r.polled
+	r.polled = true
+	defer r.ready.Store(true)
+	for w, v := range pos {
+		old := r.vis[w]
+		if v <= old {
+			if v < old {
+				r.regressions++
+			}
+			continue
+		}
+		wr := r.p.writers[w]
+		if v > wr.issued.Load() {
+			r.stale++ // not ours: e.g. a previous run's row not yet reset here
+			continue
+		}
+		for s := old + 1; s <= v; s++ {
+			e, ok := wr.load(s)
+			if !ok {
+				r.forgotten++
+				continue
+			}
+			switch e & stMask {
+			case stOK:
+				r.record(w, s, e, end, first)
+			case stSent:
+				r.pending = append(r.pending, pendingTx{w: w, seq: s, at: end, first: first})
+			case stFailed:
+				if s == v {
+					r.failedVisible++ // reported failed, yet committed
+				}
+			}
+		}
+		r.vis[w] = v
+		r.seen[w].Store(v)
+	}
+	for w, v := range r.vis {
+		low := v
+		for _, pt := range r.pending {
+			if pt.w == w {
+				low = min(low, pt.seq-1)
+			}
+		}
+		r.low[w].Store(low)
+	}
+}
+
+// resolve counts pending transactions whose COMMIT has returned.
+func (r *replica) resolve() {
+	keep := r.pending[:0]
+	for _, pt := range r.pending {
+		e, _ := r.p.writers[pt.w].load(pt.seq)
+		switch e & stMask {
+		case stSent:
+			keep = append(keep, pt)
+		case stOK:
+			r.record(pt.w, pt.seq, e, pt.at, pt.first)
+		case stFailed:
+			r.failedVisible++
+		}
+	}
+	r.pending = keep
+}
+
+// record counts one committed transaction that became visible at at.
+func (r *replica) record(w int, seq int64, e uint64, at int64, first bool) {
+	if e&measuredBit == 0 {
+		return
+	}
+	if first {
+		r.before++
+		return
+	}
+	lag := max(at-int64(e>>timeShift), 0) // at > sent unless the clock is not monotonic
+	recordUs(r.lag, lag)
+	recordUs(r.sec, lag)
+	if r.minNs < 0 || lag < r.minNs {
+		r.minNs = lag
+	}
+	r.maxNs = max(r.maxNs, lag)
+	r.secMaxNs = max(r.secMaxNs, lag)
+	if f := r.p.onLag; f != nil {
+		f(r.name, w, seq, lag)
+	}
+}
+
+// roll closes the seconds of Series before the one holding t.
+func (r *replica) roll(t int64) {
+	sec := max(t-r.p.start, 0) / int64(time.Second)
+	if r.polls == 1 {
+		r.curSec = sec
+		return
+	}
+	for r.curSec < sec {
+		r.series = append(r.series, r.second())
+		r.sec.Reset()
+		r.secMaxNs = 0
+		r.curSec++
+	}
+}
+
+func (r *replica) second() SecondStats {
+	s := SecondStats{Second: r.curSec, Count: r.sec.TotalCount()}
+	if s.Count > 0 {
+		s.P50Ms = usToMs(r.sec.ValueAtQuantile(50))
+		s.P99Ms = usToMs(r.sec.ValueAtQuantile(99))
+		s.MaxMs = nsToMs(r.secMaxNs)
+	}
+	return s
+}
+
+// recordUs adds a duration in ns to a µs histogram, clamped to its range.
+func recordUs(h *hdrhistogram.Histogram, ns int64) {
+	us := min(max(ns/1000, 0), histHighUs)
+	_ = h.RecordValue(us)
+}
+
+// WaitWatching waits until each named replica's watcher has made its first
+// poll (its baseline), so that transactions from then on are timed. Call
+// it after starting the Watch goroutines and before the measure phase.
+func (p *Probe) WaitWatching(ctx context.Context, replicas ...string) error {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		waiting := ""
+		for _, name := range replicas {
+			var r *replica
+			for _, x := range *p.replicas.Load() {
+				if x.name == name {
+					r = x
+				}
+			}
+			switch {
+			case r == nil:
+				waiting = name + " (not watched yet)"
+			case r.ready.Load():
+				continue
+			default:
+				select {
+				case <-r.done:
+					if r.err != nil {
+						return r.err
+					}
+					return fmt.Errorf("lag probe: replica %s: watch ended before its first poll", name)
+				default:
+				}
+				waiting = name
+			}
+		}
+		if waiting == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lag probe: waiting for the first poll of %s: %w", waiting, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// WaitCaughtUp waits until every measured transaction that committed is
+// visible at every watched replica. It fails when ctx ends first, saying
+// who is behind, or when a watcher has stopped.
+func (p *Probe) WaitCaughtUp(ctx context.Context) error {
+	t := time.NewTicker(time.Duration(max(p.interval, int64(time.Millisecond))))
+	defer t.Stop()
+	for {
+		behind := ""
+		for _, r := range *p.replicas.Load() {
+			for w, wr := range p.writers {
+				want, seen := wr.lastOK.Load(), r.seen[w].Load()
+				if seen >= want {
+					continue
+				}
+				select {
+				case <-r.done:
+					why := "its context ended"
+					if r.err != nil {
+						why = r.err.Error()
+					}
+					return fmt.Errorf("lag probe: replica %s stopped being watched (%s) with writer %d at seq %d of %d", r.name, why, w, seen, want)
+				default:
+				}
+				if behind == "" {
+					behind = fmt.Sprintf("replica %s shows writer %d at seq %d, want %d", r.name, w, seen, want)
+				}
+			}
+		}
+		if behind == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lag probe: not caught up: %s: %w", behind, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

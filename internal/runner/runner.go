@@ -1,0 +1,516 @@
+// Package runner is `replab run`: it builds the lab and the engine's
+// scheme, creates and loads the workload's data, runs the driver with a
+// lag watcher per replica, checks that replicas caught up, writes the
+// results directory and tears everything down.
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/jackc/pgx/v5"
+
+	"replab/internal/driver"
+	"replab/internal/engine"
+	"replab/internal/lab"
+	"replab/internal/lagprobe"
+	"replab/internal/report"
+	"replab/internal/spec"
+	"replab/internal/stats"
+	"replab/internal/workload"
+)
+
+// Options tune a run.
+type Options struct {
+	Out       string // results directory; "" = results/<timestamp>-<lab name>
+	StateRoot string
+	DataRoot  string
+	Log       io.Writer // progress; nil = discard
+	Version   string    // replab's version, recorded in the environment
+	Engines   *engine.Registry
+	Workloads *workload.Registry
+	// Live, when true, redraws one progress line in place (a terminal).
+	Live bool
+}
+
+// Run executes the spec. The results directory is written even when the
+// run fails or is interrupted, with complete = false.
+func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, string, error) {
+	log := opt.Log
+	if log == nil {
+		log = io.Discard
+	}
+	eng, err := opt.Engines.For(s)
+	if err != nil {
+		return nil, "", err
+	}
+	if eng == nil {
+		return nil, "", s.Errorf("engine", "replab run needs [engine], [node.NAME] and [workload] tables; for a network-only lab use `replab lab check`")
+	}
+	wl, err := opt.Workloads.For(s, eng.Dialect())
+	if err != nil {
+		return nil, "", err
+	}
+	if wl == nil {
+		return nil, "", s.Errorf("workload", `replab run needs a [workload] table, e.g. kind = "personnel"`)
+	}
+	dir, err := report.NewDir(opt.Out, s.Lab.Name)
+	if err != nil {
+		return nil, "", err
+	}
+	r := &run{s: s, opt: opt, log: log, eng: eng, wl: wl, dir: dir}
+	r.sum = &report.Summary{
+		Name: s.Lab.Name, Started: time.Now().UTC(), SpecFile: s.File, Engine: eng.Kind(),
+		Scheme: s.Scheme.Replication, Workload: s.Workload.Kind, Replicas: map[string]*report.Replica{},
+	}
+	if r.sum.Scheme == "" {
+		r.sum.Scheme = "default"
+	}
+	runErr := r.execute(ctx)
+	if runErr != nil {
+		r.sum.Complete = false
+		if r.sum.StopReason == "" {
+			r.sum.StopReason = runErr.Error()
+		}
+		if ctx.Err() != nil {
+			r.sum.StopReason = "interrupted: " + r.sum.StopReason
+		}
+	}
+	if err := r.writeResults(); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	return r.sum, dir.Path, runErr
+}
+
+type run struct {
+	s   *spec.Spec
+	opt Options
+	log io.Writer
+	eng engine.Engine
+	wl  workload.Workload
+	dir *report.Dir
+	sum *report.Summary
+
+	lab     *lab.Lab
+	cluster engine.Cluster
+	probe   *lagprobe.Probe
+	res     *driver.Result
+	lagHist map[string]*hdrhistogram.Histogram
+}
+
+func (r *run) execute(ctx context.Context) (err error) {
+	setup := time.Now()
+	if r.s.File != "" {
+		_ = r.dir.CopyFile(r.s.File, "spec.toml")
+	}
+	fmt.Fprintf(r.log, "lab %s: building %d sites and %d links\n", r.s.Lab.Name, len(r.s.Sites), len(r.s.Links))
+	r.lab, err = lab.Up(ctx, r.s, lab.Options{StateRoot: r.opt.StateRoot, DataRoot: r.opt.DataRoot, Log: r.log, SeriesCSV: r.dir.File("links.csv")})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintf(r.log, "lab %s: tearing down\n", r.s.Lab.Name)
+		if r.cluster != nil {
+			_ = r.cluster.Close()
+		}
+		if cerr := r.lab.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("teardown: %w", cerr))
+		}
+	}()
+	r.cluster, err = r.eng.Up(ctx, r.lab, r.log)
+	if err != nil {
+		return fmt.Errorf("engine %s: %w", r.eng.Kind(), err)
+	}
+	nodes := r.cluster.Nodes()
+	if len(nodes) > 0 {
+		r.sum.Environment = report.CaptureEnvironment(r.opt.Version, nodes[0].Version)
+	}
+	sources := r.sources(nodes)
+	client := r.clientSite(nodes, sources)
+
+	// Schema, the lag table, and the initial data.
+	r.probe = lagprobe.New(lagprobe.Config{Writers: r.s.Run.Users, Interval: r.s.Run.LagInterval})
+	schema := r.wl.Schema()
+	schema.Tables = append(schema.Tables, r.probe.Table())
+	if err := r.cluster.ApplySchema(ctx, schema); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	for _, src := range sources {
+		if err := r.execOn(ctx, src, r.probe.SeedStatements(r.eng.Dialect())...); err != nil {
+			return fmt.Errorf("seed lag table: %w", err)
+		}
+		if r.s.Scheme.Replication == "multimaster" {
+			break // the seed rows replicate to the other masters
+		}
+	}
+	if err := r.load(ctx, sources[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.log, "waiting for every replica to have the loaded data\n")
+	if err := r.cluster.WaitFlowing(ctx); err != nil {
+		return err
+	}
+	r.sum.SetupS = time.Since(setup).Seconds()
+
+	// Watchers, engine samples, driver. A fresh probe so its series starts
+	// with the run.
+	r.probe = lagprobe.New(lagprobe.Config{Writers: r.s.Run.Users, Interval: r.s.Run.LagInterval})
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	var wg sync.WaitGroup
+	watchErr := make(chan error, len(nodes))
+	replicas := r.replicas(nodes, sources)
+	for _, n := range replicas {
+		q, err := r.querier(ctx, n)
+		if err != nil {
+			return err
+		}
+		defer q.close()
+		r.sum.Replicas[n.Name] = &report.Replica{Site: n.Site}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.probe.Watch(wctx, n.Name, q); err != nil && wctx.Err() == nil {
+				watchErr <- fmt.Errorf("lag watcher at %s: %w", n.Name, err)
+			}
+		}()
+	}
+	samples := newEngineSampler(r.cluster)
+	wg.Add(1)
+	go func() { defer wg.Done(); samples.run(wctx) }()
+
+	dbs := make([]*sql.DB, 0, len(sources))
+	for _, src := range sources {
+		db, err := r.cluster.Open(ctx, src.Name, client)
+		if err != nil {
+			return err
+		}
+		db.SetMaxOpenConns(r.s.Run.Users + 2)
+		defer db.Close()
+		dbs = append(dbs, db)
+	}
+	cfg := r.driverConfig()
+	mode := fmt.Sprintf("%d users", cfg.Users)
+	if cfg.RatePerSec > 0 {
+		mode = fmt.Sprintf("open loop at %.2f/s (%d connections)", cfg.RatePerSec, cfg.Users)
+	}
+	fmt.Fprintf(r.log, "running %s from site %s against %s: warmup %s, measure %s, cooldown %s\n",
+		mode, client, names(sources), cfg.Warmup, cfg.Duration, cfg.Cooldown)
+	r.res, err = driver.Run(ctx, cfg, r.wl.Transactions(), dbs)
+	if r.opt.Live {
+		fmt.Fprintln(r.log)
+	}
+	if err != nil {
+		return err
+	}
+	r.fillDriver()
+
+	// Replicas catch up; then stop watching.
+	if len(replicas) > 0 && ctx.Err() == nil {
+		fmt.Fprintf(r.log, "waiting for replicas to catch up\n")
+		cctx, cancel := context.WithTimeout(ctx, r.catchUpTimeout())
+		if err := r.probe.WaitCaughtUp(cctx); err != nil {
+			fmt.Fprintf(r.log, "warning: replicas did not catch up within %s: %v\n", r.catchUpTimeout(), err)
+		}
+		cancel()
+	}
+	stopWatch()
+	wg.Wait()
+	close(watchErr)
+	var werrs []error
+	for e := range watchErr {
+		werrs = append(werrs, e)
+	}
+	r.fillLag(samples)
+	if !r.res.Complete {
+		return errors.New(r.res.StopReason)
+	}
+	return errors.Join(werrs...)
+}
+
+// sources are the nodes clients write to: the primary, or every master.
+func (r *run) sources(nodes []engine.Node) []engine.Node {
+	var out []engine.Node
+	for _, n := range nodes {
+		if n.Role == "primary" || n.Role == "master" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// replicas are every node that receives changes from a source.
+func (r *run) replicas(nodes, sources []engine.Node) []engine.Node {
+	if r.s.Scheme.Replication == "multimaster" {
+		// Each master is a replica of the others; lag is tracked per
+		// master for the writers whose source is elsewhere.
+		return nodes
+	}
+	var out []engine.Node
+	for _, n := range nodes {
+		if n.Role != "primary" && n.Role != "master" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (r *run) clientSite(nodes, sources []engine.Node) string {
+	if r.s.Run.Client != "" {
+		return r.s.Run.Client
+	}
+	return sources[0].Site
+}
+
+func names(ns []engine.Node) string {
+	var s []string
+	for _, n := range ns {
+		s = append(s, n.Name)
+	}
+	return strings.Join(s, ", ")
+}
+
+// pgConn connects to a node from a site with pgx (for COPY and the lag
+// watcher).
+func (r *run) pgConn(ctx context.Context, n engine.Node, fromSite string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(n.DSN)
+	if err != nil {
+		return nil, err
+	}
+	site := r.lab.Site(fromSite)
+	cfg.DialFunc = site.DialContext
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s from %s: %w", n.Name, fromSite, err)
+	}
+	return c, nil
+}
+
+func (r *run) execOn(ctx context.Context, n engine.Node, stmts ...string) error {
+	if r.eng.Dialect() != "postgres" {
+		return fmt.Errorf("dialect %s: no executor", r.eng.Dialect())
+	}
+	c, err := r.pgConn(ctx, n, n.Site)
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	for _, q := range stmts {
+		if _, err := c.Exec(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// load fills the initial data from the source's own site, with a progress
+// line (rows/s and ETA).
+func (r *run) load(ctx context.Context, src engine.Node) error {
+	total := r.wl.TotalRows()
+	if total == 0 {
+		return nil
+	}
+	c, err := r.pgConn(ctx, src, src.Site)
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	start := time.Now()
+	last := time.Time{}
+	progress := func(rows int64) {
+		if time.Since(last) < 500*time.Millisecond && rows < total {
+			return
+		}
+		last = time.Now()
+		el := time.Since(start).Seconds()
+		rate := float64(rows) / max(el, 1e-9)
+		eta := time.Duration(float64(total-rows)/max(rate, 1e-9)) * time.Second
+		line := fmt.Sprintf("loading %s: %d/%d rows (%.0f%%), %.0f rows/s, ETA %s", r.wl.Name(), rows, total, 100*float64(rows)/float64(total), rate, eta.Round(time.Second))
+		if r.opt.Live {
+			fmt.Fprintf(r.log, "\r%-100s", line)
+		} else {
+			fmt.Fprintln(r.log, line)
+		}
+	}
+	if err := r.wl.Load(ctx, workload.PostgresLoader(c), progress); err != nil {
+		return fmt.Errorf("load %s: %w", r.wl.Name(), err)
+	}
+	el := time.Since(start).Seconds()
+	if r.opt.Live {
+		fmt.Fprintln(r.log)
+	}
+	r.sum.Load = &report.Load{Rows: total, Seconds: el, RowsPerS: float64(total) / max(el, 1e-9)}
+	fmt.Fprintf(r.log, "loaded %d rows in %.1f s (%.0f rows/s)\n", total, el, r.sum.Load.RowsPerS)
+	return nil
+}
+
+func (r *run) driverConfig() driver.Config {
+	rs := r.s.Run
+	cfg := driver.Config{
+		Users: rs.Users, Warmup: rs.Warmup, Duration: rs.Duration, Cooldown: rs.Cooldown,
+		RatePerSec: rs.RatePerSec, Poisson: rs.Arrival != "regular", ThinkMin: rs.ThinkMin, ThinkMax: rs.ThinkMax,
+		Seed: rs.Seed, MaxErrorPct: rs.MaxErrorPct, MaxRetries: 3,
+		Lag:          func(i int) driver.LagJournal { return r.probe.Writer(i) },
+		LagStatement: r.probe.UpdateStatement(r.eng.Dialect()),
+	}
+	cfg.Progress = func(p driver.Progress) {
+		line := fmt.Sprintf("%-8s %5.0fs/%.0fs  %7.0f tps  p99 %7.2f ms  errors %d  %s",
+			p.Phase, p.Elapsed.Seconds(), (p.Elapsed + p.Remaining).Seconds(), p.TPS, p.P99Ms, p.Errors, r.liveLinks())
+		if r.opt.Live {
+			fmt.Fprintf(r.log, "\r%-120s", line)
+		} else {
+			fmt.Fprintln(r.log, line)
+		}
+	}
+	return cfg
+}
+
+// liveLinks summarises link use for the progress line: the busiest
+// direction's delivered bytes since the previous call.
+func (r *run) liveLinks() string {
+	return ""
+}
+
+func (r *run) catchUpTimeout() time.Duration {
+	var worst time.Duration
+	for _, l := range r.s.Links {
+		worst = max(worst, l.Forward.Delay+l.Reverse.Delay)
+	}
+	return 30*time.Second + 20*worst + r.s.Scheme.Refresh
+}
+
+func (r *run) fillDriver() {
+	res := r.res
+	s := r.sum
+	s.Complete, s.StopReason = res.Complete, res.StopReason
+	s.Mode, s.Users, s.TargetRate, s.MeasureSeconds = res.Mode, res.Users, res.TargetRate, res.MeasureSeconds
+	s.TPM, s.TPS, s.Transactions, s.RowsChanged = res.TPM, res.TPS, res.Transactions, res.RowsChanged
+	s.Errors, s.Retries, s.CommitLatency, s.Types = res.Errors, res.Retries, res.CommitLatency, res.Types
+	s.BehindScheduleMs, s.Skipped = res.BehindScheduleMs, res.Skipped
+}
+
+func (r *run) fillLag(samples *engineSampler) {
+	r.lagHist = map[string]*hdrhistogram.Histogram{}
+	results := r.probe.Results()
+	for name, rep := range r.sum.Replicas {
+		lr, ok := results[name]
+		if !ok {
+			continue
+		}
+		rep.LagMs = stats.Percentiles{
+			Count: lr.LagMs.Count, Mean: lr.LagMs.MeanMs, P50: lr.LagMs.P50Ms, P90: lr.LagMs.P90Ms,
+			P95: lr.LagMs.P95Ms, P99: lr.LagMs.P99Ms, P999: lr.LagMs.P999Ms, Max: lr.LagMs.MaxMs,
+		}
+		rep.NotVisibleAtEnd = lr.NotVisibleAtEnd
+		rep.Tracked = lr.Tracked
+		rep.ResolutionMs = lr.ResolutionMs
+		rep.PollP99Ms = lr.PollP99Ms
+		rep.VisibleBeforeWatch = lr.VisibleBeforeWatch
+		r.lagHist["lag_"+name] = lr.Histogram
+		if p, maxBytes, ok := samples.summary(name); ok {
+			rep.EngineReplayLagMs = &p
+			rep.EngineBytesBehind = maxBytes
+		}
+	}
+}
+
+func (r *run) writeResults() error {
+	var errs []error
+	if r.res != nil {
+		errs = append(errs, r.dir.WriteSeries(r.res.Series))
+		hists := map[string]*hdrhistogram.Histogram{"commit_latency": r.res.Hist}
+		for k, h := range r.lagHist {
+			hists[k] = h
+		}
+		errs = append(errs, r.dir.WriteHistLog("latency.hlog", hists))
+	}
+	if r.probe != nil {
+		errs = append(errs, r.writeLagSeries())
+	}
+	if r.sum.Environment.Kernel == "" {
+		r.sum.Environment = report.CaptureEnvironment(r.opt.Version, "")
+	}
+	errs = append(errs, r.dir.WriteJSON("environment.json", r.sum.Environment))
+	errs = append(errs, r.dir.WriteJSON("resolved-spec.json", r.s))
+	errs = append(errs, r.dir.WriteJSON("summary.json", r.sum))
+	return errors.Join(errs...)
+}
+
+func (r *run) writeLagSeries() error {
+	var b strings.Builder
+	b.WriteString("t_s,replica,observed,lag_p50_ms,lag_p99_ms,lag_max_ms\n")
+	results := r.probe.Results()
+	reps := make([]string, 0, len(results))
+	for n := range results {
+		reps = append(reps, n)
+	}
+	sort.Strings(reps)
+	for _, n := range reps {
+		for _, s := range results[n].Series {
+			fmt.Fprintf(&b, "%d,%s,%d,%.3f,%.3f,%.3f\n", s.Second, n, s.Count, s.P50Ms, s.P99Ms, s.MaxMs)
+		}
+	}
+	return os.WriteFile(r.dir.File("lag.csv"), []byte(b.String()), 0o644)
+}
+
+// engineSampler reads the engine's replication state once a second.
+type engineSampler struct {
+	c     engine.Cluster
+	mu    sync.Mutex
+	lag   map[string]*hdrhistogram.Histogram
+	bytes map[string]int64
+}
+
+func newEngineSampler(c engine.Cluster) *engineSampler {
+	return &engineSampler{c: c, lag: map[string]*hdrhistogram.Histogram{}, bytes: map[string]int64{}}
+}
+
+func (e *engineSampler) run(ctx context.Context) {
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := e.c.ReplicationState(qctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		e.mu.Lock()
+		for _, s := range st {
+			if s.ReplayLagMs >= 0 {
+				h := e.lag[s.Node]
+				if h == nil {
+					h = stats.NewLatencyHist()
+					e.lag[s.Node] = h
+				}
+				_ = h.RecordValue(max(int64(s.ReplayLagMs*1000), 1))
+			}
+			e.bytes[s.Node] = max(e.bytes[s.Node], s.BytesBehind)
+		}
+		e.mu.Unlock()
+	}
+}
+
+func (e *engineSampler) summary(node string) (stats.Percentiles, int64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h, ok := e.lag[node]
+	if !ok {
+		return stats.Percentiles{}, e.bytes[node], false
+	}
+	return stats.FromMicros(h), e.bytes[node], true
+}
