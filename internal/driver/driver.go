@@ -68,6 +68,10 @@ type Progress struct {
 	Errors    int64   // in the last second
 }
 
+// endGrace is how long in-flight transactions may take to finish after the
+// last phase ends.
+const endGrace = 30 * time.Second
+
 // Phase names.
 const (
 	Warmup   = "warmup"
@@ -197,8 +201,19 @@ func (d *run) run(ctx context.Context, dbs []*sql.DB) (*Result, error) {
 		}
 	}
 	d.monitor(rctx, cancel, end)
+	// At the natural end users finish the transaction they are in (so the
+	// server and the counts agree); only a stuck server is cut short.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(endGrace):
+		reason := fmt.Sprintf("stopped: transactions still running %s after the end", endGrace)
+		d.stop.CompareAndSwap(nil, &reason)
+		cancel()
+		<-done
+	}
 	cancel()
-	wg.Wait()
 
 	res := d.rec.result(d)
 	res.Users = d.cfg.Users

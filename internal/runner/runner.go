@@ -105,6 +105,9 @@ type run struct {
 	probe   *lagprobe.Probe
 	res     *driver.Result
 	lagHist map[string]*hdrhistogram.Histogram
+
+	lastBytes map[string]uint64 // for the progress line
+	lastAt    time.Time
 }
 
 func (r *run) execute(ctx context.Context) (err error) {
@@ -375,9 +378,42 @@ func (r *run) driverConfig() driver.Config {
 }
 
 // liveLinks summarises link use for the progress line: the busiest
-// direction's delivered bytes since the previous call.
+// direction's utilisation since the previous call, and the worst lag
+// seen at any replica in the last second.
 func (r *run) liveLinks() string {
-	return ""
+	now := time.Now()
+	stats := r.lab.Emulator().Stats()
+	if r.lastBytes == nil {
+		r.lastBytes = map[string]uint64{}
+	}
+	el := now.Sub(r.lastAt).Seconds()
+	best, bestPct := "", -1.0
+	for _, d := range stats {
+		k := d.From + "->" + d.To
+		delta := d.Counters.DeliveredBytes - r.lastBytes[k]
+		r.lastBytes[k] = d.Counters.DeliveredBytes
+		if r.lastAt.IsZero() || d.Params.RateBps == 0 {
+			continue
+		}
+		if pct := float64(delta) * 8 / el / float64(d.Params.RateBps) * 100; pct > bestPct {
+			best, bestPct = k, pct
+		}
+	}
+	r.lastAt = now
+	out := ""
+	if best != "" {
+		out = fmt.Sprintf("busiest link %s %.1f%%", best, bestPct)
+	}
+	worst := 0.0
+	for _, res := range r.probe.Results() {
+		if n := len(res.Series); n > 0 {
+			worst = max(worst, res.Series[n-1].MaxMs)
+		}
+	}
+	if worst > 0 {
+		out += fmt.Sprintf("  worst lag %.0f ms", worst)
+	}
+	return out
 }
 
 func (r *run) catchUpTimeout() time.Duration {

@@ -1,0 +1,223 @@
+package driver
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/engine/postgres"
+	"replab/internal/lab"
+	"replab/internal/spec"
+	"replab/internal/workload"
+	"replab/internal/workload/kvinsert"
+)
+
+// drvCluster brings up one PostgreSQL primary in a two-site lab and the
+// kv-insert workload's table; it returns a pool dialled from the client
+// site and the cluster.
+func drvCluster(t *testing.T) (*sql.DB, engine.Cluster, workload.Workload) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test (namespaces, PostgreSQL): skipped with -short")
+	}
+	if err := lab.Preflight(); err != nil {
+		t.Skip("integration test skipped: " + err.Error())
+	}
+	if _, err := os.Stat("/usr/lib/postgresql"); err != nil {
+		t.Skip("integration test skipped: PostgreSQL is not installed (apt-get install postgresql-15)")
+	}
+	name := fmt.Sprintf("tdrv-%d-%03x", os.Getpid()%10000, rand.IntN(0x1000))
+	s, err := spec.Parse("drv.toml", []byte(fmt.Sprintf(`
+[lab]
+name = %q
+[site.db]
+[site.client]
+[[link]]
+sites = ["db", "client"]
+delay = "1ms"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "db"
+role = "primary"
+[workload]
+kind = "kv-insert"
+`, name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := lab.Up(ctx, s, lab.Options{StateRoot: t.TempDir(), DataRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	c, err := postgres.Engine{}.Up(ctx, l, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	w, err := workload.NewRegistry(kvinsert.Factory).For(s, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplySchema(ctx, w.Schema()); err != nil {
+		t.Fatal(err)
+	}
+	db, err := c.Open(ctx, "p1", "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, c, w
+}
+
+func count(t *testing.T, db *sql.DB) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRow("SELECT count(*) FROM kv").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// signalBackends sends sig to every server process but the postmaster.
+func signalBackends(t *testing.T, c engine.Cluster, sig syscall.Signal) {
+	t.Helper()
+	procs, err := c.Processes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if p.Role != "postmaster" {
+			_ = syscall.Kill(p.PID, sig)
+		}
+	}
+}
+
+func TestDriverAgainstPostgres(t *testing.T) {
+	db, c, w := drvCluster(t)
+
+	t.Run("closed loop: committed transactions equal rows changed and rows in the table", func(t *testing.T) {
+		before := count(t, db)
+		res, err := Run(context.Background(), Config{Users: 3, Duration: 2 * time.Second, Seed: 7, MaxRetries: 3}, w.Transactions(), []*sql.DB{db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Complete || res.Transactions == 0 || res.Errors != 0 {
+			t.Fatalf("result %+v", res)
+		}
+		if res.RowsChanged != res.Transactions {
+			t.Errorf("rows changed %d != transactions %d", res.RowsChanged, res.Transactions)
+		}
+		// Without warmup or cooldown, every commit was measured.
+		if got := count(t, db) - before; got != res.Transactions {
+			t.Errorf("table grew by %d rows, driver counted %d commits", got, res.Transactions)
+		}
+		if res.Types["insert"].Count != res.Transactions || res.CommitLatency.Count != res.Transactions {
+			t.Errorf("per-type %d and histogram %d counts differ from %d", res.Types["insert"].Count, res.CommitLatency.Count, res.Transactions)
+		}
+		if res.TPM != float64(res.Transactions)/2*60 {
+			t.Errorf("tpm %.1f for %d transactions in 2 s", res.TPM, res.Transactions)
+		}
+	})
+
+	t.Run("phases: warmup and cooldown are not measured", func(t *testing.T) {
+		before := count(t, db)
+		res, err := Run(context.Background(), Config{Users: 2, Warmup: time.Second, Duration: time.Second, Cooldown: time.Second, Seed: 8}, w.Transactions(), []*sql.DB{db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := count(t, db) - before
+		if res.Transactions == 0 || res.Transactions >= total {
+			t.Errorf("measured %d of %d committed: want only the middle second's", res.Transactions, total)
+		}
+		phases := map[string]int{}
+		for _, s := range res.Series {
+			phases[s.Phase]++
+		}
+		if phases[Warmup] == 0 || phases[Measure] == 0 || phases[Cooldown] == 0 {
+			t.Errorf("series phases %v", phases)
+		}
+	})
+
+	t.Run("open loop: latency from the intended start shows a paused server", func(t *testing.T) {
+		go func() {
+			time.Sleep(1500 * time.Millisecond)
+			signalBackends(t, c, syscall.SIGSTOP)
+			time.Sleep(time.Second)
+			signalBackends(t, c, syscall.SIGCONT)
+		}()
+		res, err := Run(context.Background(), Config{Users: 4, Duration: 4 * time.Second, RatePerSec: 200, Poisson: false, Seed: 9}, w.Transactions(), []*sql.DB{db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("open loop: %d commits, latency p50 %.2f p99 %.2f max %.2f ms, behind max %.2f ms, skipped %d",
+			res.Transactions, res.CommitLatency.P50, res.CommitLatency.P99, res.CommitLatency.Max, res.BehindScheduleMs.Max, res.Skipped)
+		if res.Mode != "open" || res.BehindScheduleMs == nil {
+			t.Fatalf("mode %s", res.Mode)
+		}
+		// Transactions scheduled during the 1 s pause waited for it: counted
+		// from their intended start, the tail shows the whole stall.
+		if res.CommitLatency.Max < 800 {
+			t.Errorf("max latency %.1f ms after a 1 s pause, want ≥ 800 ms", res.CommitLatency.Max)
+		}
+		if res.Skipped == 0 && res.BehindScheduleMs.Max < 500 {
+			t.Errorf("neither skipped transactions nor a schedule lag after a 1 s pause")
+		}
+		// 200/s for 4 s: the schedule is kept apart from the stall.
+		if got := res.Transactions + res.Skipped; got < 700 || got > 900 {
+			t.Errorf("%d committed + skipped, want ~800", got)
+		}
+	})
+
+	t.Run("too many errors stop the run, marked incomplete, with the reason", func(t *testing.T) {
+		go func() {
+			time.Sleep(1200 * time.Millisecond)
+			_, _ = db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
+		}()
+		res, err := Run(context.Background(), Config{Users: 2, Duration: 10 * time.Second, MaxErrorPct: 20, Seed: 10}, w.Transactions(), []*sql.DB{db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Complete || !strings.Contains(res.StopReason, "failed") {
+			t.Errorf("complete=%v reason=%q: want stopped by the error threshold", res.Complete, res.StopReason)
+		}
+		if res.Errors == 0 || len(res.Types["insert"].Errors) == 0 {
+			t.Errorf("errors not counted by kind: %+v", res.Types["insert"])
+		}
+	})
+
+	t.Run("cancellation returns what was measured, marked interrupted", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		defer cancel()
+		res, err := Run(ctx, Config{Users: 2, Duration: 30 * time.Second, Seed: 11}, w.Transactions(), []*sql.DB{db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Complete || res.StopReason != "interrupted" || res.Transactions == 0 {
+			t.Errorf("complete=%v reason=%q transactions=%d", res.Complete, res.StopReason, res.Transactions)
+		}
+	})
+}
+
+func TestPickFollowsWeights(t *testing.T) {
+	types := []workload.TxType{{Name: "a", Weight: 1}, {Name: "b", Weight: 3}, {Name: "c", Weight: 0}}
+	r := rand.New(rand.NewPCG(1, 2))
+	n := [3]int{}
+	for range 40000 {
+		n[workload.Pick(types, r)]++
+	}
+	if n[2] != 0 || n[1] < 29000 || n[1] > 31000 {
+		t.Errorf("picks %v, want ~10000/30000/0", n)
+	}
+}
