@@ -397,7 +397,14 @@ func (u *user) attempt(ctx context.Context, ti int, measured bool) (int64, strin
 	wtx := &workload.Tx{Tx: tx, Stmts: u.stmts[ti]}
 	rows, err := u.d.types[ti].Run(ctx, wtx, u.r)
 	if err == nil && u.lag != nil {
-		_, err = tx.StmtContext(ctx, u.lag).ExecContext(ctx, seq, u.id)
+		var res sql.Result
+		if res, err = tx.StmtContext(ctx, u.lag).ExecContext(ctx, seq, u.id); err == nil {
+			// A missing lag row would make this transaction invisible to
+			// the probe for ever: fail loudly instead.
+			if n, rerr := res.RowsAffected(); rerr == nil && n != 1 {
+				err = fmt.Errorf("lag probe row of writer %d changed %d rows, want 1 (was the lag table seeded?)", u.id, n)
+			}
+		}
 	}
 	if err != nil {
 		_ = tx.Rollback()

@@ -455,8 +455,27 @@ func makeTraversable(dir string) error {
 	return nil
 }
 
-// RunDir is the lab's state directory (tmpfs): short paths for sockets.
-func (l *Lab) RunDir() string { return labDir(l.root, l.Spec.Lab.Name) }
+// SocketDir returns a short directory for the servers' unix sockets,
+// creating it on first use; it is removed with the lab.
+func (l *Lab) SocketDir() (string, error) {
+	l.dataMu.Lock()
+	defer l.dataMu.Unlock()
+	if l.rec.SockDir != "" {
+		return l.rec.SockDir, nil
+	}
+	dir := filepath.Join(SocketRoot, l.Spec.Lab.Name)
+	l.rec.SockDir = dir
+	if err := l.rec.save(l.root); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create socket directory: %w", err)
+	}
+	if err := makeTraversable(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
 
 // Sites returns the running sites in spec order.
 func (l *Lab) Sites() []*Site { return l.sites }

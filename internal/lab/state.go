@@ -18,6 +18,11 @@ import (
 // /run is a small tmpfs).
 const DefaultDataRoot = "/var/lib/replab"
 
+// SocketRoot holds one directory per lab for servers' unix sockets. It is
+// fixed and short whatever the state root: a socket path must fit in 107
+// bytes. Lab names are unique on a machine, so directories never clash.
+const SocketRoot = "/run/replab-sock"
+
 // DefaultStateRoot holds one directory per lab: its state file and control
 // socket. /run is a tmpfs, so a reboot clears it together with the
 // namespaces it describes.
@@ -38,7 +43,8 @@ type record struct {
 	Cgroups  []string        `json:"cgroups"`
 	Sysctls  []sysctlRestore `json:"sysctls"`
 	Control  string          `json:"control"`
-	DataDir  string          `json:"data_dir,omitempty"` // engines' data directories live below it
+	DataDir  string          `json:"data_dir,omitempty"`   // engines' data directories live below it
+	SockDir  string          `json:"socket_dir,omitempty"` // servers' unix sockets live below it
 }
 
 // sysctlRestore is a root-namespace sysctl the lab changed.
@@ -237,6 +243,11 @@ func teardownRecord(ctx context.Context, root string, r *record) ([]string, erro
 			} else {
 				done = append(done, fmt.Sprintf("sysctl %s restored to %q", procToSysctl(s.Path), s.Original))
 			}
+		}
+	}
+	if r.SockDir != "" {
+		if err := os.RemoveAll(r.SockDir); err != nil {
+			errs = append(errs, fmt.Errorf("remove sockets of lab %s: %w", r.Name, err))
 		}
 	}
 	if r.DataDir != "" {

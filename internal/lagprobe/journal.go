@@ -74,8 +74,8 @@ func (w *Writer) Next() int64 {
 	return s
 }
 
-// Sending records that seq's COMMIT is about to be sent, at time at (ns on
-// the probe's clock, ≥ 0). measured is false in warmup and cooldown: such
+// Sending records that seq's COMMIT is about to be sent, at time at
+// (Probe.Now, ≥ 0). measured is false in warmup and cooldown: such
 // transactions are followed but not counted.
 func (w *Writer) Sending(seq, at int64, measured bool) {
 	e := w.slot(seq)

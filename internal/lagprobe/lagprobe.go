@@ -84,6 +84,10 @@ func New(cfg Config) *Probe {
 // Writers is the number of writers.
 func (p *Probe) Writers() int { return len(p.writers) }
 
+// Now reads the probe's clock: use it for the COMMIT-sent times given to
+// Writer.Sending.
+func (p *Probe) Now() int64 { return p.now() }
+
 // Interval is the configured poll interval.
 func (p *Probe) Interval() time.Duration { return time.Duration(p.interval) }
 

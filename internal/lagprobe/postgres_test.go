@@ -15,7 +15,6 @@ import (
 	"replab/internal/engine"
 	"replab/internal/engine/postgres"
 	"replab/internal/lab"
-	"replab/internal/linkem/emu"
 	"replab/internal/spec"
 )
 
@@ -148,7 +147,7 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 			start := time.Now().Add(time.Duration(i) * 50 * time.Millisecond)
 			for n := range perWriter + 1 { // the first is warmup
 				time.Sleep(time.Until(start.Add(time.Duration(n) * 200 * time.Millisecond)))
-				if err := commitOne(ctx, conn, w, update, n > 0); err != nil {
+				if err := commitOne(ctx, conn, p, w, update, n > 0); err != nil {
 					t.Errorf("writer %d: %v", i, err)
 					return
 				}
@@ -207,7 +206,7 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 }
 
 // commitOne is one transaction as the driver runs it.
-func commitOne(ctx context.Context, conn *sql.Conn, w *Writer, update string, measured bool) error {
+func commitOne(ctx context.Context, conn *sql.Conn, p *Probe, w *Writer, update string, measured bool) error {
 	seq := w.Next()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -222,7 +221,7 @@ func commitOne(ctx context.Context, conn *sql.Conn, w *Writer, update string, me
 		_ = tx.Rollback()
 		return fmt.Errorf("update of replab_lag changed %d rows, want 1: not seeded?", n)
 	}
-	w.Sending(seq, emu.Now(), measured)
+	w.Sending(seq, p.Now(), measured)
 	err = tx.Commit()
 	w.Done(seq, err == nil)
 	return err

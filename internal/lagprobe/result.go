@@ -5,9 +5,9 @@ import (
 )
 
 // Result is one replica's lag over the run. For measured transactions that
-// committed, once the writers have stopped:
+// committed, once the writers have stopped and unless Forgotten > 0:
 //
-//	Tracked = LagMs.Count + NotVisibleAtEnd + VisibleBeforeWatch + Forgotten
+//	Tracked = LagMs.Count + NotVisibleAtEnd + VisibleBeforeWatch
 type Result struct {
 	Replica string      `json:"replica"`
 	LagMs   Percentiles `json:"lag_ms"`

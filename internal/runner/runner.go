@@ -187,6 +187,17 @@ func (r *run) execute(ctx context.Context) (err error) {
 			}
 		}()
 	}
+	// Transactions already visible at a watcher's first poll would get no
+	// lag: start only once every watcher has looked.
+	var watched []string
+	for _, n := range replicas {
+		watched = append(watched, n.Name)
+	}
+	if len(watched) > 0 {
+		if err := r.probe.WaitWatching(ctx, watched...); err != nil {
+			return fmt.Errorf("lag watchers: %w", err)
+		}
+	}
 	samples := newEngineSampler(r.cluster)
 	wg.Add(1)
 	go func() { defer wg.Done(); samples.run(wctx) }()

@@ -114,8 +114,8 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 func (c *cluster) layout(data string) error {
 	ports := map[string]int{} // site -> next port
 	used := map[netip.AddrPort]string{}
-	sockRoot := filepath.Join(c.lab.RunDir(), "pg")
-	if err := os.MkdirAll(sockRoot, 0o755); err != nil {
+	sockRoot, err := c.lab.SocketDir()
+	if err != nil {
 		return err
 	}
 	for _, sn := range c.lab.Spec.Nodes {

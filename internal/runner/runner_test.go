@@ -1,0 +1,210 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/engine/postgres"
+	"replab/internal/lab"
+	"replab/internal/spec"
+	"replab/internal/workload"
+	"replab/internal/workload/kvinsert"
+	"replab/internal/workload/personnel"
+)
+
+func requireAll(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test (namespaces, PostgreSQL): skipped with -short")
+	}
+	if err := lab.Preflight(); err != nil {
+		t.Skip("integration test skipped: " + err.Error())
+	}
+	if _, err := os.Stat("/usr/lib/postgresql"); err != nil {
+		t.Skip("integration test skipped: PostgreSQL is not installed (apt-get install postgresql-15)")
+	}
+}
+
+// runSpec runs spec text (with NAME replaced by a unique lab name) and
+// returns summary.json as a generic map plus the results directory.
+func runSpec(t *testing.T, ctx context.Context, text string) (map[string]any, string, error) {
+	t.Helper()
+	name := fmt.Sprintf("trun-%d-%03x", os.Getpid()%10000, rand.IntN(0x1000))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "spec.toml")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(text, name)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	out := filepath.Join(dir, "results")
+	_, _, runErr := Run(ctx, s, Options{
+		Out: out, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &log, Version: "test",
+		Engines: engine.NewRegistry(postgres.Engine{}), Workloads: workload.NewRegistry(personnel.Factory, kvinsert.Factory),
+	})
+	t.Logf("run log:\n%s", log.String())
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatalf("summary.json missing (run error %v): %v", runErr, err)
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum, out, runErr
+}
+
+func num(t *testing.T, m map[string]any, keys ...string) float64 {
+	t.Helper()
+	var v any = m
+	for _, k := range keys {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("%v: not an object at %q", keys, k)
+		}
+		if v, ok = mm[k]; !ok {
+			t.Fatalf("summary.json has no %v", keys)
+		}
+	}
+	f, ok := v.(float64)
+	if !ok {
+		t.Fatalf("%v = %v is not a number", keys, v)
+	}
+	return f
+}
+
+const lowLoadSpec = `
+[lab]
+name = "%s"
+[site.primary]
+[site.eu]
+[[link]]
+sites = ["primary", "eu"]
+delay = "50ms"
+rate = "100mbit"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "primary"
+role = "primary"
+[node.e1]
+site = "eu"
+role = "standby"
+from = "p1"
+[workload]
+kind = "personnel"
+persons = 500
+[run]
+rate = "20/s"
+arrival = "regular"
+users = 2
+warmup = "1s"
+duration = "4s"
+cooldown = "1s"
+`
+
+func TestRunWritesTheSummaryContractAndLagIsAtLeastTheLinkDelay(t *testing.T) {
+	requireAll(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sum, out, err := runSpec(t, ctx, lowLoadSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum["complete"] != true {
+		t.Fatalf("complete = %v (%v)", sum["complete"], sum["stop_reason"])
+	}
+	tx := num(t, sum, "transactions")
+	if tx < 60 || tx > 100 {
+		t.Errorf("transactions %v at 20/s for 4 s, want ~80", tx)
+	}
+	if got := num(t, sum, "tpm"); got != tx/4*60 {
+		t.Errorf("tpm %v for %v transactions in 4 s", got, tx)
+	}
+	if rows := num(t, sum, "rows_changed"); rows != tx {
+		t.Errorf("rows_changed %v != transactions %v", rows, tx)
+	}
+	for _, k := range []string{"p50", "p95", "p99", "max"} {
+		if num(t, sum, "commit_latency_ms", k) <= 0 {
+			t.Errorf("commit_latency_ms.%s is not positive", k)
+		}
+	}
+	// Lag at e1, 50 ms away: never below the delay, and at low load
+	// within a few ms of it.
+	p50, maxLag := num(t, sum, "replicas", "e1", "lag_ms", "p50"), num(t, sum, "replicas", "e1", "lag_ms", "max")
+	if p50 < 50 || p50 > 60 || maxLag > 100 {
+		t.Errorf("lag at e1 p50 %.2f max %.2f ms, want p50 in [50, 60] behind a 50 ms link", p50, maxLag)
+	}
+	if num(t, sum, "replicas", "e1", "not_visible_at_end") != 0 {
+		t.Errorf("transactions still not visible at e1 at the end")
+	}
+	if res := num(t, sum, "replicas", "e1", "resolution_ms"); res <= 0 || res > 2 {
+		t.Errorf("resolution %.2f ms", res)
+	}
+	for _, f := range []string{"series.csv", "lag.csv", "links.csv", "latency.hlog", "environment.json", "resolved-spec.json", "spec.toml"} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("results file %s missing or empty", f)
+		}
+	}
+	env, _ := os.ReadFile(filepath.Join(out, "environment.json"))
+	var e map[string]any
+	_ = json.Unmarshal(env, &e)
+	if e["kernel"] == "" || e["engine_version"] == "" || e["replab_version"] != "test" {
+		t.Errorf("environment %v", e)
+	}
+}
+
+func TestInterruptedRunStillWritesResultsMarkedIncomplete(t *testing.T) {
+	requireAll(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Long enough to build the lab and start measuring.
+		time.Sleep(25 * time.Second)
+		cancel()
+	}()
+	sum, _, err := runSpec(t, ctx, `
+[lab]
+name = "%s"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+delay = "5ms"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "a"
+role = "primary"
+[node.s1]
+site = "b"
+role = "standby"
+from = "p1"
+[workload]
+kind = "kv-insert"
+[run]
+users = 2
+warmup = "1s"
+duration = "10m"
+`)
+	if err == nil {
+		t.Error("an interrupted run returned no error")
+	}
+	if sum["complete"] != false {
+		t.Errorf("complete = %v, want false", sum["complete"])
+	}
+	if r, _ := sum["stop_reason"].(string); r == "" {
+		t.Error("no stop_reason")
+	}
+}
