@@ -106,6 +106,9 @@ func (l *Lab) Status() Status {
 func Warnings(dirs []emu.DirStats) []string {
 	var w []string
 	for _, d := range dirs {
+		if d.OverflowPackets > 0 {
+			w = append(w, fmt.Sprintf("%s->%s: the emulator dropped %d packets because it held too many in flight: the link is faster than this machine can emulate", d.From, d.To, d.OverflowPackets))
+		}
 		if d.Lateness.P99Us > emu.FaithfulP99Us {
 			w = append(w, fmt.Sprintf("%s->%s: delivery lateness p99 %.0f µs exceeds %d µs: the emulator is overloaded and the link is slower and jitterier than configured",
 				d.From, d.To, d.Lateness.P99Us, emu.FaithfulP99Us))

@@ -81,6 +81,7 @@ type direction struct {
 	q        pktQueue
 	wake     chan struct{}
 	late     *hdrhistogram.Histogram // delivery lateness, ns, since start
+	overflow uint64                  // packets dropped because maxInFlight was reached
 	lateWin  *hdrhistogram.Histogram // since the last Window call
 }
 
@@ -300,10 +301,21 @@ func (e *Emulator) route(from int, pkt []byte) int {
 	return dst
 }
 
+// maxInFlight bounds the packets one direction holds. A shaped link's
+// queue is bounded by the model; an unlimited link is not, and when the
+// emulator itself is the bottleneck TCP would otherwise park its whole
+// window here. Enough for 1 Gbit/s over a 600 ms round trip.
+const maxInFlight = 65536
+
 // offer runs the model for p entering dir at now; it reports whether the
 // emulator kept the packet (false: dropped, caller still owns it).
 func (e *Emulator) offer(dir *direction, p *packet, now int64) bool {
 	dir.mu.Lock()
+	if dir.q.len() >= maxInFlight {
+		dir.overflow++
+		dir.mu.Unlock()
+		return false
+	}
 	at, v := dir.model.Offer(now, p.n)
 	if v != linkem.Deliver {
 		dir.mu.Unlock()

@@ -43,6 +43,9 @@ type DirStats struct {
 	Counters linkem.Counters `json:"counters"`
 	Lateness Lateness        `json:"lateness"`          // since start
 	InFlight int             `json:"in_flight_packets"` // accepted, not yet delivered
+	// OverflowPackets were dropped by the emulator itself: the direction
+	// already held maxInFlight packets (only an unlimited link gets there).
+	OverflowPackets uint64 `json:"overflow_packets"`
 }
 
 // PortStats is one site's attachment.
@@ -68,11 +71,12 @@ func (e *Emulator) stats(window bool) []DirStats {
 	for _, d := range e.dirs {
 		d.mu.Lock()
 		s := DirStats{
-			From:     e.ports[d.from].Name,
-			To:       e.ports[d.to].Name,
-			Params:   d.model.Params(),
-			Counters: d.model.Counters(),
-			InFlight: d.q.len(),
+			From:            e.ports[d.from].Name,
+			To:              e.ports[d.to].Name,
+			Params:          d.model.Params(),
+			Counters:        d.model.Counters(),
+			InFlight:        d.q.len(),
+			OverflowPackets: d.overflow,
 		}
 		if window {
 			s.Lateness = summarize(d.lateWin)
