@@ -129,6 +129,9 @@ func (r *recorder) result(d *run) *Result {
 	return res
 }
 
+// Hist is the type's latency histogram (µs, measure phase).
+func (t *TypeResult) Hist() *hdrhistogram.Histogram { return t.hist }
+
 // errorKind names an error for counting: the SQLSTATE for PostgreSQL
 // errors, "timeout", "connection", or "other".
 func errorKind(err error) string {

@@ -475,6 +475,9 @@ func (r *run) writeResults() error {
 	if r.res != nil {
 		errs = append(errs, r.dir.WriteSeries(r.res.Series))
 		hists := map[string]*hdrhistogram.Histogram{"commit_latency": r.res.Hist}
+		for name, t := range r.res.Types {
+			hists["type_"+name] = t.Hist()
+		}
 		for k, h := range r.lagHist {
 			hists[k] = h
 		}
