@@ -32,7 +32,7 @@ var (
 )
 
 var (
-	topKeys  = []string{"lab", "site", "link", "engine", "node", "scheme", "workload", "run"}
+	topKeys  = []string{"lab", "site", "link", "engine", "node", "scheme", "workload", "run", "sweep"}
 	labKeys  = []string{"name", "subnet", "seed"}
 	siteKeys = []string{"address", "tcp_congestion", "tcp_rmem", "tcp_wmem", "rmem_max", "wmem_max",
 		"tcp_window_scaling", "tcp_slow_start_after_idle", "cpu", "memory"}
@@ -77,7 +77,7 @@ func parse(name string, data []byte, e *env) (s *Spec, err error) {
 	}
 	c := &decoder{file: name, d: d, env: e}
 	s = c.spec()
-	s.name = name
+	s.name, s.raw, s.env = name, d, e
 	if len(c.errs) > 0 {
 		return nil, sortErrors(c.errs)
 	}
@@ -169,6 +169,7 @@ func (c *decoder) spec() *Spec {
 	s.Links = c.links(root, s)
 	c.cluster(root, s)
 	c.workloadAndRun(root, s)
+	c.sweep(root, s)
 	return s
 }
 

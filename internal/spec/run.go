@@ -9,14 +9,16 @@ import (
 
 var (
 	workloadKeyRE = identRE
-	runKeys       = []string{"users", "warmup", "duration", "cooldown", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval"}
-	arrivals      = []string{"poisson", "regular"}
+	runKeys       = []string{"users", "warmup", "duration", "cooldown", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval",
+		"repetitions", "confidence", "relative_error", "max_repetitions"}
+	arrivals = []string{"poisson", "regular"}
 )
 
 // workloadAndRun reads [workload] and [run].
 func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 	s.Run = Run{Users: DefaultUsers, Warmup: DefaultWarmup, Duration: DefaultDuration, Cooldown: DefaultCooldown,
-		Arrival: "poisson", Seed: s.Lab.Seed, MaxErrorPct: DefaultMaxErrorPct, LagInterval: DefaultLagInterval}
+		Arrival: "poisson", Seed: s.Lab.Seed, MaxErrorPct: DefaultMaxErrorPct, LagInterval: DefaultLagInterval,
+		Repetitions: 1, MaxRepetitions: DefaultMaxRepetitions}
 	if v, present := root["workload"]; present {
 		p := path{"workload"}
 		c.remember(s, p)
@@ -135,6 +137,7 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 		}
 		r.Client = name
 	}
+	c.repetitions(s, p, m)
 	if v, ok := c.get(p, m, "max_error_pct", kNumber, "a percentage as a number, like 20"); ok {
 		c.remember(s, p.child("max_error_pct"))
 		if f := v.(float64); f <= 0 || f > 100 {
@@ -194,4 +197,57 @@ func parseThink(s string) (time.Duration, time.Duration, string) {
 	}
 	d, msg := parseDurationMax(strings.TrimSpace(s), time.Hour)
 	return d, d, msg
+}
+
+// repetitions reads repetitions, confidence, relative_error and
+// max_repetitions.
+func (c *decoder) repetitions(s *Spec, p path, m map[string]any) {
+	r := &s.Run
+	if v, ok := c.get(p, m, "repetitions", kInt, "a whole number like 5"); ok {
+		c.remember(s, p.child("repetitions"))
+		if n := v.(int64); n < 1 || n > 1000 {
+			c.fail(p.child("repetitions"), v, "want between 1 and 1000")
+		} else {
+			r.Repetitions = int(n)
+		}
+	}
+	if v, ok := c.get(p, m, "confidence", kNumber, "a level like 0.95"); ok {
+		c.remember(s, p.child("confidence"))
+		if f := v.(float64); f < 0.5 || f >= 1 {
+			c.fail(p.child("confidence"), m["confidence"], "want a confidence level from 0.5 to below 1, like 0.95")
+		} else {
+			r.Confidence = f
+		}
+	}
+	if v, ok := c.get(p, m, "relative_error", kNumber, "a fraction like 0.05"); ok {
+		c.remember(s, p.child("relative_error"))
+		if f := v.(float64); f <= 0 || f >= 1 {
+			c.fail(p.child("relative_error"), m["relative_error"], "want a fraction above 0 and below 1, like 0.05 (5 percent)")
+		} else {
+			r.RelativeError = f
+		}
+	}
+	if v, ok := c.get(p, m, "max_repetitions", kInt, "a whole number like 30"); ok {
+		c.remember(s, p.child("max_repetitions"))
+		if n := v.(int64); n < 2 || n > 1000 {
+			c.fail(p.child("max_repetitions"), v, "want between 2 and 1000")
+		} else {
+			r.MaxRepetitions = int(n)
+		}
+	}
+	_, hasConf := m["confidence"]
+	_, hasErr := m["relative_error"]
+	switch {
+	case hasConf && !hasErr:
+		c.failAt(p.child("confidence"), "a confidence target needs relative_error too, e.g. relative_error = 0.05")
+	case hasErr && !hasConf:
+		c.failAt(p.child("relative_error"), "a relative error target needs confidence too, e.g. confidence = 0.95")
+	}
+	if hasConf && r.Repetitions < 2 {
+		// The pilot needs at least two runs to estimate the spread.
+		r.Repetitions = DefaultPilot
+	}
+	if r.Repetitions > r.MaxRepetitions {
+		r.MaxRepetitions = r.Repetitions
+	}
 }

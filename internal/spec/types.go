@@ -22,12 +22,15 @@ type Spec struct {
 
 	Workload *Workload // nil when the spec has no [workload]
 	Run      Run
+	Sweep    []SweepParam // [sweep]: see Points
 
 	// lines maps field paths ("node.e1.from", "scheme.commit") to the
 	// line they were written on, so later checks (an engine's) can point
 	// at them too.
 	lines map[string]int
 	name  string // file name for error messages (File, or Parse's name)
+	raw   *doc   // the decoded TOML, for sweeps
+	env   *env
 }
 
 // Engine is the [engine] table.
@@ -142,6 +145,15 @@ type Run struct {
 	// (of all attempts in the last second).
 	MaxErrorPct float64
 	LagInterval time.Duration // how often each replica's watcher looks
+
+	// Repetitions runs the measurement this many times (default 1). With
+	// Confidence > 0 it is the pilot, and more repetitions follow until the
+	// mean tpm is known within RelativeError at that confidence level, or
+	// MaxRepetitions is reached (Jain's method).
+	Repetitions    int
+	Confidence     float64
+	RelativeError  float64
+	MaxRepetitions int
 }
 
 // Run defaults.
@@ -152,4 +164,8 @@ const (
 	DefaultCooldown    = 2 * time.Second
 	DefaultMaxErrorPct = 20
 	DefaultLagInterval = time.Millisecond
+	// DefaultPilot is how many repetitions estimate the spread before
+	// Jain's formula decides how many more a confidence target needs.
+	DefaultPilot          = 3
+	DefaultMaxRepetitions = 30
 )

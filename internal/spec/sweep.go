@@ -1,0 +1,201 @@
+package spec
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// A sweep varies spec values: [sweep] maps a field path to the list of
+// values it takes, and the run covers every combination (the matrix).
+//
+//	[sweep]
+//	"link[1].rate" = ["9.6kbit", "19.2kbit", "115.2kbit"]
+//	"scheme.replication" = ["async", "sync"]
+//	"run.users" = [3, 30, 300]
+//
+// A path names a key as the spec writes it: table.key, link[N].key (N
+// counts from 1), link[N].reverse.key, site.NAME.key, node.NAME.key,
+// node.NAME.settings.key, workload.key, run.key, scheme.key.
+
+// SweepParam is one swept field.
+type SweepParam struct {
+	Path   string
+	Values []any // TOML values as parsed
+	Line   int
+}
+
+// Point is one combination of a sweep: a complete, validated spec.
+type Point struct {
+	Label  string         // "run.users=30, link[1].rate=19.2kbit"
+	Values map[string]any // path -> value
+	Spec   *Spec
+}
+
+// MaxSweepPoints bounds a sweep's matrix.
+const MaxSweepPoints = 1000
+
+var sweepSegRE = regexp.MustCompile(`^([A-Za-z0-9_-]+)(?:\[(\d+)\])?$`)
+
+// sweep reads [sweep] (structure only; values are checked per point).
+func (c *decoder) sweep(root map[string]any, s *Spec) {
+	v, present := root["sweep"]
+	if !present {
+		return
+	}
+	p := path{"sweep"}
+	c.remember(s, p)
+	m, ok := c.table(p, v, `write [sweep] with "run.users" = [3, 30, 300]`)
+	if !ok {
+		return
+	}
+	total := 1
+	for _, k := range c.keysByPos(p, m) {
+		kp := p.child(k)
+		c.remember(s, kp)
+		arr, ok := m[k].([]any)
+		if !ok || len(arr) == 0 {
+			c.fail(kp, m[k], "want a non-empty list of values, like [3, 30, 300]")
+			continue
+		}
+		if _, err := splitSweepPath(k); err != nil {
+			c.failAt(kp, "%v", err)
+			continue
+		}
+		if k == "lab.name" {
+			c.failAt(kp, "the lab name cannot be swept")
+			continue
+		}
+		total *= len(arr)
+		s.Sweep = append(s.Sweep, SweepParam{Path: k, Values: arr, Line: c.d.line(kp)})
+	}
+	if total > MaxSweepPoints {
+		c.failAt(p, "the sweep has %d combinations; at most %d", total, MaxSweepPoints)
+	}
+}
+
+// splitSweepPath turns "link[1].reverse.rate" into decoder path segments.
+func splitSweepPath(pth string) (path, error) {
+	var out path
+	for _, seg := range strings.Split(pth, ".") {
+		m := sweepSegRE.FindStringSubmatch(seg)
+		if m == nil {
+			return nil, fmt.Errorf("%q is not a field path; write table.key, link[N].key, site.NAME.key, …", pth)
+		}
+		out = append(out, m[1])
+		if m[2] != "" {
+			n, _ := strconv.Atoi(m[2])
+			if n < 1 {
+				return nil, fmt.Errorf("%q: indices count from 1", pth)
+			}
+			out = append(out, idx(n-1))
+		}
+	}
+	return out, nil
+}
+
+// Points expands the sweep into one spec per combination, in order (the
+// last parameter varies fastest). A spec without a sweep has one point:
+// itself. Errors name the sweep line and the combination.
+func (s *Spec) Points() ([]Point, error) {
+	if len(s.Sweep) == 0 {
+		return []Point{{Spec: s, Values: map[string]any{}}}, nil
+	}
+	var points []Point
+	idx := make([]int, len(s.Sweep))
+	for {
+		values := map[string]any{}
+		var label []string
+		root := deepCopy(s.raw.root).(map[string]any)
+		delete(root, "sweep")
+		for i, sp := range s.Sweep {
+			v := sp.Values[idx[i]]
+			values[sp.Path] = v
+			label = append(label, sp.Path+"="+showValue(v))
+			if err := setPath(root, sp.Path, v); err != nil {
+				return nil, &Error{File: s.name, Line: sp.Line, Field: "sweep." + showKey(sp.Path), Msg: err.Error()}
+			}
+		}
+		c := &decoder{file: s.name, d: &doc{root: root, pos: s.raw.pos}, env: s.env}
+		ps := c.spec()
+		ps.name, ps.File = s.name, s.File
+		if len(c.errs) > 0 {
+			return nil, fmt.Errorf("sweep point %s:\n%w", strings.Join(label, ", "), sortErrors(c.errs))
+		}
+		points = append(points, Point{Label: strings.Join(label, ", "), Values: values, Spec: ps})
+		// Next combination.
+		i := len(idx) - 1
+		for ; i >= 0; i-- {
+			idx[i]++
+			if idx[i] < len(s.Sweep[i].Values) {
+				break
+			}
+			idx[i] = 0
+		}
+		if i < 0 {
+			return points, nil
+		}
+	}
+}
+
+// setPath sets a value in a decoded TOML tree, creating tables on the way.
+func setPath(root map[string]any, pth string, v any) error {
+	segs, err := splitSweepPath(pth)
+	if err != nil {
+		return err
+	}
+	var cur any = root
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		if n, ok := strings.CutPrefix(seg, idxMark); ok {
+			arr, isArr := cur.([]any)
+			k, _ := strconv.Atoi(n)
+			if !isArr || k >= len(arr) {
+				return fmt.Errorf("%s: there is no element %d", pth, k+1)
+			}
+			if last {
+				arr[k] = v
+				return nil
+			}
+			cur = arr[k]
+			continue
+		}
+		m, isMap := cur.(map[string]any)
+		if !isMap {
+			return fmt.Errorf("%s: %s is not a table", pth, seg)
+		}
+		if last {
+			m[seg] = v
+			return nil
+		}
+		next, ok := m[seg]
+		if !ok {
+			if i+1 < len(segs) && strings.HasPrefix(segs[i+1], idxMark) {
+				return fmt.Errorf("%s: there is no %s list", pth, seg)
+			}
+			next = map[string]any{}
+			m[seg] = next
+		}
+		cur = next
+	}
+	return nil
+}
+
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = deepCopy(e)
+		}
+		return out
+	}
+	return v
+}

@@ -1,0 +1,113 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const sweepBase = `[lab]
+name = "s"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+delay = "10ms"
+rate = "9600bit"
+[engine]
+kind = "postgres"
+[node.p]
+site = "a"
+role = "primary"
+[workload]
+kind = "personnel"
+[run]
+users = 3
+`
+
+func TestSweepExpandsTheMatrixInOrder(t *testing.T) {
+	s, err := Parse("s.toml", []byte(sweepBase+`
+[sweep]
+"link[1].rate" = ["9.6kbit", "115.2kbit"]
+"run.users" = [3, 30, 300]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := s.Points()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 6 {
+		t.Fatalf("%d points, want 6", len(pts))
+	}
+	wantRates := []int64{9600, 9600, 9600, 115200, 115200, 115200}
+	wantUsers := []int{3, 30, 300, 3, 30, 300}
+	for i, p := range pts {
+		if p.Spec.Links[0].Forward.RateBps != wantRates[i] || p.Spec.Links[0].Reverse.RateBps != wantRates[i] || p.Spec.Run.Users != wantUsers[i] {
+			t.Errorf("point %d (%s): rate %d users %d", i, p.Label, p.Spec.Links[0].Forward.RateBps, p.Spec.Run.Users)
+		}
+	}
+	if pts[4].Label != `link[1].rate="115.2kbit", run.users=30` {
+		t.Errorf("label %q", pts[4].Label)
+	}
+	// The base spec is untouched.
+	if s.Links[0].Forward.RateBps != 9600 || s.Run.Users != 3 {
+		t.Errorf("base spec changed")
+	}
+}
+
+func TestSweepCanSetKeysTheSpecOmits(t *testing.T) {
+	s, err := Parse("s.toml", []byte(sweepBase+`
+[sweep]
+"link[1].reverse.loss" = ["0%", "1%"]
+"scheme.replication" = ["async", "sync"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := s.Points()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 4 || pts[3].Spec.Links[0].Reverse.Loss != 0.01 || pts[3].Spec.Links[0].Forward.Loss != 0 || pts[3].Spec.Scheme.Replication != "sync" {
+		t.Errorf("points %+v", pts[3].Spec.Links[0])
+	}
+}
+
+func TestSweepErrors(t *testing.T) {
+	cases := map[string]string{
+		`"run.users" = []`:                   `sweep."run.users" = []: want a non-empty list of values`,
+		`"link[0].rate" = ["1mbit"]`:         `indices count from 1`,
+		`"lab.name" = ["x", "y"]`:            `cannot be swept`,
+		`"link[1].rate" = ["fast", "1mbit"]`: `sweep point link[1].rate="fast"`,
+		`"link[3].rate" = ["1mbit"]`:         `there is no element 3`,
+	}
+	for line, want := range cases {
+		s, err := Parse("s.toml", []byte(sweepBase+"[sweep]\n"+line+"\n"))
+		if err == nil {
+			_, err = s.Points()
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", line, err, want)
+		}
+	}
+}
+
+func TestRepetitionTargets(t *testing.T) {
+	s, err := Parse("r.toml", []byte(sweepBase+"confidence = 0.95\nrelative_error = 0.05\nmax_repetitions = 12\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.Run
+	if r.Repetitions != DefaultPilot || r.Confidence != 0.95 || r.RelativeError != 0.05 || r.MaxRepetitions != 12 {
+		t.Errorf("run %+v", r)
+	}
+	if _, err := Parse("r.toml", []byte(sweepBase+"confidence = 0.95\n")); err == nil || !strings.Contains(err.Error(), "needs relative_error") {
+		t.Errorf("confidence alone: %v", err)
+	}
+	s, err = Parse("r.toml", []byte(sweepBase+"repetitions = 5\nduration = \"1m\"\n"))
+	if err != nil || s.Run.Repetitions != 5 || s.Run.Duration != time.Minute {
+		t.Errorf("repetitions = 5: %v %+v", err, s.Run)
+	}
+}
