@@ -20,6 +20,9 @@ import (
 // Summary is summary.json: the headline figures of one run (the measure
 // phase only). Its fields are documented in docs/metrics.md.
 type Summary struct {
+	// Kind is "run" (one measurement) or "repetitions" (an aggregate:
+	// headline figures are means over the repetitions, with CIs).
+	Kind       string    `json:"kind"`
 	Name       string    `json:"name"`
 	Complete   bool      `json:"complete"`
 	StopReason string    `json:"stop_reason,omitempty"`
@@ -46,9 +49,32 @@ type Summary struct {
 
 	Replicas map[string]*Replica `json:"replicas"`
 
+	// Steady says whether throughput held steady in the measure phase.
+	Steady *stats.Steadiness `json:"steady,omitempty"`
+
+	// With repetitions: a confidence interval for every headline figure
+	// ("tpm", "commit_latency_ms.p99", "replicas.e1.lag_ms.p50", …), tpm's
+	// also as tpm_ci, and one line per repetition.
+	TPMCI       *stats.CI           `json:"tpm_ci,omitempty"`
+	CI          map[string]stats.CI `json:"ci,omitempty"`
+	Repetitions []Repetition        `json:"repetitions,omitempty"`
+	// RepetitionsNeeded is Jain's estimate from the pilot, when a
+	// confidence target was set.
+	RepetitionsNeeded int `json:"repetitions_needed,omitempty"`
+
 	Load        *Load       `json:"load,omitempty"`
 	SetupS      float64     `json:"setup_s"`
 	Environment Environment `json:"environment"`
+}
+
+// Repetition is one measurement of a repeated run.
+type Repetition struct {
+	Dir          string             `json:"dir"`
+	Complete     bool               `json:"complete"`
+	TPM          float64            `json:"tpm"`
+	CommitP99Ms  float64            `json:"commit_latency_p99_ms"`
+	LagP50Ms     map[string]float64 `json:"lag_p50_ms,omitempty"`
+	Transactions int64              `json:"transactions"`
 }
 
 // Replica is one replica's replication latency.
@@ -167,6 +193,12 @@ func PrintSummary(w io.Writer, s *Summary) {
 	}
 	fmt.Fprintf(w, "  %s, measured %.0f s\n", loop, s.MeasureSeconds)
 	fmt.Fprintf(w, "  throughput  %.0f tpm (%.1f tps), %d transactions, %d errors, %d retries\n", s.TPM, s.TPS, s.Transactions, s.Errors, s.Retries)
+	if s.TPMCI != nil {
+		fmt.Fprintf(w, "  over %d repetitions: tpm %.0f ± %.0f (%.0f%% confidence)\n", s.TPMCI.N, s.TPMCI.Mean, s.TPMCI.HalfWidth, 100*s.TPMCI.Level)
+	}
+	if s.Steady != nil && !s.Steady.Steady {
+		fmt.Fprintf(w, "  warning: throughput was not steady in the measure phase: %s\n", s.Steady.Reason)
+	}
 	if s.BehindScheduleMs != nil {
 		fmt.Fprintf(w, "  schedule    behind p99 %.2f ms, max %.2f ms, %d skipped\n", s.BehindScheduleMs.P99, s.BehindScheduleMs.Max, s.Skipped)
 	}

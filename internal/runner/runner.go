@@ -42,53 +42,77 @@ type Options struct {
 	Live bool
 }
 
-// Run executes the spec. The results directory is written even when the
-// run fails or is interrupted, with complete = false.
+// Run executes the spec: one measurement, repetitions of it, or a sweep
+// of either. The results directory is written even when the run fails or
+// is interrupted, with complete = false. For a sweep the summary returned
+// is nil (see sweep.json).
 func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, string, error) {
-	log := opt.Log
-	if log == nil {
-		log = io.Discard
+	if opt.Log == nil {
+		opt.Log = io.Discard
 	}
-	eng, err := opt.Engines.For(s)
+	eng, wl, err := check(s, opt)
 	if err != nil {
 		return nil, "", err
-	}
-	if eng == nil {
-		return nil, "", s.Errorf("engine", "replab run needs [engine], [node.NAME] and [workload] tables; for a network-only lab use `replab lab check`")
-	}
-	wl, err := opt.Workloads.For(s, eng.Dialect())
-	if err != nil {
-		return nil, "", err
-	}
-	if wl == nil {
-		return nil, "", s.Errorf("workload", `replab run needs a [workload] table, e.g. kind = "personnel"`)
 	}
 	dir, err := report.NewDir(opt.Out, s.Lab.Name)
 	if err != nil {
 		return nil, "", err
 	}
-	r := &run{s: s, opt: opt, log: log, eng: eng, wl: wl, dir: dir}
-	r.sum = &report.Summary{
-		Name: s.Lab.Name, Started: time.Now().UTC(), SpecFile: s.File, Engine: eng.Kind(),
-		Scheme: s.Scheme.Replication, Workload: s.Workload.Kind, Replicas: map[string]*report.Replica{},
+	if s.File != "" {
+		_ = dir.CopyFile(s.File, "spec.toml")
 	}
-	if r.sum.Scheme == "" {
-		r.sum.Scheme = "default"
+	if len(s.Sweep) > 0 {
+		return nil, dir.Path, runSweep(ctx, s, opt, dir)
 	}
-	runErr := r.execute(ctx)
-	if runErr != nil {
-		r.sum.Complete = false
-		if r.sum.StopReason == "" {
-			r.sum.StopReason = runErr.Error()
+	sum, err := runPoint(ctx, s, opt, eng, wl, dir)
+	return sum, dir.Path, err
+}
+
+// check finds the spec's engine and workload.
+func check(s *spec.Spec, opt Options) (engine.Engine, workload.Workload, error) {
+	eng, err := opt.Engines.For(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	if eng == nil {
+		return nil, nil, s.Errorf("engine", "replab run needs [engine], [node.NAME] and [workload] tables; for a network-only lab use `replab lab check`")
+	}
+	wl, err := opt.Workloads.For(s, eng.Dialect())
+	if err != nil {
+		return nil, nil, err
+	}
+	if wl == nil {
+		return nil, nil, s.Errorf("workload", `replab run needs a [workload] table, e.g. kind = "personnel"`)
+	}
+	return eng, wl, nil
+}
+
+// runPoint sets up one lab and measures it once or repeatedly.
+func runPoint(ctx context.Context, s *spec.Spec, opt Options, eng engine.Engine, wl workload.Workload, dir *report.Dir) (_ *report.Summary, err error) {
+	r := &run{s: s, opt: opt, log: opt.Log, eng: eng, wl: wl, dir: dir}
+	defer func() {
+		if terr := r.teardown(); terr != nil {
+			err = errors.Join(err, terr)
 		}
-		if ctx.Err() != nil {
-			r.sum.StopReason = "interrupted: " + r.sum.StopReason
-		}
+	}()
+	if err := r.setup(ctx); err != nil {
+		sum := r.newSummary()
+		sum.Complete, sum.StopReason = false, stopReason(ctx, err)
+		return sum, errors.Join(err, r.writeAll(dir, sum))
 	}
-	if err := r.writeResults(); err != nil {
-		runErr = errors.Join(runErr, err)
+	rs := s.Run
+	if rs.Repetitions <= 1 && rs.Confidence == 0 {
+		sum, err := r.measure(ctx, dir)
+		return sum, errors.Join(err, r.writeAll(dir, sum))
 	}
-	return r.sum, dir.Path, runErr
+	return r.repeat(ctx, dir)
+}
+
+func stopReason(ctx context.Context, err error) string {
+	if ctx.Err() != nil {
+		return "interrupted: " + err.Error()
+	}
+	return err.Error()
 }
 
 type run struct {
@@ -100,8 +124,17 @@ type run struct {
 	dir *report.Dir
 	sum *report.Summary
 
-	lab     *lab.Lab
-	cluster engine.Cluster
+	lab      *lab.Lab
+	cluster  engine.Cluster
+	nodes    []engine.Node
+	sources  []engine.Node
+	replicas []engine.Node
+	client   string
+	setupS   float64
+	loaded   *report.Load
+	env      report.Environment
+	measured int // measurements so far
+
 	probe   *lagprobe.Probe
 	res     *driver.Result
 	lagHist map[string]*hdrhistogram.Histogram
@@ -110,72 +143,107 @@ type run struct {
 	lastAt    time.Time
 }
 
-func (r *run) execute(ctx context.Context) (err error) {
-	setup := time.Now()
-	if r.s.File != "" {
-		_ = r.dir.CopyFile(r.s.File, "spec.toml")
-	}
+// setup builds the lab and the cluster, creates the schema and loads the
+// data once for every measurement of this point.
+func (r *run) setup(ctx context.Context) (err error) {
+	start := time.Now()
 	fmt.Fprintf(r.log, "lab %s: building %d sites and %d links\n", r.s.Lab.Name, len(r.s.Sites), len(r.s.Links))
 	r.lab, err = lab.Up(ctx, r.s, lab.Options{StateRoot: r.opt.StateRoot, DataRoot: r.opt.DataRoot, Log: r.log, SeriesCSV: r.dir.File("links.csv")})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		fmt.Fprintf(r.log, "lab %s: tearing down\n", r.s.Lab.Name)
-		if r.cluster != nil {
-			_ = r.cluster.Close()
-		}
-		if cerr := r.lab.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("teardown: %w", cerr))
-		}
-	}()
 	r.cluster, err = r.eng.Up(ctx, r.lab, r.log)
 	if err != nil {
 		return fmt.Errorf("engine %s: %w", r.eng.Kind(), err)
 	}
-	nodes := r.cluster.Nodes()
-	if len(nodes) > 0 {
-		r.sum.Environment = report.CaptureEnvironment(r.opt.Version, nodes[0].Version)
+	r.nodes = r.cluster.Nodes()
+	if len(r.nodes) > 0 {
+		r.env = report.CaptureEnvironment(r.opt.Version, r.nodes[0].Version)
 	}
-	sources := r.sources(nodes)
-	client := r.clientSite(nodes, sources)
+	r.sources = r.sourceNodes(r.nodes)
+	r.replicas = r.replicaNodes(r.nodes)
+	r.client = r.clientSite()
 
-	// Schema, the lag table, and the initial data.
-	r.probe = lagprobe.New(lagprobe.Config{Writers: r.s.Run.Users, Interval: r.s.Run.LagInterval})
+	probe := lagprobe.New(lagprobe.Config{Writers: r.s.Run.Users})
 	schema := r.wl.Schema()
-	schema.Tables = append(schema.Tables, r.probe.Table())
+	schema.Tables = append(schema.Tables, probe.Table())
 	if err := r.cluster.ApplySchema(ctx, schema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
-	for _, src := range sources {
+	if err := r.load(ctx, r.sources[0]); err != nil {
+		return err
+	}
+	r.setupS = time.Since(start).Seconds()
+	return nil
+}
+
+// teardown stops the cluster and removes the lab.
+func (r *run) teardown() error {
+	if r.lab == nil {
+		return nil
+	}
+	fmt.Fprintf(r.log, "lab %s: tearing down\n", r.s.Lab.Name)
+	if r.cluster != nil {
+		_ = r.cluster.Close()
+	}
+	if err := r.lab.Close(); err != nil {
+		return fmt.Errorf("teardown: %w", err)
+	}
+	return nil
+}
+
+func (r *run) newSummary() *report.Summary {
+	sum := &report.Summary{
+		Kind: "run", Name: r.s.Lab.Name, Started: time.Now().UTC(), SpecFile: r.s.File, Engine: r.eng.Kind(),
+		Scheme: r.s.Scheme.Replication, Workload: r.s.Workload.Kind, Replicas: map[string]*report.Replica{},
+		SetupS: r.setupS, Load: r.loaded, Environment: r.env,
+	}
+	if sum.Scheme == "" {
+		sum.Scheme = "default"
+	}
+	return sum
+}
+
+// measure runs the driver once with a lag watcher per replica and
+// returns its summary; results files go to dir.
+func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, err error) {
+	r.measured++
+	r.sum = r.newSummary()
+	r.res, r.lagHist = nil, nil
+	defer func() {
+		if err != nil {
+			r.sum.Complete = false
+			if r.sum.StopReason == "" {
+				r.sum.StopReason = stopReason(ctx, err)
+			}
+		}
+	}()
+	// Every measurement starts its writers' sequences from zero, at every
+	// replica too.
+	r.probe = lagprobe.New(lagprobe.Config{Writers: r.s.Run.Users, Interval: r.s.Run.LagInterval})
+	for _, src := range r.sources {
 		if err := r.execOn(ctx, src, r.probe.SeedStatements(r.eng.Dialect())...); err != nil {
-			return fmt.Errorf("seed lag table: %w", err)
+			return r.sum, fmt.Errorf("seed lag table: %w", err)
 		}
 		if r.s.Scheme.Replication == "multimaster" {
 			break // the seed rows replicate to the other masters
 		}
 	}
-	if err := r.load(ctx, sources[0]); err != nil {
-		return err
-	}
-	fmt.Fprintf(r.log, "waiting for every replica to have the loaded data\n")
+	fmt.Fprintf(r.log, "waiting for every replica to have the data\n")
 	if err := r.cluster.WaitFlowing(ctx); err != nil {
-		return err
+		return r.sum, err
 	}
-	r.sum.SetupS = time.Since(setup).Seconds()
 
-	// Watchers, engine samples, driver. A fresh probe so its series starts
-	// with the run.
+	// Watchers, engine samples, driver.
 	r.probe = lagprobe.New(lagprobe.Config{Writers: r.s.Run.Users, Interval: r.s.Run.LagInterval})
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	var wg sync.WaitGroup
-	watchErr := make(chan error, len(nodes))
-	replicas := r.replicas(nodes, sources)
-	for _, n := range replicas {
+	watchErr := make(chan error, len(r.replicas))
+	for _, n := range r.replicas {
 		q, err := r.querier(ctx, n)
 		if err != nil {
-			return err
+			return r.sum, err
 		}
 		defer q.close()
 		r.sum.Replicas[n.Name] = &report.Replica{Site: n.Site}
@@ -190,23 +258,23 @@ func (r *run) execute(ctx context.Context) (err error) {
 	// Transactions already visible at a watcher's first poll would get no
 	// lag: start only once every watcher has looked.
 	var watched []string
-	for _, n := range replicas {
+	for _, n := range r.replicas {
 		watched = append(watched, n.Name)
 	}
 	if len(watched) > 0 {
 		if err := r.probe.WaitWatching(ctx, watched...); err != nil {
-			return fmt.Errorf("lag watchers: %w", err)
+			return r.sum, fmt.Errorf("lag watchers: %w", err)
 		}
 	}
 	samples := newEngineSampler(r.cluster)
 	wg.Add(1)
 	go func() { defer wg.Done(); samples.run(wctx) }()
 
-	dbs := make([]*sql.DB, 0, len(sources))
-	for _, src := range sources {
-		db, err := r.cluster.Open(ctx, src.Name, client)
+	dbs := make([]*sql.DB, 0, len(r.sources))
+	for _, src := range r.sources {
+		db, err := r.cluster.Open(ctx, src.Name, r.client)
 		if err != nil {
-			return err
+			return r.sum, err
 		}
 		db.SetMaxOpenConns(r.s.Run.Users + 2)
 		defer db.Close()
@@ -218,18 +286,18 @@ func (r *run) execute(ctx context.Context) (err error) {
 		mode = fmt.Sprintf("open loop at %.2f/s (%d connections)", cfg.RatePerSec, cfg.Users)
 	}
 	fmt.Fprintf(r.log, "running %s from site %s against %s: warmup %s, measure %s, cooldown %s\n",
-		mode, client, names(sources), cfg.Warmup, cfg.Duration, cfg.Cooldown)
+		mode, r.client, names(r.sources), cfg.Warmup, cfg.Duration, cfg.Cooldown)
 	r.res, err = driver.Run(ctx, cfg, r.wl.Transactions(), dbs)
 	if r.opt.Live {
 		fmt.Fprintln(r.log)
 	}
 	if err != nil {
-		return err
+		return r.sum, err
 	}
 	r.fillDriver()
 
 	// Replicas catch up; then stop watching.
-	if len(replicas) > 0 && ctx.Err() == nil {
+	if len(r.replicas) > 0 && ctx.Err() == nil {
 		fmt.Fprintf(r.log, "waiting for replicas to catch up\n")
 		cctx, cancel := context.WithTimeout(ctx, r.catchUpTimeout())
 		if err := r.probe.WaitCaughtUp(cctx); err != nil {
@@ -245,14 +313,15 @@ func (r *run) execute(ctx context.Context) (err error) {
 		werrs = append(werrs, e)
 	}
 	r.fillLag(samples)
+	r.sum.Steady = steadiness(r.res.Series)
 	if !r.res.Complete {
-		return errors.New(r.res.StopReason)
+		return r.sum, errors.New(r.res.StopReason)
 	}
-	return errors.Join(werrs...)
+	return r.sum, errors.Join(werrs...)
 }
 
-// sources are the nodes clients write to: the primary, or every master.
-func (r *run) sources(nodes []engine.Node) []engine.Node {
+// sourceNodes are the nodes clients write to: the primary, or every master.
+func (r *run) sourceNodes(nodes []engine.Node) []engine.Node {
 	var out []engine.Node
 	for _, n := range nodes {
 		if n.Role == "primary" || n.Role == "master" {
@@ -262,8 +331,8 @@ func (r *run) sources(nodes []engine.Node) []engine.Node {
 	return out
 }
 
-// replicas are every node that receives changes from a source.
-func (r *run) replicas(nodes, sources []engine.Node) []engine.Node {
+// replicaNodes are every node that receives changes from a source.
+func (r *run) replicaNodes(nodes []engine.Node) []engine.Node {
 	if r.s.Scheme.Replication == "multimaster" {
 		// Each master is a replica of the others; lag is tracked per
 		// master for the writers whose source is elsewhere.
@@ -278,11 +347,11 @@ func (r *run) replicas(nodes, sources []engine.Node) []engine.Node {
 	return out
 }
 
-func (r *run) clientSite(nodes, sources []engine.Node) string {
+func (r *run) clientSite() string {
 	if r.s.Run.Client != "" {
 		return r.s.Run.Client
 	}
-	return sources[0].Site
+	return r.sources[0].Site
 }
 
 func names(ns []engine.Node) string {
@@ -362,8 +431,8 @@ func (r *run) load(ctx context.Context, src engine.Node) error {
 	if r.opt.Live {
 		fmt.Fprintln(r.log)
 	}
-	r.sum.Load = &report.Load{Rows: total, Seconds: el, RowsPerS: float64(total) / max(el, 1e-9)}
-	fmt.Fprintf(r.log, "loaded %d rows in %.1f s (%.0f rows/s)\n", total, el, r.sum.Load.RowsPerS)
+	r.loaded = &report.Load{Rows: total, Seconds: el, RowsPerS: float64(total) / max(el, 1e-9)}
+	fmt.Fprintf(r.log, "loaded %d rows in %.1f s (%.0f rows/s)\n", total, el, r.loaded.RowsPerS)
 	return nil
 }
 
@@ -470,10 +539,11 @@ func (r *run) fillLag(samples *engineSampler) {
 	}
 }
 
-func (r *run) writeResults() error {
+// writeAll writes one measurement's results into dir.
+func (r *run) writeAll(dir *report.Dir, sum *report.Summary) error {
 	var errs []error
 	if r.res != nil {
-		errs = append(errs, r.dir.WriteSeries(r.res.Series))
+		errs = append(errs, dir.WriteSeries(r.res.Series))
 		hists := map[string]*hdrhistogram.Histogram{"commit_latency": r.res.Hist}
 		for name, t := range r.res.Types {
 			hists["type_"+name] = t.Hist()
@@ -481,21 +551,21 @@ func (r *run) writeResults() error {
 		for k, h := range r.lagHist {
 			hists[k] = h
 		}
-		errs = append(errs, r.dir.WriteHistLog("latency.hlog", hists))
+		errs = append(errs, dir.WriteHistLog("latency.hlog", hists))
 	}
 	if r.probe != nil {
-		errs = append(errs, r.writeLagSeries())
+		errs = append(errs, r.writeLagSeries(dir))
 	}
-	if r.sum.Environment.Kernel == "" {
-		r.sum.Environment = report.CaptureEnvironment(r.opt.Version, "")
+	if sum.Environment.Kernel == "" {
+		sum.Environment = report.CaptureEnvironment(r.opt.Version, "")
 	}
-	errs = append(errs, r.dir.WriteJSON("environment.json", r.sum.Environment))
-	errs = append(errs, r.dir.WriteJSON("resolved-spec.json", r.s))
-	errs = append(errs, r.dir.WriteJSON("summary.json", r.sum))
+	errs = append(errs, dir.WriteJSON("environment.json", sum.Environment))
+	errs = append(errs, dir.WriteJSON("resolved-spec.json", r.s))
+	errs = append(errs, dir.WriteJSON("summary.json", sum))
 	return errors.Join(errs...)
 }
 
-func (r *run) writeLagSeries() error {
+func (r *run) writeLagSeries(dir *report.Dir) error {
 	var b strings.Builder
 	b.WriteString("t_s,replica,observed,lag_p50_ms,lag_p99_ms,lag_max_ms\n")
 	results := r.probe.Results()
@@ -509,7 +579,7 @@ func (r *run) writeLagSeries() error {
 			fmt.Fprintf(&b, "%d,%s,%d,%.3f,%.3f,%.3f\n", s.Second, n, s.Count, s.P50Ms, s.P99Ms, s.MaxMs)
 		}
 	}
-	return os.WriteFile(r.dir.File("lag.csv"), []byte(b.String()), 0o644)
+	return os.WriteFile(dir.File("lag.csv"), []byte(b.String()), 0o644)
 }
 
 // engineSampler reads the engine's replication state once a second.

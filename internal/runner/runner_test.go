@@ -208,3 +208,131 @@ duration = "10m"
 		t.Error("no stop_reason")
 	}
 }
+
+const smallSpec = `
+[lab]
+name = "%s"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+delay = "5ms"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "a"
+role = "primary"
+[node.s1]
+site = "b"
+role = "standby"
+from = "p1"
+[workload]
+kind = "kv-insert"
+[run]
+users = 2
+warmup = "500ms"
+duration = "2s"
+cooldown = "0s"
+`
+
+func TestRepetitionsReportConfidenceIntervals(t *testing.T) {
+	requireAll(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sum, out, err := runSpec(t, ctx, smallSpec+"repetitions = 3\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum["kind"] != "repetitions" || sum["complete"] != true {
+		t.Fatalf("kind %v complete %v (%v)", sum["kind"], sum["complete"], sum["stop_reason"])
+	}
+	if n := num(t, sum, "tpm_ci", "n"); n != 3 {
+		t.Errorf("tpm_ci.n = %v, want 3", n)
+	}
+	mean, half := num(t, sum, "tpm_ci", "mean"), num(t, sum, "tpm_ci", "half_width")
+	if mean <= 0 || half <= 0 || num(t, sum, "tpm_ci", "level") != 0.95 {
+		t.Errorf("tpm_ci mean %v half %v", mean, half)
+	}
+	if num(t, sum, "tpm") != mean {
+		t.Errorf("tpm %v is not the mean %v", num(t, sum, "tpm"), mean)
+	}
+	if num(t, sum, "ci", "replicas.s1.lag_ms.p50", "n") != 3 {
+		t.Errorf("no CI for the replica's lag")
+	}
+	var tpms float64
+	for i := 1; i <= 3; i++ {
+		b, err := os.ReadFile(filepath.Join(out, fmt.Sprintf("rep-%02d", i), "summary.json"))
+		if err != nil {
+			t.Fatalf("repetition %d: %v", i, err)
+		}
+		var rep map[string]any
+		_ = json.Unmarshal(b, &rep)
+		if rep["complete"] != true || num(t, rep, "replicas", "s1", "not_visible_at_end") != 0 {
+			t.Errorf("repetition %d: %v", i, rep["stop_reason"])
+		}
+		tpms += num(t, rep, "tpm")
+	}
+	if d := tpms/3 - mean; d > 1e-6 || d < -1e-6 {
+		t.Errorf("mean of repetitions %v != tpm_ci.mean %v", tpms/3, mean)
+	}
+}
+
+func TestSweepRunsEveryCombination(t *testing.T) {
+	requireAll(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("tswp-%d-%03x", os.Getpid()%10000, rand.IntN(0x1000))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "spec.toml")
+	text := fmt.Sprintf(smallSpec, name) + "\n[sweep]\n\"run.users\" = [1, 3]\n\"link[1].delay\" = [\"5ms\", \"30ms\"]\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	out := filepath.Join(dir, "results")
+	_, _, err = Run(ctx, s, Options{
+		Out: out, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &log, Version: "test",
+		Engines: engine.NewRegistry(postgres.Engine{}), Workloads: workload.NewRegistry(personnel.Factory, kvinsert.Factory),
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "sweep.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sw struct {
+		Complete bool
+		Points   []struct {
+			Label   string
+			Dir     string
+			Summary map[string]any
+		}
+	}
+	if err := json.Unmarshal(b, &sw); err != nil {
+		t.Fatal(err)
+	}
+	if !sw.Complete || len(sw.Points) != 4 {
+		t.Fatalf("sweep complete %v with %d points", sw.Complete, len(sw.Points))
+	}
+	for _, p := range sw.Points {
+		lag := num(t, p.Summary, "lag_p50_ms", "s1")
+		wantMin := 5.0
+		if bytes.Contains([]byte(p.Label), []byte("30ms")) {
+			wantMin = 30
+		}
+		if lag < wantMin {
+			t.Errorf("%s: lag p50 %.2f ms below the link delay %.0f ms", p.Label, lag, wantMin)
+		}
+		if _, err := os.Stat(filepath.Join(out, p.Dir, "summary.json")); err != nil {
+			t.Errorf("%s: %v", p.Label, err)
+		}
+	}
+	if !bytes.Contains(log.Bytes(), []byte("run.users")) {
+		t.Errorf("no sweep table in the output:\n%s", log.String())
+	}
+}

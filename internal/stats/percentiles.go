@@ -1,5 +1,6 @@
-// Package stats summarises measurements: percentiles from histograms, and
-// (later) confidence intervals over repetitions.
+// Package stats summarises measurements: percentiles from histograms,
+// confidence intervals over repetitions and how many a target needs
+// (Jain), steady-state checks of a series, and comparisons of means.
 package stats
 
 import "github.com/HdrHistogram/hdrhistogram-go"

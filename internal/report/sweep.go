@@ -1,0 +1,107 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"replab/internal/stats"
+)
+
+// Sweep is sweep.json: one row per combination of swept values.
+type Sweep struct {
+	Name       string       `json:"name"`
+	Complete   bool         `json:"complete"`
+	Parameters []string     `json:"parameters"`
+	Points     []SweepPoint `json:"points"`
+}
+
+// SweepPoint is one combination and its headline figures.
+type SweepPoint struct {
+	Label   string         `json:"label"`
+	Values  map[string]any `json:"values"`
+	Dir     string         `json:"dir"`
+	Summary *HeadlineFigs  `json:"summary,omitempty"`
+}
+
+// HeadlineFigs are the columns of a sweep table.
+type HeadlineFigs struct {
+	Complete        bool               `json:"complete"`
+	TPM             float64            `json:"tpm"`
+	TPMCI           *stats.CI          `json:"tpm_ci,omitempty"`
+	CommitP50Ms     float64            `json:"commit_latency_p50_ms"`
+	CommitP99Ms     float64            `json:"commit_latency_p99_ms"`
+	LagP50Ms        map[string]float64 `json:"lag_p50_ms,omitempty"`
+	LagP99Ms        map[string]float64 `json:"lag_p99_ms,omitempty"`
+	NotVisibleAtEnd int64              `json:"not_visible_at_end"`
+	Errors          int64              `json:"errors"`
+}
+
+// Headline extracts a sweep row from a summary.
+func Headline(s *Summary) *HeadlineFigs {
+	h := &HeadlineFigs{Complete: s.Complete, TPM: s.TPM, TPMCI: s.TPMCI, CommitP50Ms: s.CommitLatency.P50, CommitP99Ms: s.CommitLatency.P99,
+		LagP50Ms: map[string]float64{}, LagP99Ms: map[string]float64{}, Errors: s.Errors}
+	for n, r := range s.Replicas {
+		h.LagP50Ms[n] = r.LagMs.P50
+		h.LagP99Ms[n] = r.LagMs.P99
+		h.NotVisibleAtEnd += r.NotVisibleAtEnd
+	}
+	return h
+}
+
+// PrintSweep writes the sweep table: a row per combination, a column per
+// swept parameter, then the headline figures (like the seed studies'
+// tables).
+func PrintSweep(w io.Writer, sw *Sweep) {
+	var replicas []string
+	seen := map[string]bool{}
+	for _, p := range sw.Points {
+		if p.Summary == nil {
+			continue
+		}
+		for n := range p.Summary.LagP50Ms {
+			if !seen[n] {
+				seen[n] = true
+				replicas = append(replicas, n)
+			}
+		}
+	}
+	sort.Strings(replicas)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := append([]string{}, sw.Parameters...)
+	head = append(head, "tpm", "commit p50 ms", "commit p99 ms")
+	for _, r := range replicas {
+		head = append(head, "lag "+r+" p50 ms", "lag "+r+" p99 ms")
+	}
+	head = append(head, "not visible", "errors", "")
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, p := range sw.Points {
+		var row []string
+		for _, k := range sw.Parameters {
+			row = append(row, fmt.Sprint(p.Values[k]))
+		}
+		h := p.Summary
+		if h == nil {
+			row = append(row, "failed")
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+			continue
+		}
+		tpm := fmt.Sprintf("%.0f", h.TPM)
+		if h.TPMCI != nil && h.TPMCI.N > 1 {
+			tpm = fmt.Sprintf("%.0f ± %.0f", h.TPM, h.TPMCI.HalfWidth)
+		}
+		row = append(row, tpm, fmt.Sprintf("%.2f", h.CommitP50Ms), fmt.Sprintf("%.2f", h.CommitP99Ms))
+		for _, r := range replicas {
+			row = append(row, fmt.Sprintf("%.2f", h.LagP50Ms[r]), fmt.Sprintf("%.2f", h.LagP99Ms[r]))
+		}
+		mark := ""
+		if !h.Complete {
+			mark = "incomplete"
+		}
+		row = append(row, fmt.Sprint(h.NotVisibleAtEnd), fmt.Sprint(h.Errors), mark)
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	_ = tw.Flush()
+}
