@@ -1,11 +1,14 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +17,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"replab/internal/driver"
+	"replab/internal/monitor"
 	"replab/internal/stats"
 )
 
@@ -49,6 +53,20 @@ type Summary struct {
 
 	Replicas map[string]*Replica `json:"replicas"`
 
+	// Monitors, over the measure phase (package monitor): per link
+	// direction "a->b" bytes, packets, drops and utilization of the
+	// configured rate; bytes on the wire (every direction) per committed
+	// transaction; CPU, I/O wait and memory per node and process role;
+	// whether I/O wait was measured (kernel delay accounting); the
+	// engine's replication state and a one-line verdict per replica.
+	Links               map[string]monitor.LinkSummary            `json:"links"`
+	BytesPerTransaction float64                                   `json:"bytes_per_transaction"`
+	Roles               map[string]map[string]monitor.RoleSummary `json:"roles"`
+	IOWaitMeasured      bool                                      `json:"io_wait_measured"`
+	Replication         map[string]monitor.ReplicaSummary         `json:"replication,omitempty"`
+	Verdicts            map[string]string                         `json:"verdicts,omitempty"`
+	Monitor             *MonitorInfo                              `json:"monitor,omitempty"`
+
 	// Steady says whether throughput held steady in the measure phase.
 	Steady *stats.Steadiness `json:"steady,omitempty"`
 
@@ -65,6 +83,16 @@ type Summary struct {
 	Load        *Load       `json:"load,omitempty"`
 	SetupS      float64     `json:"setup_s"`
 	Environment Environment `json:"environment"`
+}
+
+// MonitorInfo describes the monitors themselves: the sampling interval,
+// why I/O wait was or was not measured, what sampling cost, and samples
+// that failed.
+type MonitorInfo struct {
+	IntervalS  float64      `json:"interval_s"`
+	IOWaitNote string       `json:"io_wait_note,omitempty"`
+	Cost       monitor.Cost `json:"cost"`
+	Warnings   []string     `json:"warnings,omitempty"`
 }
 
 // Repetition is one measurement of a repeated run.
@@ -122,12 +150,15 @@ func (d *Dir) File(name string) string { return filepath.Join(d.Path, name) }
 
 // WriteJSON writes v as indented JSON.
 func (d *Dir) WriteJSON(name string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // keys like "primary->eu" stay readable
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
 	tmp := d.File(name + ".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return os.Rename(tmp, d.File(name))
@@ -228,4 +259,55 @@ func PrintSummary(w io.Writer, s *Summary) {
 		}
 	}
 	_ = tw.Flush()
+	printMonitors(w, s)
+}
+
+// printMonitors writes the monitors' part of the end-of-run table: bytes
+// and utilization per link direction, CPU and I/O wait per node and
+// process role (busiest first, like the GoldenGate study's table by
+// session type), bytes per transaction and each replica's verdict.
+func printMonitors(w io.Writer, s *Summary) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if len(s.Links) > 0 {
+		fmt.Fprintln(tw, "\nlink\tbytes\tpackets\tdropped\tutil avg\tutil peak\tqueue peak B\t")
+		for _, k := range slices.Sorted(maps.Keys(s.Links)) {
+			l := s.Links[k]
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%d\t\n", k, l.Bytes, l.Packets,
+				l.DroppedQueuePackets+l.DroppedLossPackets+l.DroppedOtherPackets, pctText(l.UtilizationAvgPct), pctText(l.UtilizationPeakPct), l.QueuePeakBytes)
+		}
+	}
+	if len(s.Roles) > 0 {
+		io := "io wait s"
+		if !s.IOWaitMeasured {
+			io = "io wait (not measured)"
+		}
+		fmt.Fprintf(tw, "\nwhere the time goes\trole\tprocs\tcpu s\tcores\t%s\trss peak MiB\t\n", io)
+		for _, node := range slices.Sorted(maps.Keys(s.Roles)) {
+			roles := s.Roles[node]
+			names := slices.Sorted(maps.Keys(roles))
+			sort.SliceStable(names, func(i, j int) bool { return roles[names[i]].CPUS > roles[names[j]].CPUS })
+			for _, role := range names {
+				rs := roles[role]
+				if rs.CPUS == 0 && rs.IOWaitS == 0 {
+					continue // idle helpers
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.0f\t\n", node, role, rs.Processes, rs.CPUS, rs.CPUCores, rs.IOWaitS, float64(rs.RSSPeakBytes)/(1<<20))
+			}
+		}
+	}
+	_ = tw.Flush()
+	if s.BytesPerTransaction > 0 {
+		fmt.Fprintf(w, "  on the wire %.0f bytes per transaction (every link direction)\n", s.BytesPerTransaction)
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.Verdicts)) {
+		fmt.Fprintf(w, "  verdict     %s: %s\n", n, s.Verdicts[n])
+	}
+}
+
+// pctText writes a utilization, or "-" for an unlimited link.
+func pctText(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", *p)
 }

@@ -114,6 +114,13 @@ func aggregate(sums []*report.Summary, dirs []string, lvl float64) *report.Summa
 		add("commit_latency_ms.p95", s.CommitLatency.P95)
 		add("commit_latency_ms.p99", s.CommitLatency.P99)
 		add("commit_latency_ms.max", s.CommitLatency.Max)
+		add("bytes_per_transaction", s.BytesPerTransaction)
+		for k, l := range s.Links {
+			add("links."+k+".bytes", float64(l.Bytes))
+			if l.UtilizationAvgPct != nil {
+				add("links."+k+".utilization_avg_pct", *l.UtilizationAvgPct)
+			}
+		}
 		for n, rr := range s.Replicas {
 			add("replicas."+n+".lag_ms.p50", rr.LagMs.P50)
 			add("replicas."+n+".lag_ms.p95", rr.LagMs.P95)
@@ -137,6 +144,7 @@ func aggregate(sums []*report.Summary, dirs []string, lvl float64) *report.Summa
 		agg.CommitLatency.P95 = agg.CI["commit_latency_ms.p95"].Mean
 		agg.CommitLatency.P99 = agg.CI["commit_latency_ms.p99"].Mean
 		agg.CommitLatency.Max = agg.CI["commit_latency_ms.max"].Mean
+		agg.BytesPerTransaction = agg.CI["bytes_per_transaction"].Mean
 	}
 	var tx, rows, errs, retries int64
 	for _, s := range complete {

@@ -23,6 +23,7 @@ import (
 	"replab/internal/engine"
 	"replab/internal/lab"
 	"replab/internal/lagprobe"
+	"replab/internal/monitor"
 	"replab/internal/report"
 	"replab/internal/spec"
 	"replab/internal/stats"
@@ -136,6 +137,7 @@ type run struct {
 	measured int // measurements so far
 
 	probe   *lagprobe.Probe
+	mon     *monitor.Monitor // this measurement's monitors, until stopMonitor
 	res     *driver.Result
 	lagHist map[string]*hdrhistogram.Histogram
 
@@ -266,9 +268,14 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 			return r.sum, fmt.Errorf("lag watchers: %w", err)
 		}
 	}
-	samples := newEngineSampler(r.cluster)
-	wg.Add(1)
-	go func() { defer wg.Done(); samples.run(wctx) }()
+	// Monitors: links, processes by role and the engine's replication
+	// state, sampled into dir (roles.csv, replication.csv). Started just
+	// before the driver, so their t_s is close to series.csv's.
+	r.mon, err = monitor.Start(ctx, monitor.Config{Lab: r.lab, Cluster: r.cluster, Dir: dir.Path})
+	if err != nil {
+		return r.sum, err
+	}
+	defer r.stopMonitor() // early returns; a no-op after the call below
 
 	dbs := make([]*sql.DB, 0, len(r.sources))
 	for _, src := range r.sources {
@@ -312,7 +319,8 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	for e := range watchErr {
 		werrs = append(werrs, e)
 	}
-	r.fillLag(samples)
+	r.stopMonitor() // after the catch-up, so replication.csv shows it
+	r.fillLag()
 	r.sum.Steady = steadiness(r.res.Series)
 	if !r.res.Complete {
 		return r.sum, errors.New(r.res.StopReason)
@@ -445,7 +453,16 @@ func (r *run) driverConfig() driver.Config {
 		Lag:          func(i int) driver.LagJournal { return r.probe.Writer(i) },
 		LagStatement: r.probe.UpdateStatement(r.eng.Dialect()),
 	}
+	var marked sync.Once
 	cfg.Progress = func(p driver.Progress) {
+		marked.Do(func() {
+			// The driver's clock started p.Elapsed ago; the measure phase
+			// follows the warmup. Only it counts in the monitors' summary.
+			start := time.Now().Add(-p.Elapsed).Add(rs.Warmup)
+			if r.mon != nil {
+				r.mon.MarkMeasure(start, start.Add(rs.Duration))
+			}
+		})
 		line := fmt.Sprintf("%-8s %5.0fs/%.0fs  %7.0f tps  p99 %7.2f ms  errors %d  %s",
 			p.Phase, p.Elapsed.Seconds(), (p.Elapsed + p.Remaining).Seconds(), p.TPS, p.P99Ms, p.Errors, r.liveLinks())
 		if r.opt.Live {
@@ -514,7 +531,7 @@ func (r *run) fillDriver() {
 	s.BehindScheduleMs, s.Skipped = res.BehindScheduleMs, res.Skipped
 }
 
-func (r *run) fillLag(samples *engineSampler) {
+func (r *run) fillLag() {
 	r.lagHist = map[string]*hdrhistogram.Histogram{}
 	results := r.probe.Results()
 	for name, rep := range r.sum.Replicas {
@@ -532,10 +549,6 @@ func (r *run) fillLag(samples *engineSampler) {
 		rep.PollP99Ms = lr.PollP99Ms
 		rep.VisibleBeforeWatch = lr.VisibleBeforeWatch
 		r.lagHist["lag_"+name] = lr.Histogram
-		if p, maxBytes, ok := samples.summary(name); ok {
-			rep.EngineReplayLagMs = &p
-			rep.EngineBytesBehind = maxBytes
-		}
 	}
 }
 
@@ -582,55 +595,34 @@ func (r *run) writeLagSeries(dir *report.Dir) error {
 	return os.WriteFile(dir.File("lag.csv"), []byte(b.String()), 0o644)
 }
 
-// engineSampler reads the engine's replication state once a second.
-type engineSampler struct {
-	c     engine.Cluster
-	mu    sync.Mutex
-	lag   map[string]*hdrhistogram.Histogram
-	bytes map[string]int64
-}
-
-func newEngineSampler(c engine.Cluster) *engineSampler {
-	return &engineSampler{c: c, lag: map[string]*hdrhistogram.Histogram{}, bytes: map[string]int64{}}
-}
-
-func (e *engineSampler) run(ctx context.Context) {
-	tk := time.NewTicker(time.Second)
-	defer tk.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tk.C:
-		}
-		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err := e.c.ReplicationState(qctx)
-		cancel()
-		if err != nil {
-			continue
-		}
-		e.mu.Lock()
-		for _, s := range st {
-			if s.ReplayLagMs >= 0 {
-				h := e.lag[s.Node]
-				if h == nil {
-					h = stats.NewLatencyHist()
-					e.lag[s.Node] = h
-				}
-				_ = h.RecordValue(max(int64(s.ReplayLagMs*1000), 1))
-			}
-			e.bytes[s.Node] = max(e.bytes[s.Node], s.BytesBehind)
-		}
-		e.mu.Unlock()
+// stopMonitor stops this measurement's monitors and puts their summary of
+// the measure phase into r.sum: bytes and utilization per link direction,
+// bytes on the wire per committed transaction, CPU and I/O wait per node
+// and process role, the engine's replication state and a verdict per
+// replica. Safe to call again.
+func (r *run) stopMonitor() {
+	if r.mon == nil {
+		return
 	}
-}
-
-func (e *engineSampler) summary(node string) (stats.Percentiles, int64, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	h, ok := e.lag[node]
-	if !ok {
-		return stats.Percentiles{}, e.bytes[node], false
+	ms, err := r.mon.Stop()
+	r.mon = nil
+	if err != nil {
+		fmt.Fprintf(r.log, "warning: %v\n", err)
 	}
-	return stats.FromMicros(h), e.bytes[node], true
+	for _, w := range ms.Warnings {
+		fmt.Fprintf(r.log, "warning: monitors: %s\n", w)
+	}
+	s := r.sum
+	s.Links, s.Roles, s.Replication, s.Verdicts = ms.Links, ms.Roles, ms.Replicas, ms.Verdicts
+	s.IOWaitMeasured = ms.IOWaitMeasured
+	s.Monitor = &report.MonitorInfo{IntervalS: ms.IntervalS, IOWaitNote: ms.IOWaitNote, Cost: ms.Cost, Warnings: ms.Warnings}
+	if r.res != nil {
+		s.BytesPerTransaction = ms.BytesPerTransaction(r.res.Transactions)
+	}
+	for name, rep := range s.Replicas {
+		if rs, ok := ms.Replicas[name]; ok {
+			rep.EngineReplayLagMs = rs.ReplayLagMs
+			rep.EngineBytesBehind = rs.BytesBehindMax
+		}
+	}
 }

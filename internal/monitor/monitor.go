@@ -1,0 +1,630 @@
+// Package monitor samples a running lab once a second: every link
+// direction's counters, every database process's CPU, I/O wait and memory
+// by node and role, and the engine's replication state per replica. It
+// writes roles.csv and replication.csv into the results directory and
+// summarises the measure phase, with a one-line verdict per replica (bound
+// by CPU, I/O or the network, or keeping up).
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"replab/internal/engine"
+	"replab/internal/lab"
+)
+
+// Cluster is what the monitor asks of an engine; engine.Cluster is one.
+type Cluster interface {
+	Nodes() []engine.Node
+	Processes(ctx context.Context) ([]engine.Process, error)
+	ReplicationState(ctx context.Context) ([]engine.ReplicaState, error)
+}
+
+// Config says what to monitor.
+type Config struct {
+	// Lab gives the link counters (Lab.Emulator()) and the sites' CPU
+	// limits. Links, when set, replaces Lab.Emulator() (tests).
+	Lab   *lab.Lab
+	Links Links
+	// Cluster gives the processes and replication state; nil monitors
+	// links only.
+	Cluster Cluster
+	// Dir is the results directory; roles.csv and replication.csv are
+	// written there ("" writes no files). links.csv is the lab's.
+	Dir string
+	// Interval between samples; default 1 s.
+	Interval time.Duration
+	// Epoch is time zero of the CSV files' t_s; default the monitor's start.
+	Epoch time.Time
+	// Now is the clock that stamps and schedules samples; default time.Now.
+	Now func() time.Time
+
+	procRoot      string // default "/proc"
+	delayAcctPath string // default DelayAcctPath
+}
+
+// File names in the results directory.
+const (
+	RolesFile       = "roles.csv"
+	ReplicationFile = "replication.csv"
+)
+
+// RolesHeader is the header of roles.csv: one row per sample and per
+// (node, role) seen so far in the run. Counters are cumulative since the
+// monitor started, so a chart takes differences between rows (rows are
+// about Interval apart; extra rows at the measure phase's boundaries):
+//
+//	t_s         seconds since Config.Epoch (default: the monitor's start)
+//	node        the database node
+//	role        the process role (backend, walsender, walreceiver, startup,
+//	            checkpointer, walwriter, bgwriter, logical-apply, …)
+//	pid_count   processes of the role alive at the sample
+//	cpu_user_s  CPU seconds in user mode (utime, /proc/PID/stat field 14)
+//	cpu_sys_s   CPU seconds in kernel mode (stime, field 15)
+//	io_wait_s   seconds waiting for block I/O (delayacct_blkio_ticks,
+//	            field 42, kernel delay accounting); empty when not measured
+//	rss_bytes   resident memory of the role's processes at the sample
+//	            (field 24 × page size; shared pages count in every process)
+//
+// A process adds what it used between two samples to the role it has at
+// the later one; one that started after the monitor counts from zero, one
+// already running from its first sample. What a process uses after its
+// last sample before it exits is not counted, nor are processes that live
+// entirely between two samples (short connections, including the
+// monitor's own replication queries).
+const RolesHeader = "t_s,node,role,pid_count,cpu_user_s,cpu_sys_s,io_wait_s,rss_bytes"
+
+// ReplicationHeader is the header of replication.csv: one row per sample
+// and per replication stream, as the engine reports it
+// (engine.Cluster.ReplicationState):
+//
+//	t_s            seconds since Config.Epoch, at the middle of the query
+//	node           the replica
+//	from           its upstream node
+//	kind           physical, logical, pglogical
+//	state          the engine's word for the stream (streaming, catchup, …)
+//	bytes_behind   upstream's current position minus the replica's replayed
+//	               position, in bytes
+//	replay_lag_ms  the engine's replay-lag estimate (PostgreSQL:
+//	               pg_stat_replication.replay_lag); empty when it has none
+//	               (PostgreSQL leaves it empty when idle)
+//	sent_lsn, write_lsn, flush_lsn, replay_lsn
+//	               positions as the engine writes them (PostgreSQL LSNs)
+//	sync_state     async, sync, potential, quorum (PostgreSQL)
+const ReplicationHeader = "t_s,node,from,kind,state,bytes_behind,replay_lag_ms,sent_lsn,write_lsn,flush_lsn,replay_lsn,sync_state"
+
+// Summary is the measure phase as the monitors saw it.
+type Summary struct {
+	MeasureS  float64 `json:"measure_s"`
+	IntervalS float64 `json:"interval_s"`
+	// IOWaitMeasured says whether io_wait_s figures are real: delay
+	// accounting was on for the whole run. IOWaitNote says why not, or
+	// that the monitor switched it on.
+	IOWaitMeasured bool   `json:"io_wait_measured"`
+	IOWaitNote     string `json:"io_wait_note,omitempty"`
+	// Links by direction "a->b".
+	Links map[string]LinkSummary `json:"links"`
+	// Roles by node, then role.
+	Roles map[string]map[string]RoleSummary `json:"roles"`
+	// Replicas by node: the engine's replication state.
+	Replicas map[string]ReplicaSummary `json:"replicas"`
+	// Verdicts by replica node: see the Verdict constants.
+	Verdicts map[string]string `json:"verdicts"`
+	Cost     Cost              `json:"cost"`
+	Warnings []string          `json:"warnings,omitempty"`
+}
+
+// Cost is what monitoring itself took.
+type Cost struct {
+	Samples int `json:"samples"`
+	// Per sample: the links, one Processes call, one /proc/PID/stat read
+	// per process and the roles.csv rows. CPU is the sampling thread's.
+	SampleCPUMeanMs  float64 `json:"sample_cpu_mean_ms"`
+	SampleCPUMaxMs   float64 `json:"sample_cpu_max_ms"`
+	SampleWallMeanMs float64 `json:"sample_wall_mean_ms"`
+	SampleWallMaxMs  float64 `json:"sample_wall_max_ms"`
+	ProcessesMean    float64 `json:"processes_mean"`
+	// The engine's Processes call alone (PostgreSQL scans /proc for the
+	// postmasters' children), part of the sample's wall time.
+	ProcessesWallMeanMs float64 `json:"processes_wall_mean_ms"`
+	// One ReplicationState call (it queries the servers).
+	ReplicationSamples    int     `json:"replication_samples"`
+	ReplicationWallMeanMs float64 `json:"replication_wall_mean_ms"`
+	ReplicationWallMaxMs  float64 `json:"replication_wall_max_ms"`
+}
+
+// TotalBytes is every direction's delivered bytes in the measure phase:
+// the bytes on the wire (a packet crossing two links counts twice). It
+// includes client traffic when clients sit in another site than the
+// nodes they use.
+func (s Summary) TotalBytes() uint64 {
+	var b uint64
+	for _, l := range s.Links {
+		b += l.Bytes
+	}
+	return b
+}
+
+// BytesPerTransaction is TotalBytes per committed transaction; 0 without
+// transactions.
+func (s Summary) BytesPerTransaction(committed int64) float64 {
+	if committed <= 0 {
+		return 0
+	}
+	return float64(s.TotalBytes()) / float64(committed)
+}
+
+// Monitor is a running set of samplers. Fields above mu are set before
+// the samplers start or owned by one sampler goroutine; those below it
+// are shared.
+type Monitor struct {
+	cfg      Config
+	links    Links
+	interval time.Duration
+	now      func() time.Time
+	hz       uint64
+	reader   statReader
+	roles    *roleTracker
+	nodes    []engine.Node
+
+	ioWait     bool
+	ioNote     string
+	releaseIO  func()
+	rolesCSV   *csvFile
+	replCSV    *csvFile
+	markc      chan struct{}
+	stopc      chan struct{}
+	done       chan struct{}
+	replDone   chan struct{}
+	stopOnce   sync.Once
+	sum        Summary
+	stopErr    error
+	sampleCtx  context.Context
+	cancelCtx  context.CancelFunc
+	failures   map[string]*failure
+	costSample []sampleCost
+
+	mu           sync.Mutex
+	t0           time.Time
+	last         time.Time // latest sample
+	measureStart time.Time
+	measureEnd   time.Time
+	bounds       []time.Time // boundary samples still to take
+	linkPts      map[string][]linkPoint
+	rolePts      []rolePoint
+	replPts      []replPoint
+	replCost     []time.Duration
+	ioLost       bool // delay accounting went off during the run
+}
+
+type failure struct {
+	n     int
+	first error
+}
+
+type sampleCost struct {
+	cpu, wall, procWall time.Duration
+	procs               int
+}
+
+// Start takes a first sample and keeps sampling every Interval until ctx
+// ends or Stop is called. It switches the kernel's delay accounting on if
+// it is off (and Stop restores it).
+func Start(ctx context.Context, cfg Config) (*Monitor, error) {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.procRoot == "" {
+		cfg.procRoot = "/proc"
+	}
+	if cfg.delayAcctPath == "" {
+		cfg.delayAcctPath = DelayAcctPath
+	}
+	m := &Monitor{
+		cfg: cfg, links: cfg.Links, interval: cfg.Interval, now: cfg.Now, hz: clockTicks(),
+		reader: statReader{root: cfg.procRoot},
+		markc:  make(chan struct{}, 1), stopc: make(chan struct{}), done: make(chan struct{}), replDone: make(chan struct{}),
+		failures: map[string]*failure{}, linkPts: map[string][]linkPoint{},
+	}
+	if m.links == nil && cfg.Lab != nil {
+		m.links = cfg.Lab.Emulator()
+	}
+	if cfg.Cluster != nil {
+		m.nodes = cfg.Cluster.Nodes()
+	}
+	if cfg.Dir != "" {
+		var err error
+		if m.rolesCSV, err = createCSV(filepath.Join(cfg.Dir, RolesFile), RolesHeader); err != nil {
+			return nil, err
+		}
+		if m.replCSV, err = createCSV(filepath.Join(cfg.Dir, ReplicationFile), ReplicationHeader); err != nil {
+			m.rolesCSV.close()
+			return nil, err
+		}
+	}
+	m.ioWait, m.ioNote, m.releaseIO = enableDelayAcct(cfg.delayAcctPath)
+	m.t0 = m.now()
+	if m.cfg.Epoch.IsZero() {
+		m.cfg.Epoch = m.t0
+	}
+	m.roles = newRoleTracker(bootTicks(m.hz), int64(os.Getpagesize()))
+	m.sampleCtx, m.cancelCtx = context.WithCancel(ctx)
+	ready := make(chan struct{})
+	go m.loop(ready)
+	<-ready // the baseline sample is taken
+	go m.replLoop()
+	return m, nil
+}
+
+// MarkMeasure sets the measure phase, the only part the summary covers
+// (default: from the first to the last sample). Boundaries still ahead
+// get a sample of their own; past ones are interpolated between the
+// samples around them. Safe to call from any goroutine, more than once.
+func (m *Monitor) MarkMeasure(start, end time.Time) {
+	m.mu.Lock()
+	m.measureStart, m.measureEnd = start, end
+	m.bounds = m.bounds[:0]
+	for _, b := range []time.Time{start, end} {
+		if b.After(m.last) {
+			m.bounds = append(m.bounds, b)
+		}
+	}
+	m.mu.Unlock()
+	select {
+	case m.markc <- struct{}{}:
+	default:
+	}
+}
+
+// Stop takes a last sample, stops sampling, restores delay accounting,
+// closes the CSV files and returns the summary. The error reports CSV
+// files that could not be written. Later calls return the same.
+func (m *Monitor) Stop() (Summary, error) {
+	m.stopOnce.Do(func() {
+		close(m.stopc)
+		<-m.done
+		<-m.replDone
+		m.cancelCtx()
+		m.releaseIO()
+		var errs []error
+		for _, f := range []*csvFile{m.rolesCSV, m.replCSV} {
+			if err := f.close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		m.stopErr = errors.Join(errs...)
+		m.sum = m.summarize()
+	})
+	return m.sum, m.stopErr
+}
+
+// loop samples on the interval grid and at the measure boundaries. It
+// runs on a locked OS thread so the thread's CPU time is its cost.
+func (m *Monitor) loop(ready chan<- struct{}) {
+	defer close(m.done)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	m.sample() // the baseline
+	close(ready)
+	next := m.t0.Add(m.interval)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		due := next
+		m.mu.Lock()
+		for _, b := range m.bounds {
+			if b.Before(due) {
+				due = b
+			}
+		}
+		m.mu.Unlock()
+		timer.Reset(due.Sub(m.now()))
+		select {
+		case <-m.sampleCtx.Done():
+			return
+		case <-m.stopc:
+			m.sample()
+			return
+		case <-m.markc:
+			continue
+		case <-timer.C:
+		}
+		now := m.sample()
+		for !next.After(now) {
+			next = next.Add(m.interval)
+		}
+	}
+}
+
+// sample reads every link and process once and returns its time.
+func (m *Monitor) sample() time.Time {
+	w0, c0 := time.Now(), threadCPU()
+	now := m.now()
+	var dirs []linkPointNamed
+	if m.links != nil {
+		for _, d := range m.links.Stats() {
+			dirs = append(dirs, linkPointNamed{d.From + "->" + d.To, linkPoint{t: now, c: d.Counters, rateBps: rateOf(d.Params), delay: d.Params.Delay}})
+		}
+	}
+	var procs []engine.Process
+	var procWall time.Duration
+	if m.cfg.Cluster != nil {
+		ctx, cancel := context.WithTimeout(m.sampleCtx, m.interval)
+		var err error
+		p0 := time.Now()
+		procs, err = m.cfg.Cluster.Processes(ctx)
+		procWall = time.Since(p0)
+		cancel()
+		if err != nil {
+			m.fail("list processes", err)
+		}
+	}
+	pt := m.roles.observe(now, procs, m.reader.read)
+	ioLost := m.ioWait && !delayAcctOn(m.cfg.delayAcctPath)
+
+	m.mu.Lock()
+	for _, d := range dirs {
+		m.linkPts[d.name] = append(m.linkPts[d.name], d.p)
+	}
+	m.rolePts = append(m.rolePts, pt)
+	m.last = now
+	kept := m.bounds[:0]
+	for _, b := range m.bounds {
+		if b.After(now) {
+			kept = append(kept, b)
+		}
+	}
+	m.bounds = kept
+	m.ioLost = m.ioLost || ioLost
+	m.mu.Unlock()
+
+	if m.rolesCSV != nil {
+		ts := m.ts(now)
+		for _, k := range sortedRoles(pt.roles) {
+			g := pt.roles[k]
+			io := ""
+			if m.ioWait {
+				io = fmt.Sprintf("%.2f", float64(g.cum.blkio)/float64(m.hz))
+			}
+			m.rolesCSV.printf("%s,%s,%s,%d,%.2f,%.2f,%s,%d\n", ts, k.node, k.role, g.pids,
+				float64(g.cum.user)/float64(m.hz), float64(g.cum.sys)/float64(m.hz), io, g.rss)
+		}
+		m.rolesCSV.flush()
+	}
+	m.costSample = append(m.costSample, sampleCost{cpu: time.Duration(threadCPU() - c0), wall: time.Since(w0), procs: len(procs), procWall: procWall})
+	return now
+}
+
+type linkPointNamed struct {
+	name string
+	p    linkPoint
+}
+
+// replLoop reads the engine's replication state every interval. It is a
+// goroutine of its own because it queries the servers, which may be slow.
+func (m *Monitor) replLoop() {
+	defer close(m.replDone)
+	if m.cfg.Cluster == nil {
+		return
+	}
+	tk := time.NewTicker(m.interval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-m.sampleCtx.Done():
+			return
+		case <-m.stopc:
+			return
+		case <-tk.C:
+		}
+		ctx, cancel := context.WithTimeout(m.sampleCtx, 2*m.interval)
+		w0, t0 := time.Now(), m.now()
+		rows, err := m.cfg.Cluster.ReplicationState(ctx)
+		cancel()
+		wall := time.Since(w0)
+		if err != nil {
+			if m.sampleCtx.Err() == nil {
+				m.fail("read replication state", err)
+			}
+			continue
+		}
+		t := t0.Add(wall / 2)
+		m.mu.Lock()
+		m.replPts = append(m.replPts, replPoint{t: t, rows: rows})
+		m.replCost = append(m.replCost, wall)
+		m.mu.Unlock()
+		if m.replCSV != nil {
+			ts := m.ts(t)
+			for _, r := range rows {
+				lag := ""
+				if r.ReplayLagMs >= 0 {
+					lag = fmt.Sprintf("%.3f", r.ReplayLagMs)
+				}
+				m.replCSV.printf("%s,%s,%s,%s,%s,%d,%s,%s,%s,%s,%s,%s\n", ts, r.Node, r.From, r.Kind, r.State, r.BytesBehind, lag,
+					r.SentLSN, r.WriteLSN, r.FlushLSN, r.ReplayLSN, r.SyncState)
+			}
+			m.replCSV.flush()
+		}
+	}
+}
+
+func (m *Monitor) ts(t time.Time) string {
+	return fmt.Sprintf("%.3f", t.Sub(m.cfg.Epoch).Seconds())
+}
+
+func (m *Monitor) fail(what string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.failures[what]
+	if f == nil {
+		f = &failure{first: err}
+		m.failures[what] = f
+	}
+	f.n++
+}
+
+// window is the measure phase clipped to the samples taken.
+func (m *Monitor) window() (start, end time.Time) {
+	start, end = m.t0, m.last
+	if !m.measureStart.IsZero() {
+		start = maxTime(m.measureStart, m.t0)
+		end = minTime(m.measureEnd, m.last)
+	}
+	return start, end
+}
+
+func (m *Monitor) summarize() Summary {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	start, end := m.window()
+	s := Summary{
+		IntervalS: m.interval.Seconds(), IOWaitMeasured: m.ioWait && !m.ioLost, IOWaitNote: m.ioNote,
+		Links: map[string]LinkSummary{}, Verdicts: map[string]string{},
+	}
+	if m.ioLost {
+		s.IOWaitNote = "I/O wait incomplete: delay accounting was switched off by someone else during the run"
+	}
+	if end.After(start) {
+		s.MeasureS = end.Sub(start).Seconds()
+	} else {
+		s.Warnings = append(s.Warnings, "no samples inside the measure phase: nothing to summarise")
+	}
+	for name, pts := range m.linkPts {
+		s.Links[name] = summarizeLink(pts, start, end, m.interval/2)
+	}
+	s.Roles = summarizeRoles(m.rolePts, start, end, m.hz)
+	s.Replicas = summarizeReplication(m.replPts, start, end)
+	m.verdicts(&s)
+	s.Cost = m.cost()
+	whats := make([]string, 0, len(m.failures))
+	for w := range m.failures {
+		whats = append(whats, w)
+	}
+	sort.Strings(whats)
+	for _, w := range whats {
+		f := m.failures[w]
+		s.Warnings = append(s.Warnings, fmt.Sprintf("%s failed %d times, first: %v", w, f.n, f.first))
+	}
+	return s
+}
+
+// verdicts judges every replica: a node with an upstream (Node.From) or
+// one the engine reported replication state for.
+func (m *Monitor) verdicts(s *Summary) {
+	byName := map[string]engine.Node{}
+	upstreams := map[string]map[string]bool{}
+	add := func(node, from string) {
+		if upstreams[node] == nil {
+			upstreams[node] = map[string]bool{}
+		}
+		if from != "" {
+			upstreams[node][from] = true
+		}
+	}
+	for _, n := range m.nodes {
+		byName[n.Name] = n
+		if n.From != "" {
+			add(n.Name, n.From)
+		}
+	}
+	for node, r := range s.Replicas {
+		if _, ok := byName[node]; !ok && len(m.nodes) > 0 {
+			continue // a stream the engine could not map to a node
+		}
+		for _, f := range strings.Split(r.From, ",") {
+			add(node, f)
+		}
+	}
+	for node, ups := range upstreams {
+		in := verdictInput{measureS: s.MeasureS, ioWait: s.IOWaitMeasured, apply: map[string]RoleSummary{}}
+		for role, rs := range s.Roles[node] {
+			in.nodeCores += rs.CPUCores
+			if ApplyRole(role) {
+				in.apply[role] = rs
+			}
+		}
+		if r, ok := s.Replicas[node]; ok {
+			in.replica = &r
+		}
+		site := byName[node].Site
+		if m.cfg.Lab != nil {
+			if st := m.cfg.Lab.Site(site); st != nil && st.CPUCores > 0 {
+				in.siteCores = st.CPUCores
+			}
+		}
+		for up := range ups {
+			upSite := byName[up].Site
+			if m.links == nil || site == "" || upSite == "" || upSite == site {
+				continue
+			}
+			fwd, back := m.links.Path(upSite, site), m.links.Path(site, upSite)
+			var rtt time.Duration
+			for i := 1; i < len(fwd); i++ {
+				name := fwd[i-1] + "->" + fwd[i]
+				in.path = append(in.path, pathDir{name: name, link: s.Links[name]})
+				rtt += time.Duration(s.Links[name].DelayMs * 1e6)
+			}
+			for i := 1; i < len(back); i++ {
+				rtt += time.Duration(s.Links[back[i-1]+"->"+back[i]].DelayMs * 1e6)
+			}
+			in.rtt = max(in.rtt, rtt)
+		}
+		s.Verdicts[node] = verdict(in)
+	}
+}
+
+func (m *Monitor) cost() Cost {
+	var c Cost
+	var cpu, wall, procWall time.Duration
+	procs := 0
+	for _, sc := range m.costSample {
+		c.Samples++
+		cpu += sc.cpu
+		wall += sc.wall
+		procWall += sc.procWall
+		procs += sc.procs
+		c.SampleCPUMaxMs = max(c.SampleCPUMaxMs, ms(sc.cpu))
+		c.SampleWallMaxMs = max(c.SampleWallMaxMs, ms(sc.wall))
+	}
+	if c.Samples > 0 {
+		c.SampleCPUMeanMs = ms(cpu) / float64(c.Samples)
+		c.SampleWallMeanMs = ms(wall) / float64(c.Samples)
+		c.ProcessesMean = float64(procs) / float64(c.Samples)
+		c.ProcessesWallMeanMs = ms(procWall) / float64(c.Samples)
+	}
+	var rw time.Duration
+	for _, d := range m.replCost {
+		c.ReplicationSamples++
+		rw += d
+		c.ReplicationWallMaxMs = max(c.ReplicationWallMaxMs, ms(d))
+	}
+	if c.ReplicationSamples > 0 {
+		c.ReplicationWallMeanMs = ms(rw) / float64(c.ReplicationSamples)
+	}
+	return c
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// threadCPU is the calling thread's CPU time in nanoseconds.
+func threadCPU() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return ts.Nano()
+}

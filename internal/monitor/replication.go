@@ -1,0 +1,159 @@
+package monitor
+
+import (
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/stats"
+)
+
+// ReplicaSummary is the engine's view of one replica over the measure
+// phase, from ReplicationState sampled every interval. A replica fed by
+// several upstreams (multi-master) sums its streams' bytes behind.
+type ReplicaSummary struct {
+	From    string `json:"from"` // upstream node(s), comma-separated
+	Kind    string `json:"kind"` // physical, logical, pglogical
+	Samples int    `json:"samples"`
+	// Bytes of change the replica has not replayed yet (PostgreSQL: the
+	// upstream's current WAL position minus the replica's replay position).
+	BytesBehindMax  int64   `json:"bytes_behind_max"`
+	BytesBehindMean float64 `json:"bytes_behind_mean"`
+	// BytesBehindGrowth is the least-squares slope of bytes behind times
+	// the phase's length: how much the backlog grew over the phase.
+	// LagGrows says whether that growth is real (see LagGrowthMinBytes and
+	// LagGrowthMinT), i.e. the replica falls further behind.
+	BytesBehindGrowth float64 `json:"bytes_behind_growth"`
+	LagGrows          bool    `json:"lag_grows"`
+	// ReplayLagMs summarises the engine's own lag estimate
+	// (pg_stat_replication.replay_lag) over samples where it had one.
+	ReplayLagMs *stats.Percentiles `json:"replay_lag_ms,omitempty"`
+}
+
+// Lag growth: a backlog grows when the least-squares fit of bytes behind
+// over the measure phase rises by at least LagGrowthMinBytes and the
+// slope is at least LagGrowthMinT standard errors above zero. A replica
+// keeping up at high throughput has a large but steady backlog (bytes in
+// flight and being replayed); only a significant trend counts.
+const (
+	LagGrowthMinBytes = 64 << 10
+	LagGrowthMinT     = 3.0
+)
+
+// replPoint is every replica's state at one sample.
+type replPoint struct {
+	t    time.Time
+	rows []engine.ReplicaState
+}
+
+// lagTrend fits y = a + b·x by least squares and returns the slope b and
+// its t statistic (b / standard error); t is +Inf for a perfect rising
+// line, 0 with fewer than 3 points.
+func lagTrend(x, y []float64) (slope, t float64) {
+	n := float64(len(x))
+	if len(x) < 3 || len(x) != len(y) {
+		return 0, 0
+	}
+	var mx, my float64
+	for i := range x {
+		mx += x[i]
+		my += y[i]
+	}
+	mx, my = mx/n, my/n
+	var sxx, sxy float64
+	for i := range x {
+		sxx += (x[i] - mx) * (x[i] - mx)
+		sxy += (x[i] - mx) * (y[i] - my)
+	}
+	if sxx == 0 {
+		return 0, 0
+	}
+	slope = sxy / sxx
+	var sse float64
+	for i := range x {
+		r := y[i] - (my + slope*(x[i]-mx))
+		sse += r * r
+	}
+	se := math.Sqrt(sse / (n - 2) / sxx)
+	switch {
+	case se > 0:
+		return slope, slope / se
+	case slope > 0:
+		return slope, math.Inf(1)
+	case slope < 0:
+		return slope, math.Inf(-1)
+	}
+	return 0, 0
+}
+
+// summarizeReplication summarises each replica (by node name) over
+// [start, end].
+func summarizeReplication(pts []replPoint, start, end time.Time) map[string]ReplicaSummary {
+	type acc struct {
+		from, kind map[string]bool
+		x, y       []float64
+		lag        []float64
+	}
+	accs := map[string]*acc{}
+	for _, p := range pts {
+		if p.t.Before(start) || p.t.After(end) {
+			continue
+		}
+		sum := map[string]int64{}
+		for _, r := range p.rows {
+			a := accs[r.Node]
+			if a == nil {
+				a = &acc{from: map[string]bool{}, kind: map[string]bool{}}
+				accs[r.Node] = a
+			}
+			a.from[r.From], a.kind[r.Kind] = true, true
+			sum[r.Node] += max(r.BytesBehind, 0)
+			if r.ReplayLagMs >= 0 {
+				a.lag = append(a.lag, r.ReplayLagMs)
+			}
+		}
+		for node, b := range sum {
+			a := accs[node]
+			a.x = append(a.x, p.t.Sub(start).Seconds())
+			a.y = append(a.y, float64(b))
+		}
+	}
+	out := map[string]ReplicaSummary{}
+	secs := end.Sub(start).Seconds()
+	for node, a := range accs {
+		s := ReplicaSummary{From: joinKeys(a.from), Kind: joinKeys(a.kind), Samples: len(a.y)}
+		for _, y := range a.y {
+			s.BytesBehindMax = max(s.BytesBehindMax, int64(y))
+			s.BytesBehindMean += y
+		}
+		if len(a.y) > 0 {
+			s.BytesBehindMean /= float64(len(a.y))
+		}
+		slope, t := lagTrend(a.x, a.y)
+		s.BytesBehindGrowth = slope * secs
+		s.LagGrows = s.BytesBehindGrowth >= LagGrowthMinBytes && t >= LagGrowthMinT
+		if len(a.lag) > 0 {
+			h := stats.NewLatencyHist()
+			for _, ms := range a.lag {
+				_ = h.RecordValue(max(int64(ms*1000), 1))
+			}
+			p := stats.FromMicros(h)
+			s.ReplayLagMs = &p
+		}
+		out[node] = s
+	}
+	return out
+}
+
+func joinKeys(m map[string]bool) string {
+	k := make([]string, 0, len(m))
+	for s := range m {
+		if s != "" {
+			k = append(k, s)
+		}
+	}
+	sort.Strings(k)
+	return strings.Join(k, ",")
+}

@@ -1,0 +1,205 @@
+package monitor
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"replab/internal/engine"
+)
+
+// RoleSummary is one process role on one node over the measure phase: the
+// GoldenGate study's "CPU time / user I/O wait" row for a session type.
+type RoleSummary struct {
+	CPUUserS float64 `json:"cpu_user_s"` // CPU seconds in user mode
+	CPUSysS  float64 `json:"cpu_sys_s"`  // CPU seconds in kernel mode
+	CPUS     float64 `json:"cpu_s"`      // user + system
+	// IOWaitS is time spent waiting for block I/O (kernel delay
+	// accounting), in seconds; 0 when Summary.IOWaitMeasured is false.
+	IOWaitS float64 `json:"io_wait_s"`
+	// CPUCores is CPUS / measure seconds: average cores in use.
+	CPUCores float64 `json:"cpu_cores"`
+	// RSSPeakBytes is the largest sum of the role's resident sets at one
+	// sample. Shared memory counts in every process that touched it, so
+	// for PostgreSQL this overstates private memory.
+	RSSPeakBytes int64 `json:"rss_peak_bytes"`
+	// Processes is the largest number of the role's processes alive at one
+	// sample.
+	Processes int `json:"processes"`
+}
+
+// roleKey names a role on a node.
+type roleKey struct{ node, role string }
+
+func (k roleKey) less(o roleKey) bool {
+	if k.node != o.node {
+		return k.node < o.node
+	}
+	return k.role < o.role
+}
+
+// roleCum is a role's cumulative counters (clock ticks) since the monitor
+// started.
+type roleCum struct{ user, sys, blkio uint64 }
+
+// roleGauge is a role at one sample: cumulative counters and the processes
+// alive then.
+type roleGauge struct {
+	cum  roleCum
+	pids int
+	rss  int64 // bytes
+}
+
+// rolePoint is every role at one sample.
+type rolePoint struct {
+	t     time.Time
+	roles map[roleKey]roleGauge
+}
+
+// procKey identifies a process across PID reuse.
+type procKey struct {
+	pid   int
+	start uint64
+}
+
+type procState struct {
+	last ProcStat
+	seen int // sample number when last listed
+}
+
+// roleTracker turns per-process counters (cumulative since each process
+// started) into per-role counters cumulative since the monitor started:
+// each process adds what it used between two samples to the role it has
+// at the later one. A process that started after the monitor counts from
+// zero; one that was already running counts from its first reading.
+// A process that exits loses what it used after its last sample.
+type roleTracker struct {
+	startTicks uint64 // monitor start, clock ticks since boot
+	pageSize   int64
+	procs      map[procKey]*procState
+	cum        map[roleKey]roleCum
+	n          int // samples taken
+}
+
+func newRoleTracker(startTicks uint64, pageSize int64) *roleTracker {
+	return &roleTracker{startTicks: startTicks, pageSize: pageSize, procs: map[procKey]*procState{}, cum: map[roleKey]roleCum{}}
+}
+
+// observe takes one sample: the processes listed and their stat lines
+// (read(pid) fails for a process that has exited; it is skipped).
+func (r *roleTracker) observe(t time.Time, procs []engine.Process, read func(pid int) (ProcStat, error)) rolePoint {
+	r.n++
+	pt := rolePoint{t: t, roles: map[roleKey]roleGauge{}}
+	for _, p := range procs {
+		st, err := read(p.PID)
+		if err != nil {
+			continue
+		}
+		k := roleKey{p.Node, p.Role}
+		pk := procKey{p.PID, st.StartTime}
+		ps := r.procs[pk]
+		if ps == nil {
+			ps = &procState{}
+			if st.StartTime <= r.startTicks {
+				ps.last = st // running before the monitor: count from now
+			} // else from zero: it started since
+			r.procs[pk] = ps
+		}
+		c := r.cum[k]
+		c.user += sub(st.UTime, ps.last.UTime)
+		c.sys += sub(st.STime, ps.last.STime)
+		c.blkio += sub(st.BlkioTicks, ps.last.BlkioTicks)
+		r.cum[k] = c
+		ps.last, ps.seen = st, r.n
+		g := pt.roles[k]
+		g.pids++
+		g.rss += st.RSSPages * r.pageSize
+		pt.roles[k] = g
+	}
+	for pk, ps := range r.procs {
+		if ps.seen != r.n {
+			delete(r.procs, pk)
+		}
+	}
+	// Every role seen so far appears in every point, so series stay
+	// continuous after a role's last process exits.
+	for k, c := range r.cum {
+		g := pt.roles[k]
+		g.cum = c
+		pt.roles[k] = g
+	}
+	return pt
+}
+
+func sub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
+// sortedRoles lists a point's roles by node, then role.
+func sortedRoles(m map[roleKey]roleGauge) []roleKey {
+	keys := make([]roleKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
+	return keys
+}
+
+// summarizeRoles computes every role's summary over [start, end]; hz is
+// clock ticks per second. Roles with no process and no use in the phase
+// are left out.
+func summarizeRoles(pts []rolePoint, start, end time.Time, hz uint64) map[string]map[string]RoleSummary {
+	out := map[string]map[string]RoleSummary{}
+	if len(pts) == 0 || !end.After(start) {
+		return out
+	}
+	ts := make([]time.Time, len(pts))
+	keys := map[roleKey]bool{}
+	for i, p := range pts {
+		ts[i] = p.t
+		for k := range p.roles {
+			keys[k] = true
+		}
+	}
+	secs := end.Sub(start).Seconds()
+	for k := range keys {
+		at := func(t time.Time, f func(c roleCum) uint64) float64 {
+			return interp(ts, func(i int) float64 { return float64(f(pts[i].roles[k].cum)) }, t)
+		}
+		delta := func(f func(c roleCum) uint64) float64 {
+			return round(max(at(end, f)-at(start, f), 0)/float64(hz), 3)
+		}
+		var rs RoleSummary
+		rs.CPUUserS = delta(func(c roleCum) uint64 { return c.user })
+		rs.CPUSysS = delta(func(c roleCum) uint64 { return c.sys })
+		rs.CPUS = round(rs.CPUUserS+rs.CPUSysS, 3)
+		rs.IOWaitS = delta(func(c roleCum) uint64 { return c.blkio })
+		rs.CPUCores = round(rs.CPUS/secs, 4)
+		for _, p := range pts {
+			if p.t.Before(start) || p.t.After(end) {
+				continue
+			}
+			g := p.roles[k]
+			rs.Processes = max(rs.Processes, g.pids)
+			rs.RSSPeakBytes = max(rs.RSSPeakBytes, g.rss)
+		}
+		if rs.Processes == 0 && rs.CPUS == 0 && rs.IOWaitS == 0 {
+			continue
+		}
+		if out[k.node] == nil {
+			out[k.node] = map[string]RoleSummary{}
+		}
+		out[k.node][k.role] = rs
+	}
+	return out
+}
+
+// round rounds v to digits decimals: figures in summary.json need not
+// carry interpolation noise finer than a clock tick resolves.
+func round(v float64, digits int) float64 {
+	p := math.Pow10(digits)
+	return math.Round(v*p) / p
+}

@@ -1,0 +1,124 @@
+package monitor
+
+import (
+	"errors"
+	"math"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"replab/internal/engine"
+)
+
+// fakeProcs is a /proc: stat by PID, changed between samples.
+type fakeProcs map[int]ProcStat
+
+func (f fakeProcs) read(pid int) (ProcStat, error) {
+	s, ok := f[pid]
+	if !ok {
+		return ProcStat{}, errors.New("no such process")
+	}
+	return s, nil
+}
+
+func TestRoleTracker(t *testing.T) {
+	const startTicks = 1000 // the monitor started 10 s after boot
+	t0 := time.Unix(0, 0)
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	tr := newRoleTracker(startTicks, 4096)
+	procs := fakeProcs{
+		// Running before the monitor: counts from its first reading.
+		10: {PID: 10, StartTime: 500, UTime: 5000, STime: 100, BlkioTicks: 70, RSSPages: 100},
+		// A walsender that starts during the run: counts from zero.
+		11: {PID: 11, StartTime: 1050, UTime: 30, STime: 20, BlkioTicks: 5, RSSPages: 10},
+	}
+	list := func(roles map[int]string) []engine.Process {
+		var out []engine.Process
+		for pid, role := range roles {
+			out = append(out, engine.Process{Node: "p1", Role: role, PID: pid})
+		}
+		return out
+	}
+
+	p1 := tr.observe(sec(0), list(map[int]string{10: "startup"}), procs.read)
+	if g := p1.roles[roleKey{"p1", "startup"}]; g.cum != (roleCum{}) || g.pids != 1 || g.rss != 100*4096 {
+		t.Errorf("first sample of a process running before the monitor: %+v, want zero counters, 1 pid, rss 409600", g)
+	}
+
+	procs[10] = ProcStat{PID: 10, StartTime: 500, UTime: 5090, STime: 110, BlkioTicks: 75, RSSPages: 120}
+	p2 := tr.observe(sec(1), list(map[int]string{10: "startup", 11: "walsender"}), procs.read)
+	if g := p2.roles[roleKey{"p1", "startup"}]; g.cum != (roleCum{user: 90, sys: 10, blkio: 5}) {
+		t.Errorf("startup after one second: %+v", g.cum)
+	}
+	if g := p2.roles[roleKey{"p1", "walsender"}]; g.cum != (roleCum{user: 30, sys: 20, blkio: 5}) {
+		t.Errorf("a process started during the run counts from zero: %+v", g.cum)
+	}
+
+	// 11 exits; its PID is reused by a new backend; 10 changes role.
+	procs[11] = ProcStat{PID: 11, StartTime: 1300, UTime: 7, STime: 3}
+	procs[10] = ProcStat{PID: 10, StartTime: 500, UTime: 5100, STime: 110, BlkioTicks: 75}
+	p3 := tr.observe(sec(2), list(map[int]string{10: "walreceiver", 11: "backend"}), procs.read)
+	want := map[roleKey]roleGauge{
+		{"p1", "startup"}:     {cum: roleCum{90, 10, 5}},                // kept, no process left
+		{"p1", "walsender"}:   {cum: roleCum{30, 20, 5}},                // exited
+		{"p1", "walreceiver"}: {cum: roleCum{user: 10}, pids: 1},        // 10's last second
+		{"p1", "backend"}:     {cum: roleCum{user: 7, sys: 3}, pids: 1}, // a new process on a reused PID
+	}
+	for k, w := range want {
+		if g := p3.roles[k]; g != w {
+			t.Errorf("%v: %+v, want %+v", k, g, w)
+		}
+	}
+	if len(p3.roles) != len(want) {
+		t.Errorf("roles %v", p3.roles)
+	}
+
+	// A process that vanished between listing and reading is skipped.
+	p4 := tr.observe(sec(3), list(map[int]string{99: "backend"}), procs.read)
+	if g := p4.roles[roleKey{"p1", "backend"}]; g.pids != 0 || g.cum.user != 7 {
+		t.Errorf("vanished process: %+v", g)
+	}
+
+	t.Run("summary: deltas over the phase, interpolated between samples", func(t *testing.T) {
+		pts := []rolePoint{p1, p2, p3, p4}
+		// [0.5 s, 1.5 s]: half of the first second, half of the second.
+		s := summarizeRoles(pts, t0.Add(500*time.Millisecond), t0.Add(1500*time.Millisecond), 100)
+		st := s["p1"]["startup"]
+		if !near(st.CPUUserS, 0.45+0) || !near(st.CPUSysS, 0.05) || !near(st.IOWaitS, 0.025) || !near(st.CPUS, 0.5) {
+			t.Errorf("startup %+v", st)
+		}
+		if !near(st.CPUCores, 0.5) || st.Processes != 1 || st.RSSPeakBytes != 120*4096 {
+			t.Errorf("startup %+v: want 0.5 cores, 1 process, rss peak of the sample inside the phase", st)
+		}
+		if wr := s["p1"]["walreceiver"]; !near(wr.CPUUserS, 0.05) {
+			t.Errorf("walreceiver %+v", wr)
+		}
+		// The new backend used 0.1 s somewhere in (1 s, 2 s]: half of it
+		// falls in the phase, and no process of it was alive at a sample
+		// inside the phase.
+		if b := s["p1"]["backend"]; !near(b.CPUS, 0.05) || b.Processes != 0 {
+			t.Errorf("backend %+v", b)
+		}
+	})
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// BenchmarkObserve is the monitor's own share of a sample: one
+// /proc/PID/stat read and parse per process, for 30 real processes.
+func BenchmarkObserve(b *testing.B) {
+	ents, _ := os.ReadDir("/proc")
+	var procs []engine.Process
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && len(procs) < 30 {
+			procs = append(procs, engine.Process{Node: "n", Role: "r" + strconv.Itoa(len(procs)%5), PID: pid})
+		}
+	}
+	tr := newRoleTracker(bootTicks(100), 4096)
+	r := statReader{root: "/proc"}
+	for b.Loop() {
+		tr.observe(time.Now(), procs, r.read)
+	}
+	b.ReportMetric(float64(len(procs)), "processes")
+}
