@@ -207,8 +207,19 @@ func (l *Lab) rootSysctls() error {
 		}
 		list = append(list, cc)
 	}
-	if want := strings.Join(list, " "); want != cur {
-		if err := l.setRootSysctl(allowed, cur, want); err != nil {
+	name := l.Spec.Lab.Name
+	if len(list) > len(strings.Fields(cur)) {
+		needed := list
+		err := holdRootSysctl(name, allowed, func(now string) string {
+			have := strings.Fields(now)
+			for _, cc := range needed {
+				if !slices.Contains(have, cc) {
+					have = append(have, cc)
+				}
+			}
+			return strings.Join(have, " ")
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -219,32 +230,18 @@ func (l *Lab) rootSysctls() error {
 		if s.want == 0 {
 			continue
 		}
-		cur, err := readProc(s.path)
+		want := s.want
+		err := holdRootSysctl(name, s.path, func(now string) string {
+			if n, err := strconv.ParseInt(now, 10, 64); err == nil && n >= want {
+				return now
+			}
+			return strconv.FormatInt(want, 10)
+		})
 		if err != nil {
 			return err
 		}
-		if n, _ := strconv.ParseInt(cur, 10, 64); n < s.want {
-			if err := l.setRootSysctl(s.path, cur, strconv.FormatInt(s.want, 10)); err != nil {
-				return err
-			}
-		}
 	}
 	return nil
-}
-
-func (l *Lab) setRootSysctl(path, orig, val string) error {
-	l.rec.Sysctls = append(l.rec.Sysctls, sysctlRestore{Path: path, Original: orig, Set: val})
-	if err := l.rec.save(l.root); err != nil {
-		return err
-	}
-	if err := writeProc(path, val); err != nil {
-		return err
-	}
-	// The kernel may normalise the value (e.g. the order of a list).
-	if got, err := readProc(path); err == nil {
-		l.rec.Sysctls[len(l.rec.Sysctls)-1].Set = got
-	}
-	return l.rec.save(l.root)
 }
 
 // siteMTU is the largest MTU of the site's links: the TUN device's MTU.

@@ -34,24 +34,16 @@ const NamePrefix = "replab-"
 // record is what a lab has created so far, written before each creation so
 // that `replab lab down` can remove everything after a crash or kill -9.
 type record struct {
-	Name     string          `json:"name"`
-	PID      int             `json:"pid"`
-	PIDStart string          `json:"pid_start"` // /proc/PID/stat starttime: guards against PID reuse
-	Started  time.Time       `json:"started"`
-	Spec     string          `json:"spec"`
-	Netns    []string        `json:"netns"`
-	Cgroups  []string        `json:"cgroups"`
-	Sysctls  []sysctlRestore `json:"sysctls"`
-	Control  string          `json:"control"`
-	DataDir  string          `json:"data_dir,omitempty"`   // engines' data directories live below it
-	SockDir  string          `json:"socket_dir,omitempty"` // servers' unix sockets live below it
-}
-
-// sysctlRestore is a root-namespace sysctl the lab changed.
-type sysctlRestore struct {
-	Path     string `json:"path"`
-	Original string `json:"original"`
-	Set      string `json:"set"`
+	Name     string    `json:"name"`
+	PID      int       `json:"pid"`
+	PIDStart string    `json:"pid_start"` // /proc/PID/stat starttime: guards against PID reuse
+	Started  time.Time `json:"started"`
+	Spec     string    `json:"spec"`
+	Netns    []string  `json:"netns"`
+	Cgroups  []string  `json:"cgroups"`
+	Control  string    `json:"control"`
+	DataDir  string    `json:"data_dir,omitempty"`   // engines' data directories live below it
+	SockDir  string    `json:"socket_dir,omitempty"` // servers' unix sockets live below it
 }
 
 // objectPrefix starts the names of a lab's namespaces and cgroups. Lab and
@@ -232,18 +224,10 @@ func teardownRecord(ctx context.Context, root string, r *record) ([]string, erro
 			done = append(done, "cgroup "+cg)
 		}
 	}
-	for i := len(r.Sysctls) - 1; i >= 0; i-- {
-		s := r.Sysctls[i]
-		cur, err := readProc(s.Path)
-		// Restore only what still holds our value: another lab or the
-		// admin may have changed it since.
-		if err == nil && cur == s.Set {
-			if err := writeProc(s.Path, s.Original); err != nil {
-				errs = append(errs, err)
-			} else {
-				done = append(done, fmt.Sprintf("sysctl %s restored to %q", procToSysctl(s.Path), s.Original))
-			}
-		}
+	restored, err := releaseRootSysctls(r.Name)
+	done = append(done, restored...)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	if r.SockDir != "" {
 		if err := os.RemoveAll(r.SockDir); err != nil {
