@@ -35,6 +35,8 @@ bench: build
 	@scripts/deps.sh bench
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/linkem/ | tee bench/results/linkem-model.txt
 	$(GO) run ./bench/linkem --out bench/results/linkem.json
+	$(GO) run ./bench/driver --out bench/results/driver.json
+	$(GO) run ./bench/pgsetup --out bench/results/pgsetup.json
 
 fmt:
 	gofmt -w cmd internal
