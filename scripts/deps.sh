@@ -55,7 +55,7 @@ need_postgres() {
 case "$purpose" in
   build) need_go ;;
   demo)  need_go; need_lab; need_postgres ;;
-  test)  need_go; need_lab; need_postgres ;;
+  test)  need_go; need_lab; need_postgres; command -v chromium >/dev/null 2>&1 || apt_install chromium ;;
   bench) need_go; need_lab; need_postgres; command -v iperf3 >/dev/null 2>&1 || apt_install iperf3 ;;
   *) say "unknown purpose $purpose (build|demo|test|bench)"; exit 2 ;;
 esac

@@ -25,6 +25,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"run", "run a workload on a lab and measure it: replab run FILE [--out DIR]", cmdRun},
+		{"report", "render DIR/report.html from a results directory: replab report DIR", cmdReport},
+		{"compare", "results side by side, with ratios and significance: replab compare DIR_A DIR_B… [--html OUT]", cmdCompare},
 		{"lab", "build, inspect and remove labs (lab up|down|status|check)", cmdLab},
 		{"exec", "run a command inside a site: replab exec SITE -- CMD ARGS…", cmdExec},
 		{"link", "show or change running links: link show | link set A->B key=value…", cmdLink},

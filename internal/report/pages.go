@@ -1,0 +1,757 @@
+package report
+
+// The three report pages: a single run, repetitions of a run, a sweep.
+
+import (
+	"fmt"
+	"math"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"replab/internal/stats"
+)
+
+// group prints an integer with thousands separators: 57,524.
+func group(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "—"
+	}
+	s := strconv.FormatFloat(math.Round(math.Abs(v)), 'f', 0, 64)
+	var b strings.Builder
+	if v < 0 && math.Round(v) != 0 {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// ms prints milliseconds with two decimals.
+func ms(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "—"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// fmtTable prints a table value: whole numbers with separators from
+// 1,000 up, else three significant digits or two decimals.
+func fmtTable(v float64) string {
+	if math.Abs(v) >= 1000 {
+		return group(v)
+	}
+	return fmtNum(v)
+}
+
+func pct(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "—"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " %"
+}
+
+func ciText(c *stats.CI) string {
+	if c == nil || c.N < 2 {
+		return ""
+	}
+	hw := ms(c.HalfWidth)
+	if c.HalfWidth >= 100 {
+		hw = group(c.HalfWidth)
+	}
+	return fmt.Sprintf("± %s (%.0f %% confidence, n = %d)", hw, 100*c.Level, c.N)
+}
+
+// runFacts are the words under a run's heading.
+func runFacts(s *Summary, env *Environment) []string {
+	var f []string
+	eng := s.Engine
+	if env != nil && env.EngineVersion != "" {
+		eng += " " + env.EngineVersion
+	}
+	f = append(f, eng, s.Scheme+" replication", "workload "+s.Workload)
+	switch {
+	case s.Mode == "open":
+		f = append(f, fmt.Sprintf("open loop, target %s/s over %d connections", fmtNum(s.TargetRate), s.Users))
+	case s.Users > 0:
+		f = append(f, fmt.Sprintf("closed loop, %d users", s.Users))
+	}
+	if s.MeasureSeconds > 0 {
+		f = append(f, "measured "+fmtNum(s.MeasureSeconds)+" s")
+	}
+	if !s.Started.IsZero() {
+		f = append(f, "started "+s.Started.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if s.SpecFile != "" {
+		f = append(f, "spec "+s.SpecFile)
+	}
+	return f
+}
+
+func envLine(e *Environment) string {
+	if e == nil {
+		return ""
+	}
+	var f []string
+	if e.ReplabVersion != "" {
+		f = append(f, "replab "+e.ReplabVersion)
+	}
+	if e.Kernel != "" {
+		f = append(f, "Linux "+e.Kernel)
+	}
+	cpu := e.CPUModel
+	if e.CPUs > 0 {
+		cpu = strings.TrimSpace(fmt.Sprintf("%s, %d CPUs", cpu, e.CPUs))
+	}
+	if cpu != "" {
+		f = append(f, cpu)
+	}
+	if e.MemoryBytes > 0 {
+		f = append(f, fmtBytes(float64(e.MemoryBytes))+" memory")
+	}
+	if e.GoVersion != "" {
+		f = append(f, e.GoVersion)
+	}
+	if e.Hostname != "" {
+		f = append(f, "host "+e.Hostname)
+	}
+	return strings.Join(f, " · ")
+}
+
+func stateOf(complete bool, reason string) (string, bool) {
+	if complete {
+		return "complete", true
+	}
+	if reason == "" {
+		return "incomplete", false
+	}
+	return "incomplete: " + reason, false
+}
+
+// worstReplica is the replica with the highest lag p99.
+func worstReplica(s *Summary) (string, *Replica) {
+	var name string
+	var worst *Replica
+	for _, n := range sortedKeys(s.Replicas) {
+		if r := s.Replicas[n]; r != nil && (worst == nil || r.LagMs.P99 > worst.LagMs.P99) {
+			name, worst = n, r
+		}
+	}
+	return name, worst
+}
+
+func runCards(s *Summary) []card {
+	cs := []card{{Label: "Throughput", Value: group(s.TPM), Unit: "tpm",
+		Note: fmt.Sprintf("%s tps · %s transactions", fmtNum(s.TPS), group(float64(s.Transactions)))}}
+	if s.TPMCI != nil && s.TPMCI.N >= 2 {
+		cs[0].Note = ciText(s.TPMCI)
+	}
+	cs = append(cs, card{Label: "Commit latency p99", Value: ms(s.CommitLatency.P99), Unit: "ms",
+		Note: "p50 " + ms(s.CommitLatency.P50) + " ms · max " + ms(s.CommitLatency.Max) + " ms"})
+	reps := sortedKeys(s.Replicas)
+	if len(reps) <= 3 {
+		for _, n := range reps {
+			r := s.Replicas[n]
+			label := "Lag p99 at " + n
+			if r.Site != "" {
+				label += " (" + r.Site + ")"
+			}
+			cs = append(cs, card{Label: label, Value: ms(r.LagMs.P99), Unit: "ms", Note: "p50 " + ms(r.LagMs.P50) + " ms · max " + ms(r.LagMs.Max) + " ms"})
+		}
+	} else if n, r := worstReplica(s); r != nil {
+		cs = append(cs, card{Label: "Worst lag p99", Value: ms(r.LagMs.P99), Unit: "ms", Note: "at " + n + " of " + strconv.Itoa(len(reps)) + " replicas"})
+	}
+	if s.BytesPerTransaction > 0 {
+		cs = append(cs, card{Label: "On the wire", Value: group(s.BytesPerTransaction), Unit: "B / transaction", Note: "all link directions, measure phase"})
+	}
+	if s.Errors > 0 {
+		cs = append(cs, card{Label: "Errors", Value: group(float64(s.Errors)), Note: group(float64(s.Retries)) + " retries"})
+	}
+	return cs
+}
+
+func throughputTable(s *Summary) htmlTable {
+	t := htmlTable{Caption: "Throughput"}
+	row := func(k, v string) { t.Rows = append(t.Rows, []tcell{txt(k), num(v)}) }
+	tpm := group(s.TPM)
+	if c := ciText(s.TPMCI); c != "" {
+		tpm += " " + c
+	}
+	row("transactions per minute", tpm)
+	row("transactions per second", fmtNum(s.TPS))
+	row("transactions", group(float64(s.Transactions)))
+	row("rows changed", group(float64(s.RowsChanged)))
+	row("errors", group(float64(s.Errors)))
+	row("retries", group(float64(s.Retries)))
+	if s.BytesPerTransaction > 0 {
+		row("bytes on the wire per transaction", group(s.BytesPerTransaction))
+	}
+	if s.BehindScheduleMs != nil {
+		row("behind schedule p99 / max (ms)", ms(s.BehindScheduleMs.P99)+" / "+ms(s.BehindScheduleMs.Max))
+		row("skipped (every user busy)", group(float64(s.Skipped)))
+	}
+	if st := s.Steady; st != nil {
+		v := "yes: no significant trend or drift"
+		if !st.Steady {
+			v = "no: " + st.Reason
+		} else if st.Reason != "" {
+			v = st.Reason
+		}
+		row("steady in the measure phase", v)
+		t.Rows[len(t.Rows)-1][1].Title = fmt.Sprintf("least-squares trend %+.1f %% of the mean per minute; last third %+.1f %% from the first", st.SlopePctPerMin, st.DriftPct)
+	}
+	return t
+}
+
+func latencyTable(s *Summary) (htmlTable, bool) {
+	t := htmlTable{Caption: "Commit latency (ms)", Head: []tcell{txt("transaction type"), numHead("count"), numHead("mean"),
+		numHead("p50"), numHead("p90"), numHead("p95"), numHead("p99"), numHead("p99.9"), numHead("max")}}
+	row := func(name string, p stats.Percentiles) {
+		t.Rows = append(t.Rows, []tcell{txt(name), num(group(float64(p.Count))), num(ms(p.Mean)), num(ms(p.P50)), num(ms(p.P90)),
+			num(ms(p.P95)), num(ms(p.P99)), num(ms(p.P999)), num(ms(p.Max))})
+	}
+	for _, n := range sortedKeys(s.Types) {
+		if tr := s.Types[n]; tr != nil {
+			row(n, tr.LatencyMs)
+		}
+	}
+	if len(s.Types) != 1 && s.CommitLatency.Count > 0 {
+		row("all", s.CommitLatency)
+	}
+	return t, len(t.Rows) > 0
+}
+
+func lagTable(s *Summary) (htmlTable, bool) {
+	t := htmlTable{Caption: "Replication lag: commit → visible at the replica (ms)", Head: []tcell{txt("replica"), txt("site"),
+		numHead("p50"), numHead("p95"), numHead("p99"), numHead("p99.9"), numHead("max"),
+		{Text: "not visible at end", Class: "n", Title: "transactions committed in the measure phase never seen at the replica"},
+		{Text: "resolution", Class: "n", Title: "the lag watcher's poll interval: each lag is at most this (plus one poll) above the true one"},
+		{Text: "engine replay lag p50", Class: "n", Title: "the engine's own estimate, sampled each second"},
+		{Text: "bytes behind max", Class: "n", Title: "the engine's backlog for this replica"}}}
+	hasVerdict := len(s.Verdicts) > 0
+	if hasVerdict {
+		t.Head = append(t.Head, txt("verdict"))
+	}
+	for _, n := range sortedKeys(s.Replicas) {
+		r := s.Replicas[n]
+		if r == nil {
+			continue
+		}
+		nv := num(group(float64(r.NotVisibleAtEnd)))
+		if r.NotVisibleAtEnd > 0 {
+			nv.Class = "n bad"
+		}
+		eng, behind := "—", "—"
+		if r.EngineReplayLagMs != nil {
+			eng = ms(r.EngineReplayLagMs.P50)
+		}
+		if r.EngineBytesBehind > 0 {
+			behind = fmtBytes(float64(r.EngineBytesBehind))
+		}
+		row := []tcell{txt(n), txt(r.Site), num(ms(r.LagMs.P50)), num(ms(r.LagMs.P95)), num(ms(r.LagMs.P99)), num(ms(r.LagMs.P999)),
+			num(ms(r.LagMs.Max)), nv, num(ms(r.ResolutionMs) + " ms"), num(eng), num(behind)}
+		if hasVerdict {
+			row = append(row, tcell{Text: s.Verdicts[n], Class: "wrap"})
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t, len(t.Rows) > 0
+}
+
+func linksTable(s *Summary) (htmlTable, bool) {
+	t := htmlTable{Caption: "Links over the measure phase", Head: []tcell{txt("direction"), numHead("bytes"), numHead("packets"),
+		numHead("throughput"), numHead("rate"), numHead("utilization avg"), numHead("peak"), numHead("dropped"), numHead("queue peak")}}
+	for _, d := range sortedKeys(s.Links) {
+		l := s.Links[d]
+		util, peak, rate := "unlimited", "", "unlimited"
+		if l.UtilizationAvgPct != nil {
+			util = pct(*l.UtilizationAvgPct)
+		}
+		if l.UtilizationPeakPct != nil {
+			peak = pct(*l.UtilizationPeakPct)
+		}
+		if l.RateBps > 0 {
+			rate = fmtBits(float64(l.RateBps))
+		}
+		f := func(v uint64) string { return group(float64(v)) }
+		dc := num(f(l.DroppedQueuePackets + l.DroppedLossPackets + l.DroppedOtherPackets))
+		dc.Title = fmt.Sprintf("queue %s, loss %s, other %s", f(l.DroppedQueuePackets), f(l.DroppedLossPackets), f(l.DroppedOtherPackets))
+		t.Rows = append(t.Rows, []tcell{txt(d), num(fmtBytes(float64(l.Bytes))), num(f(l.Packets)), num(fmtBits(l.ThroughputAvgBps)),
+			num(rate), num(util), num(peak), dc, num(fmtBytes(float64(l.QueuePeakBytes)))})
+	}
+	return t, len(t.Rows) > 0
+}
+
+func rolesTable(r *Results) (htmlTable, bool) {
+	x := r.Summary
+	t := htmlTable{Caption: "CPU and I/O wait by process role (measure phase)", Head: []tcell{txt("node"), txt("role"), numHead("CPU s"),
+		numHead("user s"), numHead("system s"), numHead("I/O wait s"), numHead("avg cores"), numHead("RSS peak"), numHead("processes")}}
+	idle := 0
+	for _, node := range sortedKeys(x.Roles) {
+		for _, role := range sortedKeys(x.Roles[node]) {
+			f := x.Roles[node][role]
+			if f.CPUS+f.IOWaitS < 0.005 { // prints as 0.00 everywhere
+				idle++
+				continue
+			}
+			t.Rows = append(t.Rows, []tcell{txt(node), txt(role), num(ms(f.CPUS)), num(ms(f.CPUUserS)), num(ms(f.CPUSysS)),
+				num(ms(f.IOWaitS)), num(ms(f.CPUCores)), num(fmtBytes(float64(f.RSSPeakBytes))), num(strconv.Itoa(f.Processes))})
+		}
+	}
+	if idle > 0 {
+		t.Note = fmt.Sprintf("%d roles that used no measurable CPU or I/O wait are not listed.", idle)
+	}
+	return t, len(t.Rows) > 0
+}
+
+func envTable(s *Summary, e *Environment) htmlTable {
+	var t htmlTable
+	row := func(k, v string) {
+		if v != "" {
+			t.Rows = append(t.Rows, []tcell{txt(k), txt(v)})
+		}
+	}
+	if e != nil {
+		row("replab", e.ReplabVersion)
+		row("engine version", e.EngineVersion)
+		row("kernel", e.Kernel)
+		row("CPU", strings.TrimSpace(fmt.Sprintf("%s × %d", e.CPUModel, e.CPUs)))
+		if e.MemoryBytes > 0 {
+			row("memory", fmtBytes(float64(e.MemoryBytes)))
+		}
+		row("Go", e.GoVersion)
+		row("host", e.Hostname)
+		if !e.Time.IsZero() {
+			row("recorded", e.Time.UTC().Format("2006-01-02 15:04:05 UTC"))
+		}
+	}
+	if s != nil {
+		if s.SetupS > 0 {
+			row("setup (lab, engine, schema, load)", fmtNum(s.SetupS)+" s")
+		}
+		if s.Load != nil {
+			row("initial load", fmt.Sprintf("%s rows in %s s (%s rows/s)", group(float64(s.Load.Rows)), fmtNum(s.Load.Seconds), group(s.Load.RowsPerS)))
+		}
+	}
+	return t
+}
+
+// runPage is the report of one measurement.
+func runPage(r *Results) *page {
+	s := r.Summary
+	p := &page{Kind: "run", Heading: s.Name, Title: "replab: " + s.Name, Env: envLine(r.Env), Source: r.Dir, Problems: r.Problems}
+	p.State, p.StateOK = stateOf(s.Complete, s.StopReason)
+	p.Facts = runFacts(s, r.Env)
+	p.Cards = runCards(s)
+
+	head := section{ID: "headline", Title: "Headline figures",
+		Intro: "Measure phase only: warmup and cooldown are excluded."}
+	if s.Steady != nil && !s.Steady.Steady {
+		head.Notes = append(head.Notes, "Throughput was not steady during the measure phase: "+s.Steady.Reason+".")
+	}
+	head.Tables = append(head.Tables, throughputTable(s))
+	if t, ok := latencyTable(s); ok {
+		head.Tables = append(head.Tables, t)
+	}
+	if t, ok := lagTable(s); ok {
+		head.Tables = append(head.Tables, t)
+	}
+	p.Sections = append(p.Sections, head)
+	p.Sections = append(p.Sections, runDetail(r, &p.Missing)...)
+	p.Sections = append(p.Sections, section{ID: "environment", Title: "Environment", Tables: []htmlTable{envTable(s, r.Env)}})
+	return p
+}
+
+// runDetail is a measurement's charts and the tables beside them.
+func runDetail(r *Results, missing *[]string) []section {
+	s := r.Summary
+	var secs []section
+	perf := section{ID: "throughput", Title: "Throughput and commit latency"}
+	addFigure(&perf, missing, throughputFig(r))
+	addFigure(&perf, missing, latencyTimeChart("latency-time", r))
+	addFigure(&perf, missing, latencyCDFChart("latency-cdf", r.Hists))
+	if len(perf.Figures) > 0 {
+		secs = append(secs, perf)
+	}
+
+	if s != nil && len(s.Replicas) > 0 {
+		lag := section{ID: "replication", Title: "Replication lag",
+			Intro: "The time from a transaction's commit at its source to the moment it is visible at each replica, measured per transaction on one clock."}
+		sites := map[string]string{}
+		for n, rep := range s.Replicas {
+			if rep != nil {
+				sites[n] = rep.Site
+			}
+		}
+		addFigure(&lag, missing, lagTimeChart("lag-time", r))
+		addFigure(&lag, missing, lagCDFChart("lag-cdf", r.Hists, sites))
+		addFigure(&lag, missing, replicationChart("repl-bytes", r))
+		if len(lag.Figures) > 0 {
+			secs = append(secs, lag)
+		}
+	}
+
+	net := section{ID: "network", Title: "Network",
+		Intro: "What the emulated links carried, per direction: IP packets delivered (headers included) and their share of the configured rate."}
+	if t, ok := linksTable(s); ok {
+		net.Tables = append(net.Tables, t)
+	}
+	addFigure(&net, missing, linkUtilChart("link-util", r))
+	if len(net.Tables)+len(net.Figures) > 0 {
+		secs = append(secs, net)
+	}
+
+	cpu := section{ID: "cpu", Title: "Where the time goes: CPU and I/O wait",
+		Intro: "CPU seconds in user and kernel mode, and time spent waiting for block I/O (kernel delay accounting), summed over each role's processes."}
+	if t, ok := rolesTable(r); ok {
+		cpu.Tables = append(cpu.Tables, t)
+	}
+	addFigure(&cpu, missing, rolesChart("roles", r))
+	if len(cpu.Tables)+len(cpu.Figures) > 0 {
+		secs = append(secs, cpu)
+	}
+	return secs
+}
+
+func throughputFig(r *Results) chart {
+	return throughputChart("throughput", []*Results{r}, []string{r.Name()})
+}
+
+// ciName turns a key of summary.json's "ci" into words.
+func ciName(k string) string {
+	parts := strings.Split(k, ".")
+	switch {
+	case k == "tpm":
+		return "transactions per minute"
+	case k == "tps":
+		return "transactions per second"
+	case k == "bytes_per_transaction":
+		return "bytes on the wire per transaction"
+	case len(parts) == 2 && parts[0] == "commit_latency_ms":
+		return "commit latency " + strings.ReplaceAll(parts[1], "_", ".") + " (ms)"
+	case len(parts) == 4 && parts[0] == "replicas" && parts[2] == "lag_ms":
+		return "lag at " + parts[1] + " " + strings.ReplaceAll(parts[3], "_", ".") + " (ms)"
+	case len(parts) == 3 && parts[0] == "links" && parts[2] == "bytes":
+		return "link " + parts[1] + " bytes"
+	case len(parts) == 3 && parts[0] == "links" && parts[2] == "utilization_avg_pct":
+		return "link " + parts[1] + " utilization (%)"
+	}
+	return strings.ReplaceAll(k, "_", " ")
+}
+
+// ciValue prints a figure of summary.json's "ci" in its unit's precision.
+func ciValue(k string, v float64) string {
+	switch {
+	case strings.Contains(k, "_ms."), strings.HasSuffix(k, "_pct"):
+		return ms(v)
+	case k == "tps":
+		return fmtNum(v)
+	}
+	return fmtTable(v)
+}
+
+// ciOrder sorts CI keys: throughput, commit latency, then replicas.
+func ciOrder(keys []string) {
+	rank := func(k string) int {
+		switch {
+		case k == "tpm":
+			return 0
+		case k == "tps":
+			return 1
+		case strings.HasPrefix(k, "commit_latency_ms."):
+			return 2
+		case strings.HasPrefix(k, "replicas."):
+			return 3
+		case k == "bytes_per_transaction":
+			return 4
+		case strings.HasPrefix(k, "links."):
+			return 5
+		}
+		return 6
+	}
+	pr := map[string]int{"p50": 0, "p90": 1, "p95": 2, "p99": 3, "p99_9": 4, "max": 5}
+	sort.SliceStable(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if rank(a) != rank(b) {
+			return rank(a) < rank(b)
+		}
+		ai, bi := strings.LastIndex(a, "."), strings.LastIndex(b, ".")
+		if a[:ai+1] != b[:bi+1] {
+			return a < b
+		}
+		return pr[a[ai+1:]] < pr[b[bi+1:]]
+	})
+}
+
+// repetitionsPage is the report of a repeated run.
+func repetitionsPage(r *Results) *page {
+	s := r.Summary
+	n := len(r.Reps)
+	if n == 0 {
+		n = len(s.Repetitions)
+	}
+	p := &page{Kind: "repetitions", Heading: fmt.Sprintf("%s — %d repetitions", s.Name, n), Title: "replab: " + s.Name,
+		Env: envLine(r.Env), Source: r.Dir, Problems: r.Problems}
+	p.State, p.StateOK = stateOf(s.Complete, s.StopReason)
+	p.Facts = runFacts(s, r.Env)
+	complete := 0
+	for _, rep := range s.Repetitions {
+		if rep.Complete {
+			complete++
+		}
+	}
+	if complete > 0 && s.MeasureSeconds > 0 {
+		for i, f := range p.Facts {
+			if strings.HasPrefix(f, "measured ") { // measure_s is the complete repetitions' total
+				p.Facts[i] = fmt.Sprintf("measured %s s × %d", fmtNum(s.MeasureSeconds/float64(complete)), complete)
+			}
+		}
+	}
+	p.Cards = runCards(s)
+	for i := range p.Cards {
+		p.Cards[i].Label = "Mean " + strings.ToLower(p.Cards[i].Label[:1]) + p.Cards[i].Label[1:]
+	}
+	if c, ok := s.CI["commit_latency_ms.p99"]; ok && len(p.Cards) > 1 && c.N >= 2 {
+		p.Cards[1].Note = ciText(&c)
+	}
+	for i := range p.Cards {
+		for _, rep := range sortedKeys(s.Replicas) {
+			if strings.Contains(p.Cards[i].Label, "at "+rep) {
+				if c, ok := s.CI["replicas."+rep+".lag_ms.p99"]; ok && c.N >= 2 {
+					p.Cards[i].Note = ciText(&c)
+				}
+			}
+		}
+	}
+
+	head := section{ID: "headline", Title: "Headline figures: mean ± confidence half-width",
+		Intro: "Means over the complete repetitions; the half-width is Student's t times the standard error, so the true mean lies within mean ± half-width at the stated confidence."}
+	if s.RepetitionsNeeded > 0 {
+		head.Notes = append(head.Notes, fmt.Sprintf("The pilot asked for %d repetitions to reach the confidence target (Jain's formula).", s.RepetitionsNeeded))
+	}
+	if len(s.CI) > 0 {
+		t := htmlTable{Head: []tcell{txt("figure"), numHead("mean"), numHead("± half-width"), numHead("relative"), numHead("confidence"), numHead("n"), numHead("std dev")}}
+		keys := sortedKeys(s.CI)
+		ciOrder(keys)
+		for _, k := range keys {
+			c := s.CI[k]
+			rel := "—"
+			if c.Mean != 0 && c.N >= 2 {
+				rel = pct(100 * c.HalfWidth / math.Abs(c.Mean))
+			}
+			t.Rows = append(t.Rows, []tcell{txt(ciName(k)), num(ciValue(k, c.Mean)), num(ciValue(k, c.HalfWidth)), num(rel),
+				num(fmt.Sprintf("%.0f %%", 100*c.Level)), num(strconv.Itoa(c.N)), num(ciValue(k, c.StdDev))})
+		}
+		head.Tables = append(head.Tables, t)
+	} else {
+		head.Tables = append(head.Tables, throughputTable(s))
+	}
+	p.Sections = append(p.Sections, head)
+
+	reps := section{ID: "repetitions", Title: "Repetitions",
+		Intro: "One row per measurement; each has its own report with every chart."}
+	reps.Tables = append(reps.Tables, repetitionsTable(r))
+	addFigure(&reps, &p.Missing, repTPMChart("rep-tpm", r))
+	var names []string
+	for _, rr := range r.Reps {
+		names = append(names, path.Base(rr.Dir))
+	}
+	if len(r.Reps) > 0 {
+		addFigure(&reps, &p.Missing, throughputChart("rep-throughput", r.Reps, names))
+		merged := mergedHists(r.Reps)
+		c := latencyCDFChart("rep-latency-cdf", merged)
+		c.fig.Title += ", all repetitions"
+		addFigure(&reps, &p.Missing, c)
+		sites := map[string]string{}
+		for n, rep := range s.Replicas {
+			if rep != nil {
+				sites[n] = rep.Site
+			}
+		}
+		c = lagCDFChart("rep-lag-cdf", merged, sites)
+		c.fig.Title += ", all repetitions"
+		addFigure(&reps, &p.Missing, c)
+	}
+	p.Sections = append(p.Sections, reps)
+	if len(r.Links) > 0 {
+		net := section{ID: "network", Title: "Network", Intro: "The lab stays up across the repetitions: its links carry all of them in turn."}
+		addFigure(&net, &p.Missing, linkUtilChart("link-util", r))
+		p.Sections = append(p.Sections, net)
+	}
+	p.Sections = append(p.Sections, section{ID: "environment", Title: "Environment", Tables: []htmlTable{envTable(s, r.Env)}})
+	return p
+}
+
+// headline is one row of a repetitions, sweep or comparison table.
+type headline struct {
+	Complete     bool
+	TPM          float64
+	TPMCI        *stats.CI
+	P50, P99     float64
+	LagP50       map[string]float64
+	LagP99       map[string]float64
+	NotVisible   int64
+	Errors       int64
+	BytesPerTxn  float64 // NaN: unknown
+	Transactions int64
+	StopReason   string
+}
+
+func headlineOf(s *Summary) headline {
+	h := headline{Complete: s.Complete, TPM: s.TPM, TPMCI: s.TPMCI, P50: s.CommitLatency.P50, P99: s.CommitLatency.P99,
+		LagP50: map[string]float64{}, LagP99: map[string]float64{}, Errors: s.Errors, BytesPerTxn: nan,
+		Transactions: s.Transactions, StopReason: s.StopReason}
+	for n, r := range s.Replicas {
+		if r == nil {
+			continue
+		}
+		h.LagP50[n], h.LagP99[n] = r.LagMs.P50, r.LagMs.P99
+		h.NotVisible += r.NotVisibleAtEnd
+	}
+	if s.BytesPerTransaction > 0 {
+		h.BytesPerTxn = s.BytesPerTransaction
+	}
+	return h
+}
+
+func headlineOfFigs(f *HeadlineFigs) headline {
+	return headline{Complete: f.Complete, TPM: f.TPM, TPMCI: f.TPMCI, P50: f.CommitP50Ms, P99: f.CommitP99Ms,
+		LagP50: f.LagP50Ms, LagP99: f.LagP99Ms, NotVisible: f.NotVisibleAtEnd, Errors: f.Errors, BytesPerTxn: nan}
+}
+
+func replicaNames(hs []headline) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, h := range hs {
+		for n := range h.LagP99 {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func anyBytes(hs []headline) bool {
+	for _, h := range hs {
+		if !math.IsNaN(h.BytesPerTxn) {
+			return true
+		}
+	}
+	return false
+}
+
+func repetitionsTable(r *Results) htmlTable {
+	var hs []headline
+	var dirs []string
+	if len(r.Reps) > 0 {
+		for _, rr := range r.Reps {
+			hs = append(hs, headlineOf(rr.Summary))
+			dirs = append(dirs, path.Base(rr.Dir))
+		}
+	} else {
+		for _, rep := range r.Summary.Repetitions {
+			h := headline{Complete: rep.Complete, TPM: rep.TPM, P99: rep.CommitP99Ms, P50: nan, LagP50: rep.LagP50Ms,
+				Transactions: rep.Transactions, BytesPerTxn: nan}
+			hs = append(hs, h)
+			dirs = append(dirs, rep.Dir)
+		}
+	}
+	reps := replicaNames(hs)
+	if len(r.Reps) == 0 {
+		reps = nil
+		for _, h := range hs {
+			for n := range h.LagP50 {
+				if !containsStr(reps, n) {
+					reps = append(reps, n)
+				}
+			}
+		}
+		sort.Strings(reps)
+	}
+	t := htmlTable{Head: []tcell{txt("repetition"), txt("state"), numHead("tpm"), numHead("commit p50 ms"), numHead("commit p99 ms")}}
+	for _, n := range reps {
+		t.Head = append(t.Head, numHead("lag "+n+" p50 ms"))
+		if len(r.Reps) > 0 {
+			t.Head = append(t.Head, numHead("lag "+n+" p99 ms"))
+		}
+	}
+	bytes := anyBytes(hs)
+	if bytes {
+		t.Head = append(t.Head, numHead("B / transaction"))
+	}
+	for i, h := range hs {
+		name := txt(dirs[i])
+		if len(r.Reps) > 0 {
+			name.Href = dirs[i] + "/" + ReportFile
+		}
+		st := txt("complete")
+		if !h.Complete {
+			st = tcell{Text: "incomplete", Class: "bad", Title: h.StopReason}
+		}
+		row := []tcell{name, st, num(group(h.TPM)), num(ms(h.P50)), num(ms(h.P99))}
+		for _, n := range reps {
+			row = append(row, num(msOr(h.LagP50, n)))
+			if len(r.Reps) > 0 {
+				row = append(row, num(msOr(h.LagP99, n)))
+			}
+		}
+		if bytes {
+			row = append(row, num(group(h.BytesPerTxn)))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+func containsStr(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func msOr(m map[string]float64, k string) string {
+	if v, ok := m[k]; ok {
+		return ms(v)
+	}
+	return "—"
+}
+
+// repTPMChart: each repetition's tpm, the mean and its confidence band.
+func repTPMChart(id string, r *Results) chart {
+	var labels []string
+	l := line{Name: "tpm of the repetition", Markers: true, Width: 1, Colour: colour(0)}
+	if len(r.Reps) > 0 {
+		for i, rr := range r.Reps {
+			labels = append(labels, strings.TrimPrefix(path.Base(rr.Dir), "rep-"))
+			l.Pts = append(l.Pts, point{float64(i), rr.Summary.TPM})
+		}
+	} else {
+		for i, rep := range r.Summary.Repetitions {
+			labels = append(labels, strings.TrimPrefix(rep.Dir, "rep-"))
+			l.Pts = append(l.Pts, point{float64(i), rep.TPM})
+		}
+	}
+	if len(l.Pts) == 0 {
+		return chart{missing: "tpm per repetition: no repetitions listed"}
+	}
+	c := &lineChart{ID: id, Title: "Throughput of each repetition", X: freeAxis("repetition"), Y: freeAxis("transactions per minute")}
+	c.X.Categories = labels
+	c.Lines = []line{l}
+	if ci := r.Summary.TPMCI; ci != nil && ci.N >= 2 {
+		c.YBand = &band{From: ci.Low(), To: ci.High(), Label: fmt.Sprintf("%.0f %% confidence interval of the mean", 100*ci.Level)}
+		c.Lines = append(c.Lines, line{Name: "mean " + group(ci.Mean) + " tpm", Colour: "#5a6376", Dash: "5 4", Width: 1.2,
+			Pts: []point{{-0.5, ci.Mean}, {float64(len(labels)) - 0.5, ci.Mean}}})
+	}
+	return chart{fig: c.figure()}
+}
