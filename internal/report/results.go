@@ -245,6 +245,11 @@ func PrintSummary(w io.Writer, s *Summary) {
 		p := t.LatencyMs
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", n, t.Count, p.P50, p.P95, p.P99, p.P999, p.Max)
 	}
+	if len(names) == 0 {
+		// An aggregate of repetitions: means of each repetition's figures.
+		p := s.CommitLatency
+		fmt.Fprintf(tw, "all (mean of repetitions)\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", s.Transactions, p.P50, p.P95, p.P99, p.P999, p.Max)
+	}
 	if len(s.Replicas) > 0 {
 		fmt.Fprintln(tw, "\nreplication lag ms\tsite\tp50\tp95\tp99\tmax\tnot visible\tresolution\t")
 		reps := make([]string, 0, len(s.Replicas))
