@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/engine/postgres"
+	"replab/internal/lab"
+	"replab/internal/spec"
+)
+
+// pgLab is a lab with PostgreSQL running in it.
+type pgLab struct {
+	lab     *lab.Lab
+	cluster engine.Cluster
+}
+
+// upPostgres starts a lab from spec text (everything after the [lab]
+// table, engine and nodes included) and brings PostgreSQL up in it. The
+// caller must close it.
+func upPostgres(ctx context.Context, name, body string) (*pgLab, error) {
+	text := fmt.Sprintf("[lab]\nname = %q\n%s", name, body)
+	s, err := spec.Parse(name+".toml", []byte(text))
+	if err != nil {
+		return nil, fmt.Errorf("spec of lab %s: %w", name, err)
+	}
+	if err := (postgres.Engine{}).Validate(s); err != nil {
+		return nil, fmt.Errorf("spec of lab %s: %w", name, err)
+	}
+	l, err := startLab(ctx, s)
+	if err != nil {
+		return nil, fmt.Errorf("start lab %s: %w", name, err)
+	}
+	uctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	c, err := postgres.Engine{}.Up(uctx, l, &prefixWriter{w: os.Stderr, prefix: "      "})
+	if err != nil {
+		closeLab(l)
+		return nil, fmt.Errorf("start PostgreSQL in lab %s: %w", name, err)
+	}
+	return &pgLab{lab: l, cluster: c}, nil
+}
+
+// close stops the servers, then removes the lab; failures are reported
+// on stderr (the figures stand).
+func (p *pgLab) close() {
+	if err := p.cluster.Close(); err != nil {
+		logf("      warning: stop PostgreSQL in lab %s: %v", p.lab.Spec.Lab.Name, err)
+	}
+	closeLab(p.lab)
+}
+
+func closeLab(l *lab.Lab) {
+	if err := l.Close(); err != nil {
+		logf("      warning: close lab %s: %v", l.Spec.Lab.Name, err)
+	}
+}
+
+// node returns the named node.
+func (p *pgLab) node(name string) (engine.Node, error) {
+	for _, n := range p.cluster.Nodes() {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return engine.Node{}, fmt.Errorf("no node %s", name)
+}
+
+// exec runs statements one by one on node, connecting from its own site.
+func (p *pgLab) exec(ctx context.Context, node string, stmts ...string) error {
+	n, err := p.node(node)
+	if err != nil {
+		return err
+	}
+	db, err := p.cluster.Open(ctx, node, n.Site)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return execDB(ctx, db, stmts...)
+}
+
+func execDB(ctx context.Context, db *sql.DB, stmts ...string) error {
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// prefixWriter indents every line written to w (the engine's progress).
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.buf[:i])
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// startLab is lab.Up made robust: a failed start (including lab.Up's own
+// panic while cleaning up after a failure) is reported, its leftovers
+// removed with lab.Down, and the start tried once more.
+func startLab(ctx context.Context, s *spec.Spec) (*lab.Lab, error) {
+	name := s.Lab.Name
+	for attempt := 1; ; attempt++ {
+		l, err := upRecovered(ctx, s)
+		if err == nil || attempt == 2 || ctx.Err() != nil {
+			return l, err
+		}
+		logf("      warning: start lab %s: %v; removing its leftovers and trying once more", name, err)
+		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if _, derr := lab.Down(dctx, lab.DefaultStateRoot, name); derr != nil {
+			logf("      warning: lab down %s: %v", name, derr)
+		}
+		cancel()
+	}
+}
+
+func upRecovered(ctx context.Context, s *spec.Spec) (l *lab.Lab, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			l, err = nil, fmt.Errorf("lab.Up panicked while cleaning up after a failed start (its deferred Close runs on the nil *Lab it returns): %v", r)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return lab.Up(ctx, s, lab.Options{NoControl: true})
+}

@@ -1,0 +1,446 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"replab/internal/driver"
+	"replab/internal/engine"
+	"replab/internal/lagprobe"
+	"replab/internal/workload"
+)
+
+// The lag probe's cost: the same closed-loop run with the probe off, with
+// only its extra UPDATE per transaction, and complete (the extra UPDATE
+// plus a watcher polling the standby every millisecond).
+const (
+	lagUsers    = 8
+	lagWarmup   = time.Second
+	lagMeasure  = 8 * time.Second
+	lagReps     = 3
+	lagInterval = lagprobe.DefaultInterval
+	lagDelay    = "10ms"
+)
+
+const (
+	variantOff       = "off"       // no probe
+	variantStatement = "statement" // UPDATE replab_lag in every transaction, no watcher
+	variantProbe     = "probe"     // the statement and a watcher at the standby
+)
+
+// lagOrder rotates the variants so each takes each position once.
+var lagOrder = [lagReps][3]string{
+	{variantOff, variantStatement, variantProbe},
+	{variantStatement, variantProbe, variantOff},
+	{variantProbe, variantOff, variantStatement},
+}
+
+// lagRun is one run of one variant.
+type lagRun struct {
+	Variant       string  `json:"variant"`
+	Rep           int     `json:"rep"`
+	TPS           float64 `json:"tps"`
+	Transactions  int64   `json:"transactions"` // measure phase
+	Errors        int64   `json:"errors"`
+	LatencyMeanMs float64 `json:"latency_mean_ms"`
+	LatencyP99Ms  float64 `json:"latency_p99_ms"`
+	// CPU over the whole driver run (warmup included), per transaction
+	// committed in it and in cores: this process (driver, watcher, link
+	// emulator carrying the WAL stream), the primary, the standby.
+	BenchCPUUsPerTx   float64   `json:"bench_process_cpu_us_per_tx"`
+	PrimaryCPUUsPerTx float64   `json:"primary_cpu_us_per_tx"`
+	StandbyCPUUsPerTx float64   `json:"standby_cpu_us_per_tx"`
+	BenchCores        float64   `json:"bench_process_cores"`
+	PrimaryCores      float64   `json:"primary_cores"`
+	StandbyCores      float64   `json:"standby_cores"`
+	MachineBusy       float64   `json:"machine_busy_fraction"`
+	UnrelatedCores    float64   `json:"unrelated_cores"` // the rest of the machine, in cores
+	Quiet             quietWait `json:"wait_for_quiet_machine"`
+	// Probe is the watcher's view (variant probe only).
+	Probe *lagprobe.Result `json:"probe,omitempty"`
+}
+
+func (b *bench) lagOverhead(ctx context.Context) error {
+	body := fmt.Sprintf(`
+[site.db]
+[site.sb]
+[[link]]
+sites = ["db", "sb"]
+delay = %q
+rate = "1gbit"
+
+[engine]
+kind = "postgres"
+
+[node.db]
+site = "db"
+role = "primary"
+
+[node.sb]
+site = "sb"
+role = "standby"
+from = "db"
+`, lagDelay)
+	p, err := upPostgres(ctx, "bench-lagprobe", body)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	db, err := p.node("db")
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := pgbenchInit(ctx, b.pgbench, p.lab.Site("db"), db.DSN, compareScale); err != nil {
+		return err
+	}
+	probeTable := lagprobe.New(lagprobe.Config{Writers: lagUsers}).Table()
+	if err := p.cluster.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{probeTable}}); err != nil {
+		return err
+	}
+	if err := p.exec(ctx, "db", "ALTER TABLE pgbench_accounts SET (autovacuum_enabled = off)"); err != nil {
+		return err
+	}
+	if err := p.cluster.WaitFlowing(ctx); err != nil {
+		return err
+	}
+	logf("      pgbench -i -s %d and replab_lag at the primary, replayed at the standby, in %.1f s", compareScale, time.Since(t0).Seconds())
+
+	if _, err := waitQuiet(ctx); err != nil {
+		return err
+	}
+	alone, err := b.watcherAlone(ctx, p)
+	if err != nil {
+		return fmt.Errorf("watcher alone: %w", err)
+	}
+	logf("      watcher alone (no workload): %.0f polls/s, every %.3f ms (p99 %.3f), poll p50 %.3f p99 %.3f ms; CPU %.1f µs/poll here (%.3f cores), %.1f µs/poll at the standby (%.3f cores)",
+		alone.PollsPerS, alone.ResolutionMs, alone.IntervalP99Ms, alone.PollP50Ms, alone.PollP99Ms, alone.BenchUsPerPoll, alone.BenchCores, alone.StandbyUsPerPoll, alone.StandbyCores)
+
+	var runs []lagRun
+	for rep := range lagReps {
+		for _, v := range lagOrder[rep] {
+			r, err := b.lagRun(ctx, p, v, rep+1)
+			if err != nil {
+				return fmt.Errorf("%s run %d: %w", v, rep+1, err)
+			}
+			runs = append(runs, r)
+			line := fmt.Sprintf("      %-9s run %d: %7.0f tps, latency %.3f ms; CPU µs/tx: bench %.1f, primary %.1f, standby %.1f; machine busy %.0f%%, unrelated %.2f cores",
+				v, rep+1, r.TPS, r.LatencyMeanMs, r.BenchCPUUsPerTx, r.PrimaryCPUUsPerTx, r.StandbyCPUUsPerTx, 100*r.MachineBusy, r.UnrelatedCores)
+			if r.Probe != nil {
+				line += fmt.Sprintf("; polls every %.3f ms (p99 %.3f), poll p99 %.3f ms, lag p50 %.1f ms",
+					r.Probe.ResolutionMs, r.Probe.IntervalP99Ms, r.Probe.PollP99Ms, r.Probe.LagMs.P50Ms)
+			}
+			logf("%s", line)
+		}
+	}
+	b.addLag(runs, alone)
+	return nil
+}
+
+// lagRun resets the database to the same state, then runs one variant.
+func (b *bench) lagRun(ctx context.Context, p *pgLab, variant string, rep int) (lagRun, error) {
+	probe := lagprobe.New(lagprobe.Config{Writers: lagUsers, Interval: lagInterval})
+	prep := append([]string{"VACUUM pgbench_accounts", "VACUUM " + lagprobe.TableName}, probe.SeedStatements("postgres")...)
+	if err := p.exec(ctx, "db", append(prep, "CHECKPOINT")...); err != nil {
+		return lagRun{}, err
+	}
+	// The standby has replayed everything (the previous run included).
+	if err := p.cluster.WaitFlowing(ctx); err != nil {
+		return lagRun{}, err
+	}
+	run := lagRun{Variant: variant, Rep: rep}
+	stopWatch := func() error { return nil }
+	if variant == variantProbe {
+		sdb, err := p.cluster.Open(ctx, "sb", "sb")
+		if err != nil {
+			return run, err
+		}
+		defer sdb.Close()
+		q := lagprobe.NewSQLQuerier(sdb)
+		defer q.Close()
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- probe.Watch(wctx, "sb", q) }()
+		stopped := false
+		stopWatch = func() error {
+			if stopped {
+				return nil
+			}
+			stopped = true
+			cancel()
+			return <-done
+		}
+		defer stopWatch()
+		if err := probe.WaitWatching(ctx, "sb"); err != nil {
+			return run, err
+		}
+	}
+	db, err := p.cluster.Open(ctx, "db", "db")
+	if err != nil {
+		return run, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(lagUsers + 2)
+	if run.Quiet, err = waitQuiet(ctx); err != nil {
+		return run, err
+	}
+	cfg := driver.Config{Users: lagUsers, Warmup: lagWarmup, Duration: lagMeasure, Seed: int64(rep), MaxRetries: 3}
+	if variant != variantOff {
+		cfg.Lag = func(i int) driver.LagJournal { return probe.Writer(i) }
+		cfg.LagStatement = probe.UpdateStatement("postgres")
+	}
+	self0, pri0, sb0, meter, t0 := selfCPU(), nodeCPU(ctx, p.cluster, "db"), nodeCPU(ctx, p.cluster, "sb"), startCPU(), time.Now()
+	res, err := driver.Run(ctx, cfg, []workload.TxType{updateTx()}, []*sql.DB{db})
+	wall := time.Since(t0).Seconds()
+	self, pri, sb, cpu := selfCPU()-self0, nodeCPU(ctx, p.cluster, "db")-pri0, nodeCPU(ctx, p.cluster, "sb")-sb0, meter.read()
+	if err != nil {
+		return run, err
+	}
+	if !res.Complete {
+		return run, fmt.Errorf("driver: %s", res.StopReason)
+	}
+	var all int64
+	for _, s := range res.Series {
+		all += s.Commits
+	}
+	run.TPS, run.Transactions, run.Errors = round(res.TPS, 1), res.Transactions, res.Errors
+	run.LatencyMeanMs, run.LatencyP99Ms = round(res.CommitLatency.Mean, 3), round(res.CommitLatency.P99, 3)
+	run.BenchCPUUsPerTx, run.PrimaryCPUUsPerTx, run.StandbyCPUUsPerTx = perTxUs(self, all), perTxUs(pri, all), perTxUs(sb, all)
+	run.BenchCores, run.PrimaryCores, run.StandbyCores = round(self/wall, 3), round(pri/wall, 3), round(sb/wall, 3)
+	run.MachineBusy = cpu.MachineBusy
+	run.UnrelatedCores = unrelated(cpu, self, pri+sb, wall)
+	if variant == variantProbe {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := probe.WaitCaughtUp(cctx)
+		cancel()
+		if err != nil {
+			return run, err
+		}
+		if err := stopWatch(); err != nil {
+			return run, fmt.Errorf("lag watcher: %w", err)
+		}
+		r, ok := probe.Results()["sb"]
+		if !ok {
+			return run, errors.New("lag probe: no result for the standby")
+		}
+		r.Series, r.Histogram = nil, nil // too long for the JSON; the summary stays
+		run.Probe = &r
+	}
+	return run, nil
+}
+
+// spread is mean, sample standard deviation, min and max.
+type spread struct {
+	Mean float64 `json:"mean"`
+	SD   float64 `json:"sd"`
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+}
+
+func spreadOf(xs []float64, decimals int) spread {
+	if len(xs) == 0 {
+		return spread{}
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	m := sum / float64(len(xs))
+	var ss float64
+	for _, x := range xs {
+		ss += (x - m) * (x - m)
+	}
+	sd := 0.0
+	if len(xs) > 1 {
+		sd = math.Sqrt(ss / float64(len(xs)-1))
+	}
+	return spread{Mean: round(m, decimals), SD: round(sd, decimals), Min: round(slices.Min(xs), decimals), Max: round(slices.Max(xs), decimals)}
+}
+
+func (b *bench) addLag(runs []lagRun, alone watcherCost) {
+	byVariant := map[string]map[int]lagRun{}
+	for _, r := range runs {
+		if byVariant[r.Variant] == nil {
+			byVariant[r.Variant] = map[int]lagRun{}
+		}
+		byVariant[r.Variant][r.Rep] = r
+	}
+	tps := map[string][]float64{}
+	var full, stmt, watch, resolution, intervalP99, pollP50, pollP99 []float64
+	for rep := 1; rep <= lagReps; rep++ {
+		off, st, pr := byVariant[variantOff][rep], byVariant[variantStatement][rep], byVariant[variantProbe][rep]
+		tps[variantOff] = append(tps[variantOff], off.TPS)
+		tps[variantStatement] = append(tps[variantStatement], st.TPS)
+		tps[variantProbe] = append(tps[variantProbe], pr.TPS)
+		// Paired within a repetition (runs next to each other in time).
+		full = append(full, 100*(off.TPS-pr.TPS)/off.TPS)
+		stmt = append(stmt, 100*(off.TPS-st.TPS)/off.TPS)
+		watch = append(watch, 100*(st.TPS-pr.TPS)/off.TPS)
+		if pr.Probe != nil {
+			resolution = append(resolution, pr.Probe.ResolutionMs)
+			intervalP99 = append(intervalP99, pr.Probe.IntervalP99Ms)
+			pollP50 = append(pollP50, pr.Probe.PollP50Ms)
+			pollP99 = append(pollP99, pr.Probe.PollP99Ms)
+		}
+	}
+	mean := func(v string) float64 { return spreadOf(tps[v], 1).Mean }
+	cpuMean := func(v string, f func(lagRun) float64) float64 {
+		var xs []float64
+		for _, r := range byVariant[v] {
+			xs = append(xs, f(r))
+		}
+		return spreadOf(xs, 2).Mean
+	}
+	// On a machine the run saturates, throughput follows the CPU each
+	// transaction costs everywhere (this process, primary, standby): a
+	// second estimate of the overhead, less sensitive to other work.
+	totalCPU := map[string]float64{}
+	for _, v := range []string{variantOff, variantStatement, variantProbe} {
+		totalCPU[v] = cpuMean(v, func(r lagRun) float64 { return r.BenchCPUUsPerTx + r.PrimaryCPUUsPerTx + r.StandbyCPUUsPerTx })
+	}
+	cpuOverhead := func(v string) float64 { return round(100*(1-totalCPU[variantOff]/totalCPU[v]), 2) }
+	perVariant := map[string]any{}
+	for _, v := range []string{variantOff, variantStatement, variantProbe} {
+		perVariant[v] = map[string]any{
+			"tps":                         spreadOf(tps[v], 1),
+			"bench_process_cpu_us_per_tx": cpuMean(v, func(r lagRun) float64 { return r.BenchCPUUsPerTx }),
+			"primary_cpu_us_per_tx":       cpuMean(v, func(r lagRun) float64 { return r.PrimaryCPUUsPerTx }),
+			"standby_cpu_us_per_tx":       cpuMean(v, func(r lagRun) float64 { return r.StandbyCPUUsPerTx }),
+			"bench_process_cores":         cpuMean(v, func(r lagRun) float64 { return r.BenchCores }),
+			"standby_cores":               cpuMean(v, func(r lagRun) float64 { return r.StandbyCores }),
+			"machine_busy_fraction":       cpuMean(v, func(r lagRun) float64 { return r.MachineBusy }),
+			"latency_mean_ms":             cpuMean(v, func(r lagRun) float64 { return r.LatencyMeanMs }),
+		}
+	}
+	cfg := map[string]any{
+		"users": lagUsers, "link": fmt.Sprintf("db <-> sb, %s each way, 1gbit", lagDelay), "interval_ms": float64(lagInterval) / 1e6,
+		"transaction": "BEGIN; UPDATE pgbench_accounts … WHERE aid = uniform(1, 1000000); [UPDATE replab_lag SET seq = $1 WHERE writer = $2;] COMMIT",
+		"client_site": "db", "scheme": "async physical streaming, primary db, standby sb",
+		"warmup_s": lagWarmup.Seconds(), "measure_s": lagMeasure.Seconds(), "repetitions": lagReps,
+		"order": "variants rotated per repetition (off/statement/probe, statement/probe/off, probe/off/statement); VACUUM + CHECKPOINT + standby caught up before each",
+	}
+	fullS := spreadOf(full, 2)
+	logf("      total CPU per transaction (this process + primary + standby): off %.1f µs, statement %.1f µs, probe %.1f µs: the probe costs %.1f %% of throughput on a saturated machine",
+		totalCPU[variantOff], totalCPU[variantStatement], totalCPU[variantProbe], cpuOverhead(variantProbe))
+	value := round(100*(1-mean(variantProbe)/mean(variantOff)), 2)
+	b.r.add(Figure{
+		Name: "lag_overhead_pct", Value: value, Configured: cfg,
+		Target: "<= 3 %", TargetMax: ptr(3.0),
+		Note: fmt.Sprintf("1 − mean TPS with the probe / mean TPS without, in %%; per-repetition pairs give %.2f ± %.2f (sd), from %.2f to %.2f",
+			fullS.Mean, fullS.SD, fullS.Min, fullS.Max),
+		Details: map[string]any{"per_repetition_pct": full, "per_repetition": fullS, "variants": perVariant, "runs": runs,
+			"cpu_estimate_pct": cpuOverhead(variantProbe)},
+	})
+	stS, wS := spreadOf(stmt, 2), spreadOf(watch, 2)
+	b.r.add(Figure{
+		Name: "lag_statement_overhead_pct", Value: round(100*(1-mean(variantStatement)/mean(variantOff)), 2), Configured: cfg,
+		Note:    "the extra UPDATE replab_lag per transaction alone (no watcher): 1 − mean TPS(statement) / mean TPS(off)",
+		Details: map[string]any{"per_repetition_pct": stmt, "per_repetition": stS, "cpu_estimate_pct": cpuOverhead(variantStatement)},
+	})
+	b.r.add(Figure{
+		Name: "lag_watcher_overhead_pct", Value: round(100*(mean(variantStatement)-mean(variantProbe))/mean(variantOff), 2), Configured: cfg,
+		Note: "the watcher alone (polling the standby every 1 ms from its site): (mean TPS(statement) − mean TPS(probe)) / mean TPS(off)",
+		Details: map[string]any{"per_repetition_pct": watch, "per_repetition": wS,
+			"cpu_estimate_pct": round(cpuOverhead(variantProbe)-cpuOverhead(variantStatement), 2)},
+	})
+	b.r.add(Figure{
+		Name: "lag_watcher_cpu_cores", Value: round(alone.BenchCores+alone.StandbyCores, 3), Configured: cfg,
+		Note: fmt.Sprintf("the watcher polling the idle standby every 1 ms, no workload, %s: CPU above idle of this process (%.3f cores, %.1f µs per poll) plus the standby's (%.3f cores, %.1f µs per poll)",
+			watcherAloneFor, alone.BenchCores, alone.BenchUsPerPoll, alone.StandbyCores, alone.StandbyUsPerPoll),
+		Details: map[string]any{"watcher_alone": alone},
+	})
+	b.r.add(Figure{
+		Name: "lag_resolution_idle_ms", Value: alone.ResolutionMs, Configured: cfg, Expected: ptr(float64(lagInterval) / 1e6),
+		Note: fmt.Sprintf("lagprobe ResolutionMs with no workload (machine otherwise as busy as it was); interval p99 %.3f ms, poll p50 %.3f ms, poll p99 %.3f ms",
+			alone.IntervalP99Ms, alone.PollP50Ms, alone.PollP99Ms),
+	})
+	if len(resolution) > 0 {
+		res := spreadOf(resolution, 4)
+		b.r.add(Figure{
+			Name: "lag_resolution_ms", Value: res.Mean, Configured: cfg, Expected: ptr(float64(lagInterval) / 1e6),
+			Note: "lagprobe Result.ResolutionMs: the achieved mean interval between poll starts during the probe runs (configured 1 ms)",
+			Details: map[string]any{"resolution_ms": res, "interval_p99_ms": spreadOf(intervalP99, 4),
+				"poll_p50_ms": spreadOf(pollP50, 4), "poll_p99_ms": spreadOf(pollP99, 4)},
+		})
+		b.r.add(Figure{
+			Name: "lag_poll_p99_ms", Value: spreadOf(pollP99, 4).Mean, Configured: cfg,
+			Note: "lagprobe Result.PollP99Ms: 99th percentile of one poll's duration (SELECT writer, seq FROM replab_lag at the standby), mean over the probe runs; each lag is late by at most one interval plus one poll",
+		})
+	}
+}
+
+// watcherCost is what the watcher costs with no workload running: its
+// own CPU (in this process) and the standby's, per poll and in cores.
+type watcherCost struct {
+	Seconds          float64 `json:"measured_s"`
+	Polls            int64   `json:"polls"`
+	PollsPerS        float64 `json:"polls_per_s"`
+	BenchCores       float64 `json:"bench_process_cores"` // above this process's idle use
+	StandbyCores     float64 `json:"standby_cores"`       // above the standby's idle use
+	BenchUsPerPoll   float64 `json:"bench_process_cpu_us_per_poll"`
+	StandbyUsPerPoll float64 `json:"standby_cpu_us_per_poll"`
+	IdleBenchCores   float64 `json:"idle_bench_process_cores"`
+	IdleStandbyCores float64 `json:"idle_standby_cores"`
+	ResolutionMs     float64 `json:"resolution_ms"`
+	IntervalP99Ms    float64 `json:"interval_p99_ms"`
+	PollP50Ms        float64 `json:"poll_p50_ms"`
+	PollP99Ms        float64 `json:"poll_p99_ms"`
+}
+
+const watcherAloneFor = 3 * time.Second
+
+// watcherAlone measures the idle cost, then the watcher polling the idle
+// standby every interval.
+func (b *bench) watcherAlone(ctx context.Context, p *pgLab) (watcherCost, error) {
+	var w watcherCost
+	span := func(f func() error) (self, sb, wall float64, err error) {
+		s0, b0, t0 := selfCPU(), nodeCPU(ctx, p.cluster, "sb"), time.Now()
+		err = f()
+		return selfCPU() - s0, nodeCPU(ctx, p.cluster, "sb") - b0, time.Since(t0).Seconds(), err
+	}
+	self, sb, wall, err := span(func() error { return sleep(ctx, watcherAloneFor) })
+	if err != nil {
+		return w, err
+	}
+	w.IdleBenchCores, w.IdleStandbyCores = round(self/wall, 3), round(sb/wall, 3)
+
+	probe := lagprobe.New(lagprobe.Config{Writers: lagUsers, Interval: lagInterval})
+	sdb, err := p.cluster.Open(ctx, "sb", "sb")
+	if err != nil {
+		return w, err
+	}
+	defer sdb.Close()
+	q := lagprobe.NewSQLQuerier(sdb)
+	defer q.Close()
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- probe.Watch(wctx, "sb", q) }()
+	defer func() { cancel(); <-done }()
+	if err := probe.WaitWatching(ctx, "sb"); err != nil {
+		return w, err
+	}
+	if err := sleep(ctx, 300*time.Millisecond); err != nil {
+		return w, err
+	}
+	polls0 := probe.Results()["sb"].Polls
+	self, sb, wall, err = span(func() error { return sleep(ctx, watcherAloneFor) })
+	if err != nil {
+		return w, err
+	}
+	r := probe.Results()["sb"]
+	w.Seconds, w.Polls = round(wall, 3), r.Polls-polls0
+	w.PollsPerS = round(float64(w.Polls)/wall, 1)
+	w.BenchCores = round(max(self/wall-w.IdleBenchCores, 0), 3)
+	w.StandbyCores = round(max(sb/wall-w.IdleStandbyCores, 0), 3)
+	if w.Polls > 0 {
+		w.BenchUsPerPoll = round(w.BenchCores*wall/float64(w.Polls)*1e6, 1)
+		w.StandbyUsPerPoll = round(w.StandbyCores*wall/float64(w.Polls)*1e6, 1)
+	}
+	w.ResolutionMs, w.IntervalP99Ms, w.PollP50Ms, w.PollP99Ms = r.ResolutionMs, r.IntervalP99Ms, r.PollP50Ms, r.PollP99Ms
+	return w, nil
+}
