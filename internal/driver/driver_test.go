@@ -3,41 +3,21 @@ package driver
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"replab/internal/engine"
-	"replab/internal/engine/postgres"
-	"replab/internal/lab"
-	"replab/internal/spec"
+	"replab/internal/labtest"
 	"replab/internal/workload"
 	"replab/internal/workload/kvinsert"
 )
 
-// drvCluster brings up one PostgreSQL primary in a two-site lab and the
-// kv-insert workload's table; it returns a pool dialled from the client
-// site and the cluster.
-func drvCluster(t *testing.T) (*sql.DB, engine.Cluster, workload.Workload) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (namespaces, PostgreSQL): skipped with -short")
-	}
-	if err := lab.Preflight(); err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-	if _, err := os.Stat("/usr/lib/postgresql"); err != nil {
-		t.Skip("integration test skipped: PostgreSQL is not installed (apt-get install postgresql-15)")
-	}
-	name := fmt.Sprintf("tdrv-%d-%03x", os.Getpid()%10000, rand.IntN(0x1000))
-	s, err := spec.Parse("drv.toml", []byte(fmt.Sprintf(`
+const drvSpec = `
 [lab]
-name = %q
+name = "NAME"
 [site.db]
 [site.client]
 [[link]]
@@ -50,23 +30,17 @@ site = "db"
 role = "primary"
 [workload]
 kind = "kv-insert"
-`, name)))
-	if err != nil {
-		t.Fatal(err)
-	}
+`
+
+// drvCluster brings up one PostgreSQL primary in a two-site lab and the
+// kv-insert workload's table; it returns a pool dialled from the client
+// site and the cluster.
+func drvCluster(t *testing.T) (*sql.DB, engine.Cluster, workload.Workload) {
+	t.Helper()
+	l, c := labtest.Postgres(t, "tdrv", drvSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, s, lab.Options{StateRoot: t.TempDir(), DataRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	c, err := postgres.Engine{}.Up(ctx, l, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	w, err := workload.NewRegistry(kvinsert.Factory).For(s, "postgres")
+	w, err := workload.NewRegistry(kvinsert.Factory).For(l.Spec, "postgres")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,9 +106,12 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 	if err := l.claim(ctx); err != nil {
 		return nil, err
 	}
+	// Every error return below sets the named result to nil before this
+	// runs: close the lab through its own variable.
+	started := l
 	defer func() {
 		if err != nil {
-			if cerr := l.Close(); cerr != nil {
+			if cerr := started.Close(); cerr != nil {
 				err = errors.Join(err, fmt.Errorf("clean up after failed start: %w", cerr))
 			}
 		}

@@ -420,3 +420,25 @@ func TestSeriesCSVHasOneRowPerDirectionPerSecond(t *testing.T) {
 		t.Errorf("primary->eu delivered_packets in the last row = %q, want the probes counted", lastDelivered)
 	}
 }
+
+func TestFailedStartRemovesWhatItCreated(t *testing.T) {
+	requireLab(t)
+	// The second site's congestion control does not exist: the lab fails
+	// after the first site's namespace was created.
+	s := specFrom(t, "fail", `
+[lab]
+name = "NAME"
+[site.a]
+[site.b]
+tcp_congestion = "nosuchcc"
+[[link]]
+sites = ["a", "b"]
+delay = "1ms"
+`)
+	root := t.TempDir()
+	_, err := Up(ctxFor(t, time.Minute), s, Options{StateRoot: root})
+	if err == nil || !strings.Contains(err.Error(), "nosuchcc") {
+		t.Fatalf("want an error naming the congestion control, got %v", err)
+	}
+	assertGone(t, root, s.Lab.Name)
+}

@@ -4,37 +4,18 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"replab/internal/engine"
-	"replab/internal/engine/postgres"
-	"replab/internal/lab"
-	"replab/internal/spec"
+	"replab/internal/labtest"
 )
 
-// pgStandbyLab brings up a primary and one physical standby 50 ms (one
-// way) apart, and removes both when the test ends.
-func pgStandbyLab(t *testing.T) engine.Cluster {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (namespaces, PostgreSQL): skipped with -short")
-	}
-	if err := lab.Preflight(); err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres"); len(m) == 0 {
-		t.Skip("integration test skipped: PostgreSQL is not installed (apt-get install postgresql-15)")
-	}
-	name := fmt.Sprintf("lagp-%d-%03x", os.Getpid()%10000, rand.IntN(0x1000))
-	s, err := spec.Parse("lagprobe.toml", []byte(`
+// standbySpec is a primary and one physical standby 50 ms (one way) apart.
+const standbySpec = `
 [lab]
-name = "`+name+`"
+name = "NAME"
 [site.primary]
 [site.eu]
 [[link]]
@@ -52,39 +33,14 @@ role = "standby"
 from = "p1"
 [scheme]
 replication = "async"
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	l, err := lab.Up(ctx, s, lab.Options{StateRoot: t.TempDir(), DataRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("close lab: %v", err)
-		}
-	})
-	var log io.Writer = io.Discard
-	if testing.Verbose() {
-		log = os.Stderr
-	}
-	c, err := postgres.Engine{}.Up(ctx, l, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+`
 
 // TestPostgresStandbyAcross50ms: 4 writers commit 20 transactions a
 // second in total at the primary for 3 s; the standby 50 ms away sees each
 // one at least 50 ms after its COMMIT was sent, and at this low load
 // within a few ms more.
 func TestPostgresStandbyAcross50ms(t *testing.T) {
-	c := pgStandbyLab(t)
+	_, c := labtest.Postgres(t, "lagp", standbySpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

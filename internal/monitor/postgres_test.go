@@ -3,10 +3,6 @@ package monitor
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -14,28 +10,13 @@ import (
 	"time"
 
 	"replab/internal/engine"
-	"replab/internal/engine/postgres"
-	"replab/internal/lab"
-	"replab/internal/spec"
+	"replab/internal/labtest"
 )
 
-// TestMonitorPostgresPrimaryAndStandby monitors a real lab: a primary in
-// site db streaming over a 5 ms, 100 Mbit/s link to a standby in site dr,
-// while four clients in site db insert rows for about 3 s.
-func TestMonitorPostgresPrimaryAndStandby(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test (namespaces, PostgreSQL): skipped with -short")
-	}
-	if err := lab.Preflight(); err != nil {
-		t.Skip("integration test skipped (needs root and namespaces): " + err.Error())
-	}
-	if _, err := os.Stat("/usr/lib/postgresql"); err != nil {
-		t.Skip("integration test skipped: PostgreSQL is not installed (apt-get install postgresql-15)")
-	}
-	name := fmt.Sprintf("tmon-%d-%03x", os.Getpid()%10000, rand.IntN(0x1000))
-	s, err := spec.Parse("mon.toml", []byte(fmt.Sprintf(`
+// monSpec is the lab TestMonitorPostgresPrimaryAndStandby monitors.
+const monSpec = `
 [lab]
-name = %q
+name = "NAME"
 [site.db]
 [site.dr]
 [[link]]
@@ -53,30 +34,15 @@ role = "standby"
 from = "p1"
 [scheme]
 replication = "async"
-`, name)))
-	if err != nil {
-		t.Fatal(err)
-	}
+`
+
+// TestMonitorPostgresPrimaryAndStandby monitors a real lab: a primary in
+// site db streaming over a 5 ms, 100 Mbit/s link to a standby in site dr,
+// while four clients in site db insert rows for about 3 s.
+func TestMonitorPostgresPrimaryAndStandby(t *testing.T) {
+	l, c := labtest.Postgres(t, "tmon", monSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, s, lab.Options{StateRoot: t.TempDir(), DataRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("close lab: %v", err)
-		}
-	})
-	var log io.Writer = io.Discard
-	if testing.Verbose() {
-		log = os.Stderr
-	}
-	c, err := postgres.Engine{}.Up(ctx, l, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
 	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "m",
 		Create: map[string]string{"postgres": "CREATE TABLE m (id bigserial PRIMARY KEY, v text NOT NULL)"}}}}); err != nil {
 		t.Fatal(err)

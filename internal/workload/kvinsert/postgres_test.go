@@ -3,77 +3,16 @@ package kvinsert
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"replab/internal/engine"
-	"replab/internal/engine/postgres"
-	"replab/internal/lab"
-	"replab/internal/spec"
+	"replab/internal/labtest"
 	"replab/internal/workload"
 )
-
-// kvLab brings up a lab with one PostgreSQL primary in site db and a
-// client site one link away, from spec text whose [lab] name is NAME;
-// both go when the test ends.
-func kvLab(t *testing.T, text string) (*lab.Lab, engine.Cluster) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (namespaces, PostgreSQL): skipped with -short")
-	}
-	if err := lab.Preflight(); err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres"); len(m) == 0 {
-		t.Skip("integration test skipped: PostgreSQL is not installed (apt-get install postgresql-15)")
-	}
-	name := fmt.Sprintf("wkv-%d-%03x", os.Getpid()%10000, rand.IntN(0x1000))
-	s, err := spec.Parse("kv.toml", []byte(strings.Replace(text, "NAME", name, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := lab.Up(ctx, s, lab.Options{StateRoot: t.TempDir(), DataRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("close lab: %v", err)
-		}
-	})
-	var log io.Writer = io.Discard
-	if testing.Verbose() {
-		log = os.Stderr
-	}
-	c, err := postgres.Engine{}.Up(ctx, l, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return l, c
-}
-
-// kvConfig is a pgx config for node whose connections start in site.
-func kvConfig(t *testing.T, l *lab.Lab, node engine.Node, site string) *pgx.ConnConfig {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(node.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DialFunc = l.Site(site).DialContext
-	return cfg
-}
 
 const kvSpec = `
 [lab]
@@ -97,7 +36,7 @@ seed = 11
 `
 
 func TestPostgresLoadAndInserts(t *testing.T) {
-	l, c := kvLab(t, kvSpec)
+	l, c := labtest.Postgres(t, "wkv", kvSpec)
 	ww, err := workload.NewRegistry(Factory).For(l.Spec, "postgres")
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +49,7 @@ func TestPostgresLoadAndInserts(t *testing.T) {
 	}
 	node := c.Nodes()[0]
 
-	conn, err := pgx.ConnectConfig(ctx, kvConfig(t, l, node, node.Site))
+	conn, err := pgx.ConnectConfig(ctx, labtest.ConnConfig(t, l, node, node.Site))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +74,7 @@ func TestPostgresLoadAndInserts(t *testing.T) {
 
 	// The insert 100 times from the client site, prepared once on one
 	// connection, by two users whose streams are seeded alike.
-	db := stdlib.OpenDB(*kvConfig(t, l, node, "client"))
+	db := stdlib.OpenDB(*labtest.ConnConfig(t, l, node, "client"))
 	defer db.Close()
 	typ := w.Transactions()[0]
 	for user := 0; user < 2; user++ {
