@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,31 +12,18 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/engine/postgres"
-	"replab/internal/lab"
+	"replab/internal/labtest"
 	"replab/internal/spec"
 	"replab/internal/workload"
 	"replab/internal/workload/kvinsert"
 	"replab/internal/workload/personnel"
 )
 
-func requireAll(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (namespaces, PostgreSQL): skipped with -short")
-	}
-	if err := lab.Preflight(); err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-	if _, err := os.Stat("/usr/lib/postgresql"); err != nil {
-		t.Skip("integration test skipped: PostgreSQL is not installed (apt-get install postgresql-15)")
-	}
-}
-
-// runSpec runs spec text (with NAME replaced by a unique lab name) and
+// runSpec runs spec text (with %s replaced by a unique lab name) and
 // returns summary.json as a generic map plus the results directory.
 func runSpec(t *testing.T, ctx context.Context, text string) (map[string]any, string, error) {
 	t.Helper()
-	name := fmt.Sprintf("trun-%d-%03x", os.Getpid()%10000, rand.IntN(0x1000))
+	name := labtest.UniqueName("trun")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "spec.toml")
 	if err := os.WriteFile(path, []byte(fmt.Sprintf(text, name)), 0o644); err != nil {
@@ -115,7 +101,7 @@ cooldown = "1s"
 `
 
 func TestRunWritesTheSummaryContractAndLagIsAtLeastTheLinkDelay(t *testing.T) {
-	requireAll(t)
+	labtest.RequirePostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	sum, out, err := runSpec(t, ctx, lowLoadSpec)
@@ -166,7 +152,7 @@ func TestRunWritesTheSummaryContractAndLagIsAtLeastTheLinkDelay(t *testing.T) {
 }
 
 func TestInterruptedRunStillWritesResultsMarkedIncomplete(t *testing.T) {
-	requireAll(t)
+	labtest.RequirePostgres(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -236,7 +222,7 @@ cooldown = "0s"
 `
 
 func TestRepetitionsReportConfidenceIntervals(t *testing.T) {
-	requireAll(t)
+	labtest.RequirePostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	sum, out, err := runSpec(t, ctx, smallSpec+"repetitions = 3\n")
@@ -278,10 +264,10 @@ func TestRepetitionsReportConfidenceIntervals(t *testing.T) {
 }
 
 func TestSweepRunsEveryCombination(t *testing.T) {
-	requireAll(t)
+	labtest.RequirePostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("tswp-%d-%03x", os.Getpid()%10000, rand.IntN(0x1000))
+	name := labtest.UniqueName("tswp")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "spec.toml")
 	text := fmt.Sprintf(smallSpec, name) + "\n[sweep]\n\"run.users\" = [1, 3]\n\"link[1].delay\" = [\"5ms\", \"30ms\"]\n"

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // upPhysical builds a primary and its standbys: each standby is copied
@@ -18,21 +20,28 @@ func (c *cluster) upPhysical(ctx context.Context) error {
 		return err
 	}
 	// Parents before children: cascaded standbys copy from their upstream.
+	// Siblings copy at the same time, each over its own link.
+	c.log = &lockedWriter{w: c.log}
 	done := map[string]bool{primary.Name: true}
 	for len(done) < len(c.nodes) {
-		progressed := false
+		var wave []*node
 		for _, n := range c.nodes {
-			if done[n.Name] || !done[n.From] {
-				continue
+			if !done[n.Name] && done[n.From] {
+				wave = append(wave, n)
 			}
-			if err := c.createStandby(ctx, n, c.byName[n.From]); err != nil {
-				return err
-			}
-			done[n.Name] = true
-			progressed = true
 		}
-		if !progressed {
+		if len(wave) == 0 {
 			return fmt.Errorf("standbys without a reachable primary") // the plan rules this out
+		}
+		g, gctx := errgroup.WithContext(ctx)
+		for _, n := range wave {
+			g.Go(func() error { return c.createStandby(gctx, n, c.byName[n.From]) })
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+		for _, n := range wave {
+			done[n.Name] = true
 		}
 	}
 	if c.plan.syncNames != "" {
@@ -60,7 +69,8 @@ func (c *cluster) createStandby(ctx context.Context, n, up *node) error {
 	_ = up.exec(ctx, "", "SELECT pg_drop_replication_slot($1) FROM pg_replication_slots WHERE slot_name = $1", n.Name)
 	err := n.run(ctx, "pg_basebackup",
 		"-h", up.addr.Addr().String(), "-p", itoa(int(up.addr.Port())), "-U", Superuser,
-		"-D", n.dataDir, "-X", "stream", "-c", "fast", "-C", "-S", n.Name, "--no-password")
+		"-D", n.dataDir, "-X", "stream", "-c", "fast", "-C", "-S", n.Name, "--no-password",
+		"--no-sync") // a lab's data is thrown away, as with initdb --no-sync
 	if err != nil {
 		return fmt.Errorf("node %s: base backup from %s: %w", n.Name, up.Name, err)
 	}
