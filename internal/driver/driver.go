@@ -45,6 +45,10 @@ type Config struct {
 	// inside every transaction with (seq, user).
 	Lag          func(user int) LagJournal
 	LagStatement string
+	// LagEvery tracks every LagEvery-th transaction of each user (1, the
+	// default, tracks all): a stated sample that cuts the probe's extra
+	// statement from the other transactions.
+	LagEvery int
 	// Progress is called once a second from the driver's own goroutine.
 	Progress func(Progress)
 	// Now is the clock (CLOCK_MONOTONIC ns); default emu.Now.
@@ -282,6 +286,7 @@ type user struct {
 	lag   *sql.Stmt
 	j     LagJournal
 	r     *rand.Rand
+	n     int64 // transactions started, for LagEvery
 }
 
 func (d *run) newUser(ctx context.Context, id int, db *sql.DB) (*user, error) {
@@ -364,9 +369,11 @@ func (u *user) openLoop(ctx context.Context, jobs <-chan int64) {
 func (u *user) do(ctx context.Context, from int64) {
 	ti := workload.Pick(u.d.types, u.r)
 	measured := u.d.phaseAt(from) == Measure
+	u.n++
+	track := u.j != nil && (u.d.cfg.LagEvery <= 1 || u.n%int64(u.d.cfg.LagEvery) == 0)
 	var retries int64
 	for attempt := 0; ; attempt++ {
-		rows, kind, err := u.attempt(ctx, ti, measured)
+		rows, kind, err := u.attempt(ctx, ti, measured, track)
 		now := u.d.cfg.Now()
 		if err == nil {
 			u.d.rec.commit(ti, measured, now, now-from, rows, retries)
@@ -384,11 +391,15 @@ func (u *user) do(ctx context.Context, from int64) {
 	}
 }
 
-// attempt runs the transaction once.
-func (u *user) attempt(ctx context.Context, ti int, measured bool) (int64, string, error) {
+// attempt runs the transaction once; track adds the lag probe's update.
+func (u *user) attempt(ctx context.Context, ti int, measured, track bool) (int64, string, error) {
 	var seq int64
-	if u.j != nil {
-		seq = u.j.Next()
+	j := u.j
+	if !track {
+		j = nil
+	}
+	if j != nil {
+		seq = j.Next()
 	}
 	tx, err := u.conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -396,7 +407,7 @@ func (u *user) attempt(ctx context.Context, ti int, measured bool) (int64, strin
 	}
 	wtx := &workload.Tx{Tx: tx, Stmts: u.stmts[ti]}
 	rows, err := u.d.types[ti].Run(ctx, wtx, u.r)
-	if err == nil && u.lag != nil {
+	if err == nil && j != nil {
 		var res sql.Result
 		if res, err = tx.StmtContext(ctx, u.lag).ExecContext(ctx, seq, u.id); err == nil {
 			// A missing lag row would make this transaction invisible to
@@ -408,17 +419,17 @@ func (u *user) attempt(ctx context.Context, ti int, measured bool) (int64, strin
 	}
 	if err != nil {
 		_ = tx.Rollback()
-		if u.j != nil {
-			u.j.Done(seq, false)
+		if j != nil {
+			j.Done(seq, false)
 		}
 		return 0, errorKind(err), err
 	}
-	if u.j != nil {
-		u.j.Sending(seq, u.d.cfg.Now(), measured)
+	if j != nil {
+		j.Sending(seq, u.d.cfg.Now(), measured)
 	}
 	err = tx.Commit()
-	if u.j != nil {
-		u.j.Done(seq, err == nil)
+	if j != nil {
+		j.Done(seq, err == nil)
 	}
 	if err != nil {
 		return 0, errorKind(err), err

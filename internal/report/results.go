@@ -111,6 +111,9 @@ type Replica struct {
 	LagMs           stats.Percentiles `json:"lag_ms"`
 	NotVisibleAtEnd int64             `json:"not_visible_at_end"`
 	Tracked         int64             `json:"tracked"`
+	// SampleEvery: every SampleEvery-th transaction of each user was
+	// tracked (1 = all of them).
+	SampleEvery int `json:"sample_every,omitempty"`
 	// ResolutionMs is the lag watcher's achieved poll interval: each lag is
 	// at most one interval plus one poll (PollP99Ms) above the true one.
 	ResolutionMs       float64 `json:"resolution_ms"`

@@ -248,7 +248,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 			return r.sum, err
 		}
 		defer q.close()
-		r.sum.Replicas[n.Name] = &report.Replica{Site: n.Site}
+		r.sum.Replicas[n.Name] = &report.Replica{Site: n.Site, SampleEvery: r.s.Run.LagSample}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -452,6 +452,7 @@ func (r *run) driverConfig() driver.Config {
 		Seed: rs.Seed, MaxErrorPct: rs.MaxErrorPct, MaxRetries: 3,
 		Lag:          func(i int) driver.LagJournal { return r.probe.Writer(i) },
 		LagStatement: r.probe.UpdateStatement(r.eng.Dialect()),
+		LagEvery:     rs.LagSample,
 	}
 	var marked sync.Once
 	cfg.Progress = func(p driver.Progress) {

@@ -10,7 +10,7 @@ import (
 var (
 	workloadKeyRE = identRE
 	runKeys       = []string{"users", "warmup", "duration", "cooldown", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval",
-		"repetitions", "confidence", "relative_error", "max_repetitions"}
+		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample"}
 	arrivals = []string{"poisson", "regular"}
 )
 
@@ -18,7 +18,7 @@ var (
 func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 	s.Run = Run{Users: DefaultUsers, Warmup: DefaultWarmup, Duration: DefaultDuration, Cooldown: DefaultCooldown,
 		Arrival: "poisson", Seed: s.Lab.Seed, MaxErrorPct: DefaultMaxErrorPct, LagInterval: DefaultLagInterval,
-		Repetitions: 1, MaxRepetitions: DefaultMaxRepetitions}
+		Repetitions: 1, MaxRepetitions: DefaultMaxRepetitions, LagSample: 1}
 	if v, present := root["workload"]; present {
 		p := path{"workload"}
 		c.remember(s, p)
@@ -138,6 +138,14 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 		r.Client = name
 	}
 	c.repetitions(s, p, m)
+	if v, ok := c.get(p, m, "lag_sample", kInt, "a whole number like 10 (track every 10th transaction)"); ok {
+		c.remember(s, p.child("lag_sample"))
+		if n := v.(int64); n < 1 || n > 1000000 {
+			c.fail(p.child("lag_sample"), v, "want 1 (every transaction) or more")
+		} else {
+			r.LagSample = int(n)
+		}
+	}
 	if v, ok := c.get(p, m, "max_error_pct", kNumber, "a percentage as a number, like 20"); ok {
 		c.remember(s, p.child("max_error_pct"))
 		if f := v.(float64); f <= 0 || f > 100 {

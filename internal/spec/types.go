@@ -145,6 +145,9 @@ type Run struct {
 	// (of all attempts in the last second).
 	MaxErrorPct float64
 	LagInterval time.Duration // how often each replica's watcher looks
+	// LagSample tracks every LagSample-th transaction of each user for
+	// replication lag (1 = every transaction).
+	LagSample int
 
 	// Repetitions runs the measurement this many times (default 1). With
 	// Confidence > 0 it is the pilot, and more repetitions follow until the
