@@ -11,9 +11,9 @@ import (
 )
 
 // coarseLead is how long before a deadline the sleeper stops using Go
-// timers (they wake ~0.15 ms late) and switches to clock_nanosleep. The
-// same scheme as emu's packet sleeper.
-const coarseLead = 1500 * time.Microsecond
+// timers (they ride the netpoller and wake up to ~3 ms late) and switches
+// to clock_nanosleep. The same scheme and lead as emu's packet sleeper.
+const coarseLead = 5 * time.Millisecond
 
 // sleeper waits for absolute CLOCK_MONOTONIC deadlines within a few
 // microseconds. Use it from a goroutine that called lockThread.
