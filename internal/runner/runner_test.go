@@ -322,3 +322,22 @@ func TestSweepRunsEveryCombination(t *testing.T) {
 		t.Errorf("no sweep table in the output:\n%s", log.String())
 	}
 }
+
+func TestLagSampleTracksEveryKthTransaction(t *testing.T) {
+	labtest.RequirePostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sum, _, err := runSpec(t, ctx, smallSpec+"lag_sample = 4\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, tracked := num(t, sum, "transactions"), num(t, sum, "replicas", "s1", "tracked")
+	// Each of the 2 users tracks its 4th, 8th, … transaction; warmup and
+	// cooldown shift the counts by at most a few per user.
+	if tracked < tx/4-4 || tracked > tx/4+4 || num(t, sum, "replicas", "s1", "sample_every") != 4 {
+		t.Errorf("tracked %v of %v transactions with lag_sample = 4", tracked, tx)
+	}
+	if num(t, sum, "replicas", "s1", "not_visible_at_end") != 0 || num(t, sum, "replicas", "s1", "lag_ms", "p50") < 5 {
+		t.Errorf("lag of sampled transactions: %v", sum["replicas"])
+	}
+}
