@@ -175,9 +175,13 @@ func (c *cluster) clusterSettings() map[string]string {
 		return "off"
 	}
 	s := map[string]string{
-		"shared_buffers":                    "64MB",
-		"max_connections":                   "200",
-		"max_wal_size":                      "512MB",
+		"shared_buffers":  "64MB",
+		"max_connections": "200",
+		"max_wal_size":    "512MB",
+		// Standbys copied at the same time each trigger a checkpoint; kept
+		// WAL stops one's checkpoint from removing a segment another's
+		// stream has not requested yet.
+		"wal_keep_size":                     "256MB",
 		"min_wal_size":                      "80MB",
 		"checkpoint_timeout":                "5min",
 		"wal_level":                         "logical",
