@@ -78,6 +78,9 @@ type Table struct {
 	Create map[string]string
 	// Indexes are extra CREATE INDEX statements per dialect.
 	Indexes map[string][]string
+	// Everywhere replicates the table, whole, to every replica, whatever
+	// its filters: replab's own bookkeeping (the lag probe's table).
+	Everywhere bool
 }
 
 // ReplicaState is one replica's replication position.

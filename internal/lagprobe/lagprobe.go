@@ -98,7 +98,8 @@ func (p *Probe) Writer(i int) *Writer { return p.writers[i] }
 // sequence number of its last committed transaction attempt.
 func (p *Probe) Table() engine.Table {
 	return engine.Table{
-		Name: TableName,
+		Name:       TableName,
+		Everywhere: true, // partial replicas need it too, or their lag is unknowable
 		Create: map[string]string{
 			"postgres": "CREATE TABLE " + TableName + " (writer int PRIMARY KEY, seq bigint NOT NULL)",
 			"mysql":    "CREATE TABLE " + TableName + " (writer INT PRIMARY KEY, seq BIGINT NOT NULL) ENGINE=InnoDB",

@@ -341,3 +341,51 @@ func TestLagSampleTracksEveryKthTransaction(t *testing.T) {
 		t.Errorf("lag of sampled transactions: %v", sum["replicas"])
 	}
 }
+
+func TestPartialLogicalReplicaLagIsMeasured(t *testing.T) {
+	labtest.RequirePostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// The partial replica lists only per: the lag probe's table must reach
+	// it anyway, or none of its lag could be measured.
+	sum, _, err := runSpec(t, ctx, `
+[lab]
+name = "%s"
+[site.hq]
+[site.ship]
+[[link]]
+sites = ["hq", "ship"]
+delay = "20ms"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "hq"
+role = "primary"
+[node.part]
+site = "ship"
+role = "replica"
+from = "p1"
+[[node.part.table]]
+name = "per"
+columns = ["per_id", "per_last_nm"]
+[scheme]
+replication = "logical"
+[workload]
+kind = "personnel"
+persons = 300
+[run]
+users = 2
+warmup = "500ms"
+duration = "2s"
+cooldown = "0s"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nv := num(t, sum, "replicas", "part", "not_visible_at_end"); nv != 0 {
+		t.Errorf("%v transactions not visible at the partial replica", nv)
+	}
+	if p50 := num(t, sum, "replicas", "part", "lag_ms", "p50"); p50 < 20 {
+		t.Errorf("lag p50 %.2f ms behind a 20 ms link", p50)
+	}
+}

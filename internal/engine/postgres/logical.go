@@ -468,7 +468,7 @@ func (c *cluster) applySchemaLogical(ctx context.Context, s engine.Schema) error
 	var plans []*tablePlan
 	var problems []error
 	for _, t := range s.Tables {
-		tp, errs := c.planTable(ctx, p, replicas, t.Name)
+		tp, errs := c.planTable(ctx, p, replicas, t.Name, t.Everywhere)
 		problems = append(problems, errs...)
 		plans = append(plans, tp)
 	}
@@ -620,7 +620,7 @@ func (tp *tablePlan) filtered() bool {
 // planTable reads a new table's columns at the primary, finds the
 // replicas receiving it and the columns their row filters read, and
 // chooses its replica identity (see applySchemaLogical).
-func (c *cluster) planTable(ctx context.Context, p *node, replicas []*node, name string) (*tablePlan, []error) {
+func (c *cluster) planTable(ctx context.Context, p *node, replicas []*node, name string, everywhere bool) (*tablePlan, []error) {
 	tp := &tablePlan{name: name, identity: "default"}
 	conn, err := p.connect(ctx, "")
 	if err != nil {
@@ -653,7 +653,7 @@ func (c *cluster) planTable(ctx context.Context, p *node, replicas []*node, name
 	sp := c.lab.Spec
 	for _, r := range replicas {
 		fd := feed{r: r}
-		if len(r.Tables) > 0 {
+		if len(r.Tables) > 0 && !everywhere {
 			i := slices.IndexFunc(r.Tables, func(f spec.TableFilter) bool { return strings.EqualFold(f.Table, name) })
 			if i < 0 {
 				continue // a partial replica without this table
