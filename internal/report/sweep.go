@@ -80,7 +80,12 @@ func PrintSweep(w io.Writer, sw *Sweep) {
 	for _, p := range sw.Points {
 		var row []string
 		for _, k := range sw.Parameters {
-			row = append(row, fmt.Sprint(p.Values[k]))
+			v, ok := p.Values[k]
+			if !ok {
+				row = append(row, "-")
+				continue
+			}
+			row = append(row, fmt.Sprint(v))
 		}
 		h := p.Summary
 		if h == nil {
