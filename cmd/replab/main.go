@@ -50,7 +50,8 @@ Commands:
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, `
-Run "replab COMMAND --help" for a command's options. Docs: docs/lab.md, docs/spec.md.
+Run "replab COMMAND --help" for a command's options. Docs: docs/run.md, docs/lab.md, docs/spec.md,
+docs/postgres.md, docs/metrics.md.
 `)
 }
 
