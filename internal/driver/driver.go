@@ -49,6 +49,9 @@ type Config struct {
 	// default, tracks all): a stated sample that cuts the probe's extra
 	// statement from the other transactions.
 	LagEvery int
+	// NoPipeline sends every statement on its own round trip even when
+	// the transaction type and connection could pipeline it.
+	NoPipeline bool
 	// Progress is called once a second from the driver's own goroutine.
 	Progress func(Progress)
 	// Now is the clock (CLOCK_MONOTONIC ns); default emu.Now.
@@ -287,6 +290,7 @@ type user struct {
 	j     LagJournal
 	r     *rand.Rand
 	n     int64 // transactions started, for LagEvery
+	pipe  bool  // the connection can pipeline a whole transaction
 }
 
 func (d *run) newUser(ctx context.Context, id int, db *sql.DB) (*user, error) {
@@ -307,6 +311,7 @@ func (d *run) newUser(ctx context.Context, id int, db *sql.DB) (*user, error) {
 		}
 		u.stmts = append(u.stmts, ss)
 	}
+	u.pipe = !d.cfg.NoPipeline && u.pipelines(ctx)
 	if d.cfg.Lag != nil {
 		if u.lag, err = conn.PrepareContext(ctx, d.cfg.LagStatement); err != nil {
 			u.close()
@@ -373,7 +378,14 @@ func (u *user) do(ctx context.Context, from int64) {
 	track := u.j != nil && (u.d.cfg.LagEvery <= 1 || u.n%int64(u.d.cfg.LagEvery) == 0)
 	var retries int64
 	for attempt := 0; ; attempt++ {
-		rows, kind, err := u.attempt(ctx, ti, measured, track)
+		var rows int64
+		var kind string
+		var err error
+		if u.batchable(ti) {
+			rows, kind, err = u.attemptBatch(ctx, ti, measured, track)
+		} else {
+			rows, kind, err = u.attempt(ctx, ti, measured, track)
+		}
 		now := u.d.cfg.Now()
 		if err == nil {
 			u.d.rec.commit(ti, measured, now, now-from, rows, retries)

@@ -105,6 +105,17 @@ func TestDriverAgainstPostgres(t *testing.T) {
 		}
 	})
 
+	t.Run("statement by statement (no pipelining) the counts add up too", func(t *testing.T) {
+		before := count(t, db)
+		res, err := Run(context.Background(), Config{Users: 2, Duration: time.Second, Seed: 12, NoPipeline: true}, w.Transactions(), []*sql.DB{db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := count(t, db) - before; res.Transactions == 0 || got != res.Transactions || res.RowsChanged != res.Transactions {
+			t.Errorf("table grew by %d, driver counted %d commits and %d rows", got, res.Transactions, res.RowsChanged)
+		}
+	})
+
 	t.Run("phases: warmup and cooldown are not measured", func(t *testing.T) {
 		before := count(t, db)
 		res, err := Run(context.Background(), Config{Users: 2, Warmup: time.Second, Duration: time.Second, Cooldown: time.Second, Seed: 8}, w.Transactions(), []*sql.DB{db})

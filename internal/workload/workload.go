@@ -57,6 +57,21 @@ type TxType struct {
 	// Run executes the transaction's statements inside tx and returns
 	// how many rows it changed. r is the user's own deterministic source.
 	Run func(ctx context.Context, tx *Tx, r *rand.Rand) (int64, error)
+	// Batch, when set, describes the same transaction as statements that
+	// do not depend on each other's results, drawing from r exactly as Run
+	// does. The driver can then send BEGIN, them and COMMIT in one round
+	// trip (pipelined) where the engine's connection allows it.
+	Batch func(r *rand.Rand) []Call
+}
+
+// Call is one statement of a batched transaction.
+type Call struct {
+	Stmt int   // index into TxType.Statements
+	Args []any // its arguments
+	// Rows is how many rows it must change; -1 means any. In a pipelined
+	// transaction the COMMIT is already sent when a count comes back
+	// wrong: the driver then counts an error for a committed transaction.
+	Rows int64
 }
 
 // Tx is a transaction with the user's prepared statements.

@@ -85,7 +85,13 @@ var insertSQL = map[string]string{
 // Transactions implements workload.Workload: "insert", one new record
 // per transaction.
 func (w *Workload) Transactions() []workload.TxType {
-	return []workload.TxType{{Name: "insert", Weight: 100, Statements: []string{insertSQL[w.dialect]}, Run: w.insert}}
+	return []workload.TxType{{Name: "insert", Weight: 100, Statements: []string{insertSQL[w.dialect]}, Run: w.insert, Batch: w.insertBatch}}
+}
+
+// insertBatch is insert as one pipelined call.
+func (w *Workload) insertBatch(r *rand.Rand) []workload.Call {
+	k := w.key(r)
+	return []workload.Call{{Stmt: 0, Args: []any{k, fill(r, make([]byte, w.valueBytes))}, Rows: 1}}
 }
 
 func (w *Workload) insert(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {

@@ -31,7 +31,7 @@ func LookupSQL(dialect string) string {
 func (w *Workload) Transactions() []workload.TxType {
 	var types []workload.TxType
 	if w.readPct < 100 {
-		types = append(types, workload.TxType{Name: "update", Weight: 100 - w.readPct, Statements: []string{UpdateSQL(w.dialect)}, Run: w.update})
+		types = append(types, workload.TxType{Name: "update", Weight: 100 - w.readPct, Statements: []string{UpdateSQL(w.dialect)}, Run: w.update, Batch: w.updateBatch})
 	}
 	if w.readPct > 0 {
 		types = append(types, workload.TxType{Name: "lookup", Weight: w.readPct, Statements: []string{LookupSQL(w.dialect)}, Run: w.lookup})
@@ -58,6 +58,12 @@ func (w *Workload) update(ctx context.Context, tx *workload.Tx, r *rand.Rand) (i
 		return n, fmt.Errorf("update per %d: %d rows changed, want 1", id, n)
 	}
 	return n, nil
+}
+
+// updateBatch is update as one pipelined call (same draws from r).
+func (w *Workload) updateBatch(r *rand.Rand) []workload.Call {
+	id := w.person(r)
+	return []workload.Call{{Stmt: 0, Args: []any{Text(r, w.textBytes), id}, Rows: 1}}
 }
 
 // lookup reads a random person; it changes nothing.
