@@ -60,6 +60,11 @@ func updateTx() workload.TxType {
 			}
 			return n, nil
 		},
+		// The same update as one pipelined call: BEGIN, UPDATE, COMMIT
+		// in one round trip (pgbench's script sends them one by one).
+		Batch: func(r *rand.Rand) []workload.Call {
+			return []workload.Call{{Stmt: 0, Args: []any{1 + r.Int64N(compareAccounts)}, Rows: 1}}
+		},
 	}
 }
 
