@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/driver"
 	"replab/internal/workload"
 )
@@ -84,19 +85,19 @@ type toolRun struct {
 	ClientCPUUsPerTx float64 `json:"client_cpu_us_per_tx"`
 	// ServerCPUUsPerTx is the primary's CPU (postmaster, its live and
 	// finished children) over the run, per transaction.
-	ServerCPUUsPerTx float64 `json:"server_cpu_us_per_tx"`
-	CPU              cpuUse  `json:"cpu"`
+	ServerCPUUsPerTx float64         `json:"server_cpu_us_per_tx"`
+	CPU              benchkit.CPUUse `json:"cpu"`
 	// UnrelatedCores is what the rest of the machine (neither this
 	// client nor the server) used meanwhile, in cores: other work on a
 	// shared machine takes CPU from both.
-	UnrelatedCores float64   `json:"unrelated_cores"`
-	Quiet          quietWait `json:"wait_for_quiet_machine"`
+	UnrelatedCores float64            `json:"unrelated_cores"`
+	Quiet          benchkit.QuietWait `json:"wait_for_quiet_machine"`
 }
 
 // unrelated is the machine's busy cores minus the client's and the
 // server's own CPU, over wall seconds.
-func unrelated(cpu cpuUse, client, server, wall float64) float64 {
-	return round(max(cpu.MachineBusy*float64(runtime.NumCPU())-(client+server)/wall, 0), 2)
+func unrelated(cpu benchkit.CPUUse, client, server, wall float64) float64 {
+	return benchkit.Round(max(cpu.MachineBusy*float64(runtime.NumCPU())-(client+server)/wall, 0), 2)
 }
 
 // compare builds the lab, loads pgbench's tables and runs the pairs for
@@ -133,7 +134,7 @@ func (b *bench) compare(ctx context.Context) error {
 				if err := p.exec(ctx, "db", "VACUUM pgbench_accounts", "CHECKPOINT"); err != nil {
 					return err
 				}
-				quiet, err := waitQuiet(ctx)
+				quiet, err := benchkit.WaitQuiet(ctx, quiet)
 				if err != nil {
 					return err
 				}
@@ -160,15 +161,15 @@ func (b *bench) compare(ctx context.Context) error {
 func (b *bench) pgbenchRun(ctx context.Context, p *pgLab, users int) (toolRun, error) {
 	db, _ := p.node("db")
 	site := p.lab.Site(b.clientSite)
-	srv0, meter, t0 := nodeCPU(ctx, p.cluster, "db"), startCPU(), time.Now()
+	srv0, meter, t0 := nodeCPU(ctx, p.cluster, "db"), benchkit.StartCPU(), time.Now()
 	res, err := pgbenchUpdates(ctx, b.pgbench, site, db.DSN, users, compareSeconds)
-	cpu, srv, wall := meter.read(), nodeCPU(ctx, p.cluster, "db")-srv0, time.Since(t0).Seconds()
+	cpu, srv, wall := meter.Read(), nodeCPU(ctx, p.cluster, "db")-srv0, time.Since(t0).Seconds()
 	if err != nil {
 		return toolRun{}, err
 	}
 	return toolRun{
-		Tool: "pgbench", Users: users, TPS: round(res.TPS, 1), Transactions: res.Transactions, Errors: res.Failed,
-		LatencyMeanMs: res.LatencyMeanMs, ClientCPUS: round(res.CPUSeconds, 3),
+		Tool: "pgbench", Users: users, TPS: benchkit.Round(res.TPS, 1), Transactions: res.Transactions, Errors: res.Failed,
+		LatencyMeanMs: res.LatencyMeanMs, ClientCPUS: benchkit.Round(res.CPUSeconds, 3),
 		ClientCPUUsPerTx: perTxUs(res.CPUSeconds, res.Transactions), ServerCPUUsPerTx: perTxUs(srv, res.Transactions), CPU: cpu,
 		UnrelatedCores: unrelated(cpu, res.CPUSeconds, srv, wall),
 	}, nil
@@ -182,9 +183,9 @@ func (b *bench) replabRun(ctx context.Context, p *pgLab, users int, seed int64) 
 	defer db.Close()
 	db.SetMaxOpenConns(users + 2)
 	cfg := driver.Config{Users: users, Duration: compareSeconds * time.Second, Seed: seed, MaxRetries: 3}
-	srv0, meter, self0, t0 := nodeCPU(ctx, p.cluster, "db"), startCPU(), selfCPU(), time.Now()
+	srv0, meter, self0, t0 := nodeCPU(ctx, p.cluster, "db"), benchkit.StartCPU(), benchkit.SelfCPU(), time.Now()
 	res, err := driver.Run(ctx, cfg, []workload.TxType{updateTx()}, []*sql.DB{db})
-	self, cpu, srv, wall := selfCPU()-self0, meter.read(), nodeCPU(ctx, p.cluster, "db")-srv0, time.Since(t0).Seconds()
+	self, cpu, srv, wall := benchkit.SelfCPU()-self0, meter.Read(), nodeCPU(ctx, p.cluster, "db")-srv0, time.Since(t0).Seconds()
 	if err != nil {
 		return toolRun{}, err
 	}
@@ -192,8 +193,8 @@ func (b *bench) replabRun(ctx context.Context, p *pgLab, users int, seed int64) 
 		return toolRun{}, fmt.Errorf("driver: %s", res.StopReason)
 	}
 	return toolRun{
-		Tool: "replab", Users: users, TPS: round(res.TPS, 1), Transactions: res.Transactions, Errors: res.Errors,
-		LatencyMeanMs: round(res.CommitLatency.Mean, 3), ClientCPUS: round(self, 3),
+		Tool: "replab", Users: users, TPS: benchkit.Round(res.TPS, 1), Transactions: res.Transactions, Errors: res.Errors,
+		LatencyMeanMs: benchkit.Round(res.CommitLatency.Mean, 3), ClientCPUS: benchkit.Round(self, 3),
 		ClientCPUUsPerTx: perTxUs(self, res.Transactions), ServerCPUUsPerTx: perTxUs(srv, res.Transactions), CPU: cpu,
 		UnrelatedCores: unrelated(cpu, self, srv, wall),
 	}, nil
@@ -203,7 +204,7 @@ func perTxUs(seconds float64, tx int64) float64 {
 	if tx <= 0 {
 		return 0
 	}
-	return round(seconds/float64(tx)*1e6, 2)
+	return benchkit.Round(seconds/float64(tx)*1e6, 2)
 }
 
 // addCompare turns one user count's runs into figures.
@@ -229,7 +230,7 @@ func (b *bench) addCompare(users int, runs []toolRun) {
 	pgTPS, rlTPS := mean(pg, tps), mean(rl, tps)
 	var pairs []float64 // each replab run over the pgbench run just before it
 	for i := range min(len(pg), len(rl)) {
-		pairs = append(pairs, round(rl[i].TPS/pg[i].TPS, 3))
+		pairs = append(pairs, benchkit.Round(rl[i].TPS/pg[i].TPS, 3))
 	}
 	cfg := map[string]any{
 		"users": users, "client_site": b.clientSite, "transaction": "BEGIN; UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = uniform(1, 1000000); COMMIT",
@@ -238,19 +239,19 @@ func (b *bench) addCompare(users int, runs []toolRun) {
 		"scale":   compareScale, "duration_s": compareSeconds, "order": "pgbench, replab, pgbench, replab; VACUUM + CHECKPOINT before each run",
 	}
 	suffix := fmt.Sprintf("_%dusers", users)
-	b.r.add(Figure{
-		Name: "driver_vs_pgbench" + suffix + "_ratio", Value: round(rlTPS/pgTPS, 3), Configured: cfg,
-		Target: ">= 1.0", TargetMin: ptr(1.0),
+	b.r.Add(Figure{
+		Name: "driver_vs_pgbench" + suffix + "_ratio", Value: benchkit.Round(rlTPS/pgTPS, 3), Configured: cfg,
+		Target: ">= 1.0", TargetMin: benchkit.Ptr(1.0),
 		Note: "mean driver TPS / mean pgbench TPS over alternating runs, same server, same clients, same statements per transaction",
-		Details: map[string]any{"runs": runs, "pgbench_tps_mean": round(pgTPS, 1), "replab_tps_mean": round(rlTPS, 1), "per_pair_ratio": pairs,
-			"pgbench_server_cpu_us_per_tx": round(mean(pg, srvTx), 2), "replab_server_cpu_us_per_tx": round(mean(rl, srvTx), 2)},
+		Details: map[string]any{"runs": runs, "pgbench_tps_mean": benchkit.Round(pgTPS, 1), "replab_tps_mean": benchkit.Round(rlTPS, 1), "per_pair_ratio": pairs,
+			"pgbench_server_cpu_us_per_tx": benchkit.Round(mean(pg, srvTx), 2), "replab_server_cpu_us_per_tx": benchkit.Round(mean(rl, srvTx), 2)},
 	})
-	b.r.add(Figure{Name: "pgbench" + suffix + "_tps", Value: round(pgTPS, 1), Configured: cfg,
+	b.r.Add(Figure{Name: "pgbench" + suffix + "_tps", Value: benchkit.Round(pgTPS, 1), Configured: cfg,
 		Note: "pgbench's own tps (without initial connection time), mean of the runs"})
-	b.r.add(Figure{Name: "driver" + suffix + "_tps", Value: round(rlTPS, 1), Configured: cfg,
+	b.r.Add(Figure{Name: "driver" + suffix + "_tps", Value: benchkit.Round(rlTPS, 1), Configured: cfg,
 		Note: "driver.Result.TPS (measure phase), mean of the runs"})
-	b.r.add(Figure{Name: "driver_cpu" + suffix + "_us_per_tx", Value: round(mean(rl, cpuTx), 2), Configured: cfg,
+	b.r.Add(Figure{Name: "driver_cpu" + suffix + "_us_per_tx", Value: benchkit.Round(mean(rl, cpuTx), 2), Configured: cfg,
 		Note: "this process's utime+stime (/proc/self/stat, 10 ms ticks) over driver.Run, per committed transaction"})
-	b.r.add(Figure{Name: "pgbench_cpu" + suffix + "_us_per_tx", Value: round(mean(pg, cpuTx), 2), Configured: cfg,
+	b.r.Add(Figure{Name: "pgbench_cpu" + suffix + "_us_per_tx", Value: benchkit.Round(mean(pg, cpuTx), 2), Configured: cfg,
 		Note: "pgbench's utime+stime (its rusage at exit) per transaction"})
 }

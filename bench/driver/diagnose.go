@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"replab/bench/internal/benchkit"
 )
 
 // The diagnose step (not run by default) takes the driver's CPU per
@@ -60,7 +61,7 @@ func (b *bench) diagnose(ctx context.Context) error {
 			if err := p.exec(ctx, "db", "VACUUM pgbench_accounts", "CHECKPOINT"); err != nil {
 				return err
 			}
-			quiet, err := waitQuiet(ctx)
+			quiet, err := benchkit.WaitQuiet(ctx, quiet)
 			if err != nil {
 				return err
 			}
@@ -83,7 +84,7 @@ func (b *bench) diagnose(ctx context.Context) error {
 		}
 	}
 	for _, r := range all {
-		b.r.add(Figure{
+		b.r.Add(Figure{
 			Name: fmt.Sprintf("diag_%s_%dusers_client_cpu_us_per_tx", strings.ReplaceAll(r.Tool, "-", "_"), r.Users), Value: r.ClientCPUUsPerTx,
 			Configured: map[string]any{"users": r.Users, "client_site": b.clientSite, "variant": r.Tool},
 			Note:       variantNote(r.Tool), Details: map[string]any{"run": r, "idle_bench_process_cores": idle},
@@ -115,11 +116,11 @@ func withProcs(n int, f func() (toolRun, error)) (toolRun, error) {
 
 // idleCores is what this process uses over 2 s while nothing runs.
 func idleCores(ctx context.Context) float64 {
-	c0, t0 := selfCPU(), time.Now()
-	if sleep(ctx, 2*time.Second) != nil {
+	c0, t0 := benchkit.SelfCPU(), time.Now()
+	if benchkit.Sleep(ctx, 2*time.Second) != nil {
 		return 0
 	}
-	return round((selfCPU()-c0)/time.Since(t0).Seconds(), 3)
+	return benchkit.Round((benchkit.SelfCPU()-c0)/time.Since(t0).Seconds(), 3)
 }
 
 // pgxRun is the floor: users goroutines, each with its own pgx.Conn,
@@ -153,7 +154,7 @@ func (b *bench) pgxRun(ctx context.Context, p *pgLab, users int, pipelined bool)
 	defer cancel()
 	var count, latNs atomic.Int64
 	var firstErr atomic.Pointer[error]
-	srv0, meter, self0, t0 := nodeCPU(ctx, p.cluster, "db"), startCPU(), selfCPU(), time.Now()
+	srv0, meter, self0, t0 := nodeCPU(ctx, p.cluster, "db"), benchkit.StartCPU(), benchkit.SelfCPU(), time.Now()
 	end := t0.Add(compareSeconds * time.Second)
 	var wg sync.WaitGroup
 	for i, c := range conns {
@@ -190,15 +191,15 @@ func (b *bench) pgxRun(ctx context.Context, p *pgLab, users int, pipelined bool)
 	}
 	wg.Wait()
 	wall := time.Since(t0).Seconds()
-	self, cpu, srv := selfCPU()-self0, meter.read(), nodeCPU(ctx, p.cluster, "db")-srv0
+	self, cpu, srv := benchkit.SelfCPU()-self0, meter.Read(), nodeCPU(ctx, p.cluster, "db")-srv0
 	if e := firstErr.Load(); e != nil {
 		return toolRun{}, *e
 	}
 	n := count.Load()
-	r := toolRun{Users: users, TPS: round(float64(n)/wall, 1), Transactions: n, ClientCPUS: round(self, 3),
+	r := toolRun{Users: users, TPS: benchkit.Round(float64(n)/wall, 1), Transactions: n, ClientCPUS: benchkit.Round(self, 3),
 		ClientCPUUsPerTx: perTxUs(self, n), ServerCPUUsPerTx: perTxUs(srv, n), CPU: cpu, UnrelatedCores: unrelated(cpu, self, srv, wall)}
 	if n > 0 {
-		r.LatencyMeanMs = round(float64(latNs.Load())/float64(n)/1e6, 3)
+		r.LatencyMeanMs = benchkit.Round(float64(latNs.Load())/float64(n)/1e6, 3)
 	}
 	return r, nil
 }

@@ -119,18 +119,6 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
 // startLab is lab.Up made robust: a failed start (including lab.Up's own
 // panic while cleaning up after a failure) is reported, its leftovers
 // removed with lab.Down, and the start tried once more.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/driver"
 	"replab/internal/engine"
 	"replab/internal/lagprobe"
@@ -52,15 +53,15 @@ type lagRun struct {
 	// CPU over the whole driver run (warmup included), per transaction
 	// committed in it and in cores: this process (driver, watcher, link
 	// emulator carrying the WAL stream), the primary, the standby.
-	BenchCPUUsPerTx   float64   `json:"bench_process_cpu_us_per_tx"`
-	PrimaryCPUUsPerTx float64   `json:"primary_cpu_us_per_tx"`
-	StandbyCPUUsPerTx float64   `json:"standby_cpu_us_per_tx"`
-	BenchCores        float64   `json:"bench_process_cores"`
-	PrimaryCores      float64   `json:"primary_cores"`
-	StandbyCores      float64   `json:"standby_cores"`
-	MachineBusy       float64   `json:"machine_busy_fraction"`
-	UnrelatedCores    float64   `json:"unrelated_cores"` // the rest of the machine, in cores
-	Quiet             quietWait `json:"wait_for_quiet_machine"`
+	BenchCPUUsPerTx   float64            `json:"bench_process_cpu_us_per_tx"`
+	PrimaryCPUUsPerTx float64            `json:"primary_cpu_us_per_tx"`
+	StandbyCPUUsPerTx float64            `json:"standby_cpu_us_per_tx"`
+	BenchCores        float64            `json:"bench_process_cores"`
+	PrimaryCores      float64            `json:"primary_cores"`
+	StandbyCores      float64            `json:"standby_cores"`
+	MachineBusy       float64            `json:"machine_busy_fraction"`
+	UnrelatedCores    float64            `json:"unrelated_cores"` // the rest of the machine, in cores
+	Quiet             benchkit.QuietWait `json:"wait_for_quiet_machine"`
 	// Probe is the watcher's view (variant probe only).
 	Probe *lagprobe.Result `json:"probe,omitempty"`
 }
@@ -111,7 +112,7 @@ from = "db"
 	}
 	logf("      pgbench -i -s %d and replab_lag at the primary, replayed at the standby, in %.1f s", compareScale, time.Since(t0).Seconds())
 
-	if _, err := waitQuiet(ctx); err != nil {
+	if _, err := benchkit.WaitQuiet(ctx, quiet); err != nil {
 		return err
 	}
 	alone, err := b.watcherAlone(ctx, p)
@@ -186,7 +187,7 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, variant string, rep int) (
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(lagUsers + 2)
-	if run.Quiet, err = waitQuiet(ctx); err != nil {
+	if run.Quiet, err = benchkit.WaitQuiet(ctx, quiet); err != nil {
 		return run, err
 	}
 	cfg := driver.Config{Users: lagUsers, Warmup: lagWarmup, Duration: lagMeasure, Seed: int64(rep), MaxRetries: 3}
@@ -194,10 +195,10 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, variant string, rep int) (
 		cfg.Lag = func(i int) driver.LagJournal { return probe.Writer(i) }
 		cfg.LagStatement = probe.UpdateStatement("postgres")
 	}
-	self0, pri0, sb0, meter, t0 := selfCPU(), nodeCPU(ctx, p.cluster, "db"), nodeCPU(ctx, p.cluster, "sb"), startCPU(), time.Now()
+	self0, pri0, sb0, meter, t0 := benchkit.SelfCPU(), nodeCPU(ctx, p.cluster, "db"), nodeCPU(ctx, p.cluster, "sb"), benchkit.StartCPU(), time.Now()
 	res, err := driver.Run(ctx, cfg, []workload.TxType{updateTx()}, []*sql.DB{db})
 	wall := time.Since(t0).Seconds()
-	self, pri, sb, cpu := selfCPU()-self0, nodeCPU(ctx, p.cluster, "db")-pri0, nodeCPU(ctx, p.cluster, "sb")-sb0, meter.read()
+	self, pri, sb, cpu := benchkit.SelfCPU()-self0, nodeCPU(ctx, p.cluster, "db")-pri0, nodeCPU(ctx, p.cluster, "sb")-sb0, meter.Read()
 	if err != nil {
 		return run, err
 	}
@@ -208,10 +209,10 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, variant string, rep int) (
 	for _, s := range res.Series {
 		all += s.Commits
 	}
-	run.TPS, run.Transactions, run.Errors = round(res.TPS, 1), res.Transactions, res.Errors
-	run.LatencyMeanMs, run.LatencyP99Ms = round(res.CommitLatency.Mean, 3), round(res.CommitLatency.P99, 3)
+	run.TPS, run.Transactions, run.Errors = benchkit.Round(res.TPS, 1), res.Transactions, res.Errors
+	run.LatencyMeanMs, run.LatencyP99Ms = benchkit.Round(res.CommitLatency.Mean, 3), benchkit.Round(res.CommitLatency.P99, 3)
 	run.BenchCPUUsPerTx, run.PrimaryCPUUsPerTx, run.StandbyCPUUsPerTx = perTxUs(self, all), perTxUs(pri, all), perTxUs(sb, all)
-	run.BenchCores, run.PrimaryCores, run.StandbyCores = round(self/wall, 3), round(pri/wall, 3), round(sb/wall, 3)
+	run.BenchCores, run.PrimaryCores, run.StandbyCores = benchkit.Round(self/wall, 3), benchkit.Round(pri/wall, 3), benchkit.Round(sb/wall, 3)
 	run.MachineBusy = cpu.MachineBusy
 	run.UnrelatedCores = unrelated(cpu, self, pri+sb, wall)
 	if variant == variantProbe {
@@ -259,7 +260,7 @@ func spreadOf(xs []float64, decimals int) spread {
 	if len(xs) > 1 {
 		sd = math.Sqrt(ss / float64(len(xs)-1))
 	}
-	return spread{Mean: round(m, decimals), SD: round(sd, decimals), Min: round(slices.Min(xs), decimals), Max: round(slices.Max(xs), decimals)}
+	return spread{Mean: benchkit.Round(m, decimals), SD: benchkit.Round(sd, decimals), Min: benchkit.Round(slices.Min(xs), decimals), Max: benchkit.Round(slices.Max(xs), decimals)}
 }
 
 func (b *bench) addLag(runs []lagRun, alone watcherCost) {
@@ -303,7 +304,7 @@ func (b *bench) addLag(runs []lagRun, alone watcherCost) {
 	for _, v := range []string{variantOff, variantStatement, variantProbe} {
 		totalCPU[v] = cpuMean(v, func(r lagRun) float64 { return r.BenchCPUUsPerTx + r.PrimaryCPUUsPerTx + r.StandbyCPUUsPerTx })
 	}
-	cpuOverhead := func(v string) float64 { return round(100*(1-totalCPU[variantOff]/totalCPU[v]), 2) }
+	cpuOverhead := func(v string) float64 { return benchkit.Round(100*(1-totalCPU[variantOff]/totalCPU[v]), 2) }
 	perVariant := map[string]any{}
 	for _, v := range []string{variantOff, variantStatement, variantProbe} {
 		perVariant[v] = map[string]any{
@@ -327,47 +328,47 @@ func (b *bench) addLag(runs []lagRun, alone watcherCost) {
 	fullS := spreadOf(full, 2)
 	logf("      total CPU per transaction (this process + primary + standby): off %.1f µs, statement %.1f µs, probe %.1f µs: the probe costs %.1f %% of throughput on a saturated machine",
 		totalCPU[variantOff], totalCPU[variantStatement], totalCPU[variantProbe], cpuOverhead(variantProbe))
-	value := round(100*(1-mean(variantProbe)/mean(variantOff)), 2)
-	b.r.add(Figure{
+	value := benchkit.Round(100*(1-mean(variantProbe)/mean(variantOff)), 2)
+	b.r.Add(Figure{
 		Name: "lag_overhead_pct", Value: value, Configured: cfg,
-		Target: "<= 3 %", TargetMax: ptr(3.0),
+		Target: "<= 3 %", TargetMax: benchkit.Ptr(3.0),
 		Note: fmt.Sprintf("1 − mean TPS with the probe / mean TPS without, in %%; per-repetition pairs give %.2f ± %.2f (sd), from %.2f to %.2f",
 			fullS.Mean, fullS.SD, fullS.Min, fullS.Max),
 		Details: map[string]any{"per_repetition_pct": full, "per_repetition": fullS, "variants": perVariant, "runs": runs,
 			"cpu_estimate_pct": cpuOverhead(variantProbe)},
 	})
 	stS, wS := spreadOf(stmt, 2), spreadOf(watch, 2)
-	b.r.add(Figure{
-		Name: "lag_statement_overhead_pct", Value: round(100*(1-mean(variantStatement)/mean(variantOff)), 2), Configured: cfg,
+	b.r.Add(Figure{
+		Name: "lag_statement_overhead_pct", Value: benchkit.Round(100*(1-mean(variantStatement)/mean(variantOff)), 2), Configured: cfg,
 		Note:    "the extra UPDATE replab_lag per transaction alone (no watcher): 1 − mean TPS(statement) / mean TPS(off)",
 		Details: map[string]any{"per_repetition_pct": stmt, "per_repetition": stS, "cpu_estimate_pct": cpuOverhead(variantStatement)},
 	})
-	b.r.add(Figure{
-		Name: "lag_watcher_overhead_pct", Value: round(100*(mean(variantStatement)-mean(variantProbe))/mean(variantOff), 2), Configured: cfg,
+	b.r.Add(Figure{
+		Name: "lag_watcher_overhead_pct", Value: benchkit.Round(100*(mean(variantStatement)-mean(variantProbe))/mean(variantOff), 2), Configured: cfg,
 		Note: "the watcher alone (polling the standby every 1 ms from its site): (mean TPS(statement) − mean TPS(probe)) / mean TPS(off)",
 		Details: map[string]any{"per_repetition_pct": watch, "per_repetition": wS,
-			"cpu_estimate_pct": round(cpuOverhead(variantProbe)-cpuOverhead(variantStatement), 2)},
+			"cpu_estimate_pct": benchkit.Round(cpuOverhead(variantProbe)-cpuOverhead(variantStatement), 2)},
 	})
-	b.r.add(Figure{
-		Name: "lag_watcher_cpu_cores", Value: round(alone.BenchCores+alone.StandbyCores, 3), Configured: cfg,
+	b.r.Add(Figure{
+		Name: "lag_watcher_cpu_cores", Value: benchkit.Round(alone.BenchCores+alone.StandbyCores, 3), Configured: cfg,
 		Note: fmt.Sprintf("the watcher polling the idle standby every 1 ms, no workload, %s: CPU above idle of this process (%.3f cores, %.1f µs per poll) plus the standby's (%.3f cores, %.1f µs per poll)",
 			watcherAloneFor, alone.BenchCores, alone.BenchUsPerPoll, alone.StandbyCores, alone.StandbyUsPerPoll),
 		Details: map[string]any{"watcher_alone": alone},
 	})
-	b.r.add(Figure{
-		Name: "lag_resolution_idle_ms", Value: alone.ResolutionMs, Configured: cfg, Expected: ptr(float64(lagInterval) / 1e6),
+	b.r.Add(Figure{
+		Name: "lag_resolution_idle_ms", Value: alone.ResolutionMs, Configured: cfg, Expected: benchkit.Ptr(float64(lagInterval) / 1e6),
 		Note: fmt.Sprintf("lagprobe ResolutionMs with no workload (machine otherwise as busy as it was); interval p99 %.3f ms, poll p50 %.3f ms, poll p99 %.3f ms",
 			alone.IntervalP99Ms, alone.PollP50Ms, alone.PollP99Ms),
 	})
 	if len(resolution) > 0 {
 		res := spreadOf(resolution, 4)
-		b.r.add(Figure{
-			Name: "lag_resolution_ms", Value: res.Mean, Configured: cfg, Expected: ptr(float64(lagInterval) / 1e6),
+		b.r.Add(Figure{
+			Name: "lag_resolution_ms", Value: res.Mean, Configured: cfg, Expected: benchkit.Ptr(float64(lagInterval) / 1e6),
 			Note: "lagprobe Result.ResolutionMs: the achieved mean interval between poll starts during the probe runs (configured 1 ms)",
 			Details: map[string]any{"resolution_ms": res, "interval_p99_ms": spreadOf(intervalP99, 4),
 				"poll_p50_ms": spreadOf(pollP50, 4), "poll_p99_ms": spreadOf(pollP99, 4)},
 		})
-		b.r.add(Figure{
+		b.r.Add(Figure{
 			Name: "lag_poll_p99_ms", Value: spreadOf(pollP99, 4).Mean, Configured: cfg,
 			Note: "lagprobe Result.PollP99Ms: 99th percentile of one poll's duration (SELECT writer, seq FROM replab_lag at the standby), mean over the probe runs; each lag is late by at most one interval plus one poll",
 		})
@@ -399,15 +400,15 @@ const watcherAloneFor = 3 * time.Second
 func (b *bench) watcherAlone(ctx context.Context, p *pgLab) (watcherCost, error) {
 	var w watcherCost
 	span := func(f func() error) (self, sb, wall float64, err error) {
-		s0, b0, t0 := selfCPU(), nodeCPU(ctx, p.cluster, "sb"), time.Now()
+		s0, b0, t0 := benchkit.SelfCPU(), nodeCPU(ctx, p.cluster, "sb"), time.Now()
 		err = f()
-		return selfCPU() - s0, nodeCPU(ctx, p.cluster, "sb") - b0, time.Since(t0).Seconds(), err
+		return benchkit.SelfCPU() - s0, nodeCPU(ctx, p.cluster, "sb") - b0, time.Since(t0).Seconds(), err
 	}
-	self, sb, wall, err := span(func() error { return sleep(ctx, watcherAloneFor) })
+	self, sb, wall, err := span(func() error { return benchkit.Sleep(ctx, watcherAloneFor) })
 	if err != nil {
 		return w, err
 	}
-	w.IdleBenchCores, w.IdleStandbyCores = round(self/wall, 3), round(sb/wall, 3)
+	w.IdleBenchCores, w.IdleStandbyCores = benchkit.Round(self/wall, 3), benchkit.Round(sb/wall, 3)
 
 	probe := lagprobe.New(lagprobe.Config{Writers: lagUsers, Interval: lagInterval})
 	sdb, err := p.cluster.Open(ctx, "sb", "sb")
@@ -424,22 +425,22 @@ func (b *bench) watcherAlone(ctx context.Context, p *pgLab) (watcherCost, error)
 	if err := probe.WaitWatching(ctx, "sb"); err != nil {
 		return w, err
 	}
-	if err := sleep(ctx, 300*time.Millisecond); err != nil {
+	if err := benchkit.Sleep(ctx, 300*time.Millisecond); err != nil {
 		return w, err
 	}
 	polls0 := probe.Results()["sb"].Polls
-	self, sb, wall, err = span(func() error { return sleep(ctx, watcherAloneFor) })
+	self, sb, wall, err = span(func() error { return benchkit.Sleep(ctx, watcherAloneFor) })
 	if err != nil {
 		return w, err
 	}
 	r := probe.Results()["sb"]
-	w.Seconds, w.Polls = round(wall, 3), r.Polls-polls0
-	w.PollsPerS = round(float64(w.Polls)/wall, 1)
-	w.BenchCores = round(max(self/wall-w.IdleBenchCores, 0), 3)
-	w.StandbyCores = round(max(sb/wall-w.IdleStandbyCores, 0), 3)
+	w.Seconds, w.Polls = benchkit.Round(wall, 3), r.Polls-polls0
+	w.PollsPerS = benchkit.Round(float64(w.Polls)/wall, 1)
+	w.BenchCores = benchkit.Round(max(self/wall-w.IdleBenchCores, 0), 3)
+	w.StandbyCores = benchkit.Round(max(sb/wall-w.IdleStandbyCores, 0), 3)
 	if w.Polls > 0 {
-		w.BenchUsPerPoll = round(w.BenchCores*wall/float64(w.Polls)*1e6, 1)
-		w.StandbyUsPerPoll = round(w.StandbyCores*wall/float64(w.Polls)*1e6, 1)
+		w.BenchUsPerPoll = benchkit.Round(w.BenchCores*wall/float64(w.Polls)*1e6, 1)
+		w.StandbyUsPerPoll = benchkit.Round(w.StandbyCores*wall/float64(w.Polls)*1e6, 1)
 	}
 	w.ResolutionMs, w.IntervalP99Ms, w.PollP50Ms, w.PollP99Ms = r.ResolutionMs, r.IntervalP99Ms, r.PollP50Ms, r.PollP99Ms
 	return w, nil

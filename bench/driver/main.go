@@ -8,19 +8,15 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
-	"os/signal"
-	"runtime"
-	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/lab"
 )
 
@@ -33,9 +29,7 @@ func main() {
 	client := flag.String("client-site", "db", `site pgbench and the driver run in for the comparison: "db" (the server's own site, no emulator in the path) or "client" (across an unshaped emulated link)`)
 	flag.Parse()
 	if *list {
-		for _, s := range (&bench{}).steps() {
-			fmt.Printf("%-10s %s\n", s.id, s.title)
-		}
+		benchkit.PrintSteps((&bench{}).steps(), 10)
 		return
 	}
 	compareUsers = nil
@@ -59,12 +53,7 @@ func logf(format string, args ...any) {
 }
 
 // step is one bounded measurement.
-type step struct {
-	id    string
-	title string
-	limit time.Duration
-	run   func(ctx context.Context) error
-}
+type step = benchkit.Step
 
 // bench carries the report and the run's settings.
 type bench struct {
@@ -75,12 +64,12 @@ type bench struct {
 
 func (b *bench) steps() []step {
 	return []step{
-		{"compare", fmt.Sprintf("driver vs pgbench: UPDATE by key, %v users, %d s runs alternating pgbench/replab ×%d", compareUsers, compareSeconds, comparePairs),
-			3 * time.Minute, b.compare},
-		{"lag", fmt.Sprintf("lag probe: %d users, primary + standby %s away, off/statement/probe ×%d, %s + %s each", lagUsers, lagDelay, lagReps, lagWarmup, lagMeasure),
-			3 * time.Minute, b.lagOverhead},
-		{"diagnose", "not run by default: where the driver's CPU goes (pgbench, driver, driver at GOMAXPROCS = CPUs, bare pgx 3 round trips, bare pgx pipelined)",
-			4 * time.Minute, b.diagnose},
+		{ID: "compare", Title: fmt.Sprintf("driver vs pgbench: UPDATE by key, %v users, %d s runs alternating pgbench/replab ×%d", compareUsers, compareSeconds, comparePairs),
+			Limit: 3 * time.Minute, Run: b.compare},
+		{ID: "lag", Title: fmt.Sprintf("lag probe: %d users, primary + standby %s away, off/statement/probe ×%d, %s + %s each", lagUsers, lagDelay, lagReps, lagWarmup, lagMeasure),
+			Limit: 3 * time.Minute, Run: b.lagOverhead},
+		{ID: "diagnose", Title: "not run by default: where the driver's CPU goes (pgbench, driver, driver at GOMAXPROCS = CPUs, bare pgx 3 round trips, bare pgx pipelined)",
+			Limit: 4 * time.Minute, Run: b.diagnose},
 	}
 }
 
@@ -100,106 +89,24 @@ func run(out, only, clientSite, cpuProfile string) int {
 	// First Ctrl-C (or SIGTERM) cancels the running step, which cleans up
 	// (pgbench is killed, servers stopped, labs removed); a second one ends
 	// the process at once.
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		s, ok := <-sigc
-		if !ok {
-			return
-		}
-		signal.Stop(sigc)
-		logf("driver: %v: cleaning up (interrupt again to abort without cleaning up)", s)
-		cancel(fmt.Errorf("interrupted by %v", s))
-	}()
-	defer func() {
-		signal.Stop(sigc)
-		close(sigc)
-	}()
+	ctx, stop := benchkit.SignalContext("driver", logf)
+	defer stop()
 
 	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
+		stopProfile, err := benchkit.StartCPUProfile(cpuProfile)
 		if err != nil {
 			logf("driver: %v", err)
 			return 2
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			logf("driver: cpu profile: %v", err)
-			return 2
-		}
-		defer pprof.StopCPUProfile()
+		defer stopProfile()
 	}
 	start := time.Now()
 	b := &bench{r: &Report{Environment: environment(ctx, start, pgbench)}, pgbench: pgbench, clientSite: clientSite}
-	steps, err := selectSteps(b.steps(), only)
+	steps, err := benchkit.SelectSteps(b.steps(), only, defaultSteps)
 	if err != nil {
 		logf("driver: %v", err)
 		return 2
 	}
-	for i, s := range steps {
-		if ctx.Err() != nil {
-			break
-		}
-		logf("[%d/%d] %s …", i+1, len(steps), s.title)
-		t0, meter := time.Now(), startCPU()
-		sctx, cancelStep := context.WithTimeoutCause(ctx, s.limit, fmt.Errorf("step took longer than its limit %s", s.limit))
-		err := s.run(sctx)
-		cancelStep()
-		b.r.Steps = append(b.r.Steps, StepInfo{ID: s.id, Title: s.title, Seconds: round(time.Since(t0).Seconds(), 1),
-			CPU: meter.read(), OK: err == nil})
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			logf("      FAILED after %s: %v", time.Since(t0).Round(100*time.Millisecond), err)
-			b.r.Errors = append(b.r.Errors, StepError{Step: s.title, Error: err.Error()})
-			continue
-		}
-		logf("      done in %s", time.Since(t0).Round(100*time.Millisecond))
-	}
-	if ctx.Err() != nil {
-		logf("driver: interrupted; nothing written to %s", out)
-		return 130
-	}
-	b.r.Environment.LoadAvgEnd = readTrim("/proc/loadavg")
-	b.r.Environment.GOMAXPROCS = runtime.GOMAXPROCS(0)
-	b.r.Seconds = round(time.Since(start).Seconds(), 1)
-	if err := writeJSON(out, b.r); err != nil {
-		logf("driver: %v", err)
-		return 1
-	}
-	fmt.Println()
-	b.r.WriteSummary(os.Stdout)
-	fmt.Printf("\nwrote %s in %s\n", out, time.Since(start).Round(time.Second))
-	if len(b.r.Errors) > 0 {
-		return 1
-	}
-	return 0
-}
-
-// selectSteps keeps the steps named in only (comma-separated ids), in
-// their normal order; all of them when only is empty.
-func selectSteps(all []step, only string) ([]step, error) {
-	if only == "" {
-		only = strings.Join(defaultSteps, ",")
-	}
-	var ids []string
-	for _, s := range all {
-		ids = append(ids, s.id)
-	}
-	want := strings.Split(only, ",")
-	for _, w := range want {
-		if !slices.Contains(ids, w) {
-			return nil, fmt.Errorf("no step %q (steps: %s)", w, strings.Join(ids, ", "))
-		}
-	}
-	var out []step
-	for _, s := range all {
-		if slices.Contains(want, s.id) {
-			out = append(out, s)
-		}
-	}
-	return out, nil
+	benchkit.RunSteps(ctx, b.r, steps, benchkit.StartCPU, logf)
+	return benchkit.Finish(ctx, b.r, "driver", out, start, endEnvironment, func(w io.Writer) { writeSummary(w, b.r) }, logf)
 }

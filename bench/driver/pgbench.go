@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/lab"
 )
 
@@ -111,7 +112,7 @@ func pgbenchUpdates(ctx context.Context, bin string, site *lab.Site, dsn string,
 	if err != nil {
 		return pgbenchResult{}, err
 	}
-	r := pgbenchResult{WallSeconds: round(wall.Seconds(), 3), CPUSeconds: (st.UserTime() + st.SystemTime()).Seconds()}
+	r := pgbenchResult{WallSeconds: benchkit.Round(wall.Seconds(), 3), CPUSeconds: (st.UserTime() + st.SystemTime()).Seconds()}
 	m := reTPS.FindStringSubmatch(out)
 	c := reTxCount.FindStringSubmatch(out)
 	if m == nil || c == nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/netcheck"
 )
 
@@ -62,8 +63,8 @@ rate = "100mbit"
 	}
 	row := bufferRow{
 		MaxBytes:          maxBytes,
-		GoodputMbps:       round(res.GoodputBps/1e6, 3),
-		WindowOverRTTMbps: round(float64(maxBytes)*8/bufferRTT/1e6, 3),
+		GoodputMbps:       benchkit.Round(res.GoodputBps/1e6, 3),
+		WindowOverRTTMbps: benchkit.Round(float64(maxBytes)*8/bufferRTT/1e6, 3),
 		Retransmits:       res.Retransmits,
 		KernelRTTMs:       res.KernelRTTMs,
 	}
@@ -81,7 +82,7 @@ func (b *bench) addBufferRow(row bufferRow) {
 			return
 		}
 	}
-	b.r.add(Figure{
+	b.r.Add(Figure{
 		Name:  bufferFigure,
 		Value: []bufferRow{row},
 		Configured: map[string]any{"rtt_ms": 200, "rate": "100mbit", "congestion": "cubic",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/linkem/emu"
 	"replab/internal/netcheck"
 )
@@ -32,9 +33,9 @@ func (b *bench) veth(ctx context.Context) error {
 		return fmt.Errorf("veth: %w", err)
 	}
 	b.vethBps = res.ReceivedBps
-	b.r.add(Figure{
+	b.r.Add(Figure{
 		Name:       "veth_gbps",
-		Value:      round(res.ReceivedBps/1e9, 3),
+		Value:      benchkit.Round(res.ReceivedBps/1e9, 3),
 		Configured: map[string]any{"path": "veth pair between two namespaces", "congestion": "cubic", "duration_s": iperfSeconds},
 		Note:       "the ceiling: iperf3 goodput at the receiver over a plain veth pair",
 		Details:    map[string]any{"iperf3": res},
@@ -66,7 +67,7 @@ rate = "unlimited"
 			return err
 		}
 	}
-	quiet, err := waitQuiet(ctx)
+	quiet, err := benchkit.WaitQuiet(ctx, quiet)
 	if err != nil {
 		return err
 	}
@@ -76,7 +77,7 @@ rate = "unlimited"
 	stopSampling, inFlight := sampleInFlight(e, "a", "b")
 	res, err := iperf(ctx, bb, bb.Address, a, iperfSeconds)
 	stopSampling()
-	cpu := meter.read()
+	cpu := meter.Read()
 	if err != nil {
 		return fmt.Errorf("emulated link: %w", err)
 	}
@@ -97,39 +98,39 @@ rate = "unlimited"
 		acks.DroppedQueuePackets + acks.DroppedLossPackets + acks.DroppedOtherPackets
 
 	cfg := map[string]any{"rate": "unlimited", "one_way_delay_ms": 0, "congestion": "cubic", "duration_s": iperfSeconds}
-	b.r.add(Figure{
-		Name: "emu_gbps", Value: round(res.ReceivedBps/1e9, 3), Configured: cfg,
+	b.r.Add(Figure{
+		Name: "emu_gbps", Value: benchkit.Round(res.ReceivedBps/1e9, 3), Configured: cfg,
 		Note:    "iperf3 goodput at the receiver through the emulator (TUN in each site, one Go process in between)",
 		Details: map[string]any{"iperf3": res},
 	})
 	if b.vethBps > 0 {
-		b.r.add(Figure{
-			Name: "emu_to_veth_ratio", Value: round(res.ReceivedBps/b.vethBps, 3), Configured: cfg,
-			Target: ">= 0.2", TargetMin: ptr(0.2),
-			Details: map[string]any{"veth_gbps": round(b.vethBps/1e9, 3), "emu_gbps": round(res.ReceivedBps/1e9, 3)},
+		b.r.Add(Figure{
+			Name: "emu_to_veth_ratio", Value: benchkit.Round(res.ReceivedBps/b.vethBps, 3), Configured: cfg,
+			Target: ">= 0.2", TargetMin: benchkit.Ptr(0.2),
+			Details: map[string]any{"veth_gbps": benchkit.Round(b.vethBps/1e9, 3), "emu_gbps": benchkit.Round(res.ReceivedBps/1e9, 3)},
 		})
 	}
-	b.r.add(Figure{
-		Name: "emu_lateness_p99_us", Value: round(late["a->b"].P99Us, 1), Configured: cfg,
+	b.r.Add(Figure{
+		Name: "emu_lateness_p99_us", Value: benchkit.Round(late["a->b"].P99Us, 1), Configured: cfg,
 		Note: "delivery lateness (handed to the TUN after its scheduled time) in the data direction during the run; " +
 			"emu.FaithfulP99Us = 1000 is where the emulation stops being faithful",
 		Details: map[string]any{"a->b": late["a->b"], "b->a": late["b->a"], "in_flight_a_to_b": inFlight()},
 	})
-	b.r.add(Figure{
+	b.r.Add(Figure{
 		Name: "emu_tun_tx_drops_packets", Value: float64(tunTotal), Configured: cfg,
 		Note:    "packets the kernel dropped because a TUN txqueue was full (the emulator did not read fast enough)",
 		Details: map[string]any{"by_device": tunDrops},
 	})
-	b.r.add(Figure{
+	b.r.Add(Figure{
 		Name: "emu_model_drops_packets", Value: float64(modelDrops), Configured: cfg,
 		Note:    "drops by the link model (queue, loss, down, MTU); none are configured, so any is a bug",
 		Details: map[string]any{"a->b": data, "b->a": acks},
 	})
-	b.r.add(Figure{
+	b.r.Add(Figure{
 		Name: "emu_retransmits_segments", Value: float64(res.Retransmits), Configured: cfg,
 		Note: "iperf3 sender retransmits during the run",
 	})
-	b.r.add(Figure{
+	b.r.Add(Figure{
 		Name: "emu_cpu_cores", Value: cpu.ProcessCores, Configured: cfg,
 		Note: "CPU used by the bench process (the emulator, including the kernel work of its TUN reads and writes; " +
 			"iperf3 runs in its own processes) during the run, in cores",
@@ -151,7 +152,7 @@ const floorProbes = 200
 // the probes themselves (sockets, Go scheduling) add with no emulator in
 // the path. The emulator's own error is the RTT figures minus this.
 func (b *bench) probeFloor(ctx context.Context) error {
-	quiet, err := waitQuiet(ctx)
+	quiet, err := benchkit.WaitQuiet(ctx, quiet)
 	if err != nil {
 		return err
 	}
@@ -171,9 +172,9 @@ func (b *bench) probeFloor(ctx context.Context) error {
 		"probe_interval_ms": rttInterval.Milliseconds()}
 	det := map[string]any{"rtt": rtt, "one_way_a_to_b": errorStats(p.owdAB.SamplesMs, 0),
 		"one_way_b_to_a": errorStats(p.owdBA.SamplesMs, 0), "wait_for_quiet_machine": quiet}
-	b.r.add(Figure{Name: "probe_floor_rtt_mean_ms", Value: rtt.MeanMs, Configured: cfg,
+	b.r.Add(Figure{Name: "probe_floor_rtt_mean_ms", Value: rtt.MeanMs, Configured: cfg,
 		Note: "netcheck.RTT over a plain veth pair (no emulator): what the measurement itself adds to every RTT figure", Details: det})
-	b.r.add(Figure{Name: "probe_floor_rtt_p99_ms", Value: rtt.P99Ms, Configured: cfg})
+	b.r.Add(Figure{Name: "probe_floor_rtt_p99_ms", Value: rtt.P99Ms, Configured: cfg})
 	logf("      probe floor over veth: RTT mean %.3f ms, p99 %.3f ms", rtt.MeanMs, rtt.P99Ms)
 	return nil
 }
@@ -215,7 +216,7 @@ func sampleInFlight(e *emu.Emulator, from, to string) (stop func(), result func(
 	stop = func() { close(done); <-finished }
 	result = func() inFlightStats {
 		if st.Samples > 0 {
-			st.MeanPackets = round(float64(sum)/float64(st.Samples), 1)
+			st.MeanPackets = benchkit.Round(float64(sum)/float64(st.Samples), 1)
 		}
 		return st
 	}

@@ -2,23 +2,16 @@ package main
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"runtime"
-	"strings"
 	"time"
+
+	"replab/bench/internal/benchkit"
 )
 
-// Environment describes the machine and the code a run measured.
+// Environment describes the machine and the code a run measured. Its
+// GOMAXPROCS is taken at the end: the emulator raises it when a lab starts.
 type Environment struct {
-	Kernel        string `json:"kernel"` // uname -r
-	CPUModel      string `json:"cpu_model"`
-	CPUCount      int    `json:"cpu_count"`
-	GoVersion     string `json:"go_version"`
-	GOMAXPROCS    int    `json:"gomaxprocs"` // at the end: the emulator raises it when a lab starts
-	GitCommit     string `json:"git_commit,omitempty"`
-	GitDirty      *bool  `json:"git_dirty,omitempty"` // uncommitted changes in the work tree
-	Date          string `json:"date"`                // start, RFC 3339 UTC
+	benchkit.Machine
 	IperfVersion  string `json:"iperf3_version"`
 	LoadAvgStart  string `json:"loadavg_start"` // /proc/loadavg: other work on the machine skews figures
 	LoadAvgEnd    string `json:"loadavg_end"`
@@ -27,61 +20,17 @@ type Environment struct {
 }
 
 func environment(ctx context.Context, start time.Time) Environment {
-	e := Environment{
-		Kernel:        command(ctx, "uname", "-r"),
-		GoVersion:     runtime.Version(),
-		Date:          start.UTC().Format(time.RFC3339),
-		IperfVersion:  firstLine(command(ctx, "iperf3", "--version")),
-		LoadAvgStart:  readTrim("/proc/loadavg"),
-		RootCongCtl:   readTrim("/proc/sys/net/ipv4/tcp_congestion_control"),
-		AllowedCongCt: readTrim("/proc/sys/net/ipv4/tcp_allowed_congestion_control"),
+	return Environment{
+		Machine:       benchkit.CaptureMachine(ctx, start),
+		IperfVersion:  benchkit.FirstLine(benchkit.Command(ctx, "iperf3", "--version")),
+		LoadAvgStart:  benchkit.ReadTrim("/proc/loadavg"),
+		RootCongCtl:   benchkit.ReadTrim("/proc/sys/net/ipv4/tcp_congestion_control"),
+		AllowedCongCt: benchkit.ReadTrim("/proc/sys/net/ipv4/tcp_allowed_congestion_control"),
 	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			if !ok {
-				continue
-			}
-			switch strings.TrimSpace(k) {
-			case "processor":
-				e.CPUCount++
-			case "model name":
-				if e.CPUModel == "" {
-					e.CPUModel = strings.TrimSpace(v)
-				}
-			}
-		}
-	}
-	if c := command(ctx, "git", "rev-parse", "HEAD"); c != "" {
-		e.GitCommit = c
-		out, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output()
-		if err == nil {
-			e.GitDirty = ptr(len(strings.TrimSpace(string(out))) > 0)
-		}
-	}
-	return e
 }
 
-// command returns the trimmed output of a short command, "" on failure.
-func command(ctx context.Context, name string, args ...string) string {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
-}
-
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(s, "\n")
-	return l
-}
-
-func readTrim(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
+// endEnvironment records what the environment holds at the end of a run.
+func endEnvironment(e *Environment) {
+	e.LoadAvgEnd = benchkit.ReadTrim("/proc/loadavg")
+	e.GOMAXPROCS = runtime.GOMAXPROCS(0)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/netcheck"
 )
 
@@ -49,16 +50,16 @@ rate = "%dmbit"
 	rate := float64(mbit) * 1e6
 	ratio := res.GoodputBps / rate
 	d := delta(before, after, "a->b")
-	b.r.add(Figure{
+	b.r.Add(Figure{
 		Name:  fmt.Sprintf("goodput_ratio_%dmbit", mbit),
-		Value: round(ratio, 4),
+		Value: benchkit.Round(ratio, 4),
 		Configured: map[string]any{"rate_mbit": mbit, "one_way_delay_ms": 10, "queue": "1 BDP (default)",
 			"congestion": "cubic", "warmup_s": goodputWarmup.Seconds(), "duration_s": goodputWindow.Seconds()},
-		Expected: ptr(round(idealGoodputRatio, 4)),
-		Target:   ">= 0.95 (ideal 0.965: 1448 payload bytes per 1500-byte packet)", TargetMin: ptr(goodputTarget),
+		Expected: benchkit.Ptr(benchkit.Round(idealGoodputRatio, 4)),
+		Target:   ">= 0.95 (ideal 0.965: 1448 payload bytes per 1500-byte packet)", TargetMin: benchkit.Ptr(goodputTarget),
 		Note: "netcheck.Throughput goodput at the receiver over the window, divided by the configured rate",
 		Details: map[string]any{
-			"goodput_mbps": round(res.GoodputBps/1e6, 3), "retransmits": res.Retransmits,
+			"goodput_mbps": benchkit.Round(res.GoodputBps/1e6, 3), "retransmits": res.Retransmits,
 			"kernel_srtt_ms": res.KernelRTTMs, "kernel_min_rtt_ms": res.KernelMinRTTMs,
 			"emulator_a_to_b": d,
 		},

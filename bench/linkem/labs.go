@@ -105,18 +105,6 @@ func tunTxDropped(ctx context.Context, s *lab.Site) (uint64, error) {
 	return links[0].Stats.TX.Dropped, nil
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
 // serializationMs is how long size bytes take at rate bit/s, in ms.
 func serializationMs(size int, rateBps int64) float64 {
 	if rateBps <= 0 {

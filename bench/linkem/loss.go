@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/netcheck"
 )
 
@@ -64,7 +65,7 @@ func lossDetails(res netcheck.LossResult, d counterDelta) map[string]any {
 	lost := res.Sent - res.Received
 	return map[string]any{
 		"sent": res.Sent, "received": res.Received, "lost": lost, "bursts": res.Bursts,
-		"max_burst_packets": res.MaxBurstPackets, "send_seconds": round(res.SendSeconds, 3),
+		"max_burst_packets": res.MaxBurstPackets, "send_seconds": benchkit.Round(res.SendSeconds, 3),
 		// The emulator also counts the few control packets (TCP) that
 		// cross a->b; a large difference means losses outside the model.
 		"emulator_loss_drops_a_to_b":        d.DroppedLossPackets,
@@ -86,14 +87,14 @@ func (b *bench) randomLoss(ctx context.Context) error {
 	lo, hi := netcheck.BinomialCI(lost, res.Sent, lossCILevel)
 	inside := lo <= configured && configured <= hi
 	det := lossDetails(res, d)
-	det["ci99_low"], det["ci99_high"], det["configured_inside_ci99"] = round(lo, 5), round(hi, 5), inside
+	det["ci99_low"], det["ci99_high"], det["configured_inside_ci99"] = benchkit.Round(lo, 5), benchkit.Round(hi, 5), inside
 	cfg := lossConfig("1%", randomLossPackets, randomLossPPS)
-	b.r.add(Figure{Name: "loss_random_fraction", Value: round(res.LossFraction, 5), Configured: cfg,
-		Expected: ptr(configured), Target: "configured 0.01 inside the binomial 99% CI of the measured loss",
+	b.r.Add(Figure{Name: "loss_random_fraction", Value: benchkit.Round(res.LossFraction, 5), Configured: cfg,
+		Expected: benchkit.Ptr(configured), Target: "configured 0.01 inside the binomial 99% CI of the measured loss",
 		MeetsTarget: &inside, Note: "netcheck.Loss; Wilson score interval", Details: det})
 	expBurst := 1 / (1 - configured)
-	b.r.add(Figure{Name: "loss_random_mean_burst_packets", Value: round(res.MeanBurstPackets, 4), Configured: cfg,
-		Expected: ptr(round(expBurst, 4)), Note: "mean run of consecutive lost packets; independent loss gives 1/(1-p)"})
+	b.r.Add(Figure{Name: "loss_random_mean_burst_packets", Value: benchkit.Round(res.MeanBurstPackets, 4), Configured: cfg,
+		Expected: benchkit.Ptr(benchkit.Round(expBurst, 4)), Note: "mean run of consecutive lost packets; independent loss gives 1/(1-p)"})
 	logf("      lost %d/%d = %.4f, 99%% CI [%.4f, %.4f] (configured 0.01 inside: %v); mean burst %.3f (expected %.3f); emulator counted %d",
 		lost, res.Sent, res.LossFraction, lo, hi, inside, res.MeanBurstPackets, expBurst, d.DroppedLossPackets)
 	return nil
@@ -126,20 +127,20 @@ func (b *bench) geLoss(ctx context.Context) error {
 	mInside := mlo <= configured && configured <= mhi
 
 	det := lossDetails(res, d)
-	det["binomial_ci99_low"], det["binomial_ci99_high"], det["configured_inside_binomial_ci99"] = round(lo, 5), round(hi, 5), inside
-	det["markov_ci99_low"], det["markov_ci99_high"], det["configured_inside_markov_ci99"] = round(mlo, 5), round(mhi, 5), mInside
-	det["estimated_p"], det["estimated_r"], det["effective_packets"] = round(pHat, 5), round(rHat, 4), math.Round(nEff)
+	det["binomial_ci99_low"], det["binomial_ci99_high"], det["configured_inside_binomial_ci99"] = benchkit.Round(lo, 5), benchkit.Round(hi, 5), inside
+	det["markov_ci99_low"], det["markov_ci99_high"], det["configured_inside_markov_ci99"] = benchkit.Round(mlo, 5), benchkit.Round(mhi, 5), mInside
+	det["estimated_p"], det["estimated_r"], det["effective_packets"] = benchkit.Round(pHat, 5), benchkit.Round(rHat, 4), math.Round(nEff)
 	cfg := lossConfig(loss, geLossPackets, geLossPPS)
-	cfg["expected_loss_fraction"] = round(configured, 5)
-	b.r.add(Figure{Name: "loss_ge_fraction", Value: round(res.LossFraction, 5), Configured: cfg,
-		Expected:    ptr(round(configured, 5)),
+	cfg["expected_loss_fraction"] = benchkit.Round(configured, 5)
+	b.r.Add(Figure{Name: "loss_ge_fraction", Value: benchkit.Round(res.LossFraction, 5), Configured: cfg,
+		Expected:    benchkit.Ptr(benchkit.Round(configured, 5)),
 		Target:      "configured p/(p+r) = 0.0909 inside the 99% CI (binomial as asked; the burst-aware Markov CI is the valid one)",
 		MeetsTarget: &mInside,
 		Note: "the binomial CI assumes independent losses and is far too narrow for bursts: meets_target uses the " +
 			"Markov-chain CI (variance × (1+λ)/(1-λ), λ = 1-p-r, p and r estimated from the bursts)",
 		Details: det})
-	b.r.add(Figure{Name: "loss_ge_mean_burst_packets", Value: round(res.MeanBurstPackets, 3), Configured: cfg,
-		Expected: ptr(1 / geR), Note: "mean run of consecutive lost packets; Gilbert-Elliott with 1-h = 100% gives 1/r = 10",
+	b.r.Add(Figure{Name: "loss_ge_mean_burst_packets", Value: benchkit.Round(res.MeanBurstPackets, 3), Configured: cfg,
+		Expected: benchkit.Ptr(1 / geR), Note: "mean run of consecutive lost packets; Gilbert-Elliott with 1-h = 100% gives 1/r = 10",
 		Details: map[string]any{"bursts": res.Bursts, "max_burst_packets": res.MaxBurstPackets}})
 	logf("      lost %d/%d = %.4f (configured %.4f); binomial 99%% CI [%.4f, %.4f] inside: %v; Markov 99%% CI [%.4f, %.4f] inside: %v; mean burst %.2f (expected 10); emulator counted %d",
 		lost, res.Sent, res.LossFraction, configured, lo, hi, inside, mlo, mhi, mInside, res.MeanBurstPackets, d.DroppedLossPackets)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/netcheck"
 )
 
@@ -52,13 +53,13 @@ loss = "1%"
 	cfg := map[string]any{"congestion": "reno", "loss": "1% (a->b, the data direction)", "rtt_ms": 50, "rate": "100mbit",
 		"warmup_s": renoWarmup.Seconds(), "duration_s": renoWindow.Seconds()}
 	got := res.GoodputBps
-	b.r.add(Figure{Name: "reno_goodput_mbps", Value: round(got/1e6, 3), Configured: cfg,
+	b.r.Add(Figure{Name: "reno_goodput_mbps", Value: benchkit.Round(got/1e6, 3), Configured: cfg,
 		Note: "netcheck.Throughput goodput at the receiver",
 		Details: map[string]any{"retransmits": res.Retransmits, "kernel_srtt_ms": res.KernelRTTMs,
 			"kernel_min_rtt_ms": res.KernelMinRTTMs, "emulator_a_to_b": d}})
-	b.r.add(Figure{Name: "mathis_mbps", Value: round(mathis/1e6, 3), Configured: cfg,
+	b.r.Add(Figure{Name: "mathis_mbps", Value: benchkit.Round(mathis/1e6, 3), Configured: cfg,
 		Note: "MSS/RTT · C/√p with MSS 1448 bytes, RTT 50 ms, C = √(3/2), p = 0.01"})
-	b.r.add(Figure{Name: "reno_to_mathis_ratio", Value: round(got/mathis, 3), Configured: cfg,
+	b.r.Add(Figure{Name: "reno_to_mathis_ratio", Value: benchkit.Round(got/mathis, 3), Configured: cfg,
 		Note: "measured over predicted; Mathis is an approximation (no timeouts, periodic loss), so ~0.7–1.3 is normal"})
 	logf("      reno %.3f Mbit/s, Mathis %.3f Mbit/s, ratio %.3f; %d retransmits, srtt %.1f ms",
 		got/1e6, mathis/1e6, got/mathis, res.Retransmits, res.KernelRTTMs)

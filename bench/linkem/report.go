@@ -1,132 +1,45 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"text/tabwriter"
+
+	"replab/bench/internal/benchkit"
 )
 
-// Report is the JSON file: the machine, then every figure in measuring order.
-type Report struct {
-	Environment Environment `json:"environment"`
-	Figures     Figures     `json:"figures"`
-	// Steps says how long each step took and how busy the machine was:
-	// other work on the machine delays the emulator.
-	Steps []StepInfo `json:"steps"`
-	// Errors lists the steps that failed; their figures are missing.
-	Errors []StepError `json:"errors,omitempty"`
-	// Seconds is how long the whole run took.
-	Seconds float64 `json:"seconds"`
-}
-
-// StepInfo is one step's run.
-type StepInfo struct {
-	ID      string  `json:"id"`
-	Title   string  `json:"title"`
-	Seconds float64 `json:"seconds"`
-	CPU     cpuUse  `json:"cpu"`
-	OK      bool    `json:"ok"`
-}
-
-// StepError is one failed step.
-type StepError struct {
-	Step  string `json:"step"`
-	Error string `json:"error"`
-}
+// Report is the JSON file: the machine, then every figure in measuring
+// order. Its steps say how long each step took and how busy the machine
+// was: other work on the machine delays the emulator.
+type Report = benchkit.Report[Environment]
 
 // Figure is one measured number (or list), named with its unit, with what
 // was configured and what the issue asks for.
-type Figure struct {
-	Name  string `json:"-"`
-	Value any    `json:"value"`
-	// Configured holds the link settings the figure was measured on, each
-	// key named with its unit.
-	Configured map[string]any `json:"configured,omitempty"`
-	// Expected is what a faithful emulator gives (e.g. 0.965 of the rate,
-	// 1/r = 10 packets per Gilbert-Elliott burst), when known.
-	Expected *float64 `json:"expected,omitempty"`
-	// Target is the issue's target in words; TargetMin/TargetMax as numbers.
-	Target    string   `json:"target"`
-	TargetMin *float64 `json:"target_min,omitempty"`
-	TargetMax *float64 `json:"target_max,omitempty"`
-	// MeetsTarget is set when the figure has a target.
-	MeetsTarget *bool          `json:"meets_target,omitempty"`
-	Note        string         `json:"note,omitempty"`
-	Details     map[string]any `json:"details,omitempty"`
+type Figure = benchkit.Figure
+
+// summary lays out the summary table.
+var summary = benchkit.Summary{
+	// The keys that tell the links apart, in a fixed order.
+	ConfiguredKeys: []string{"rate", "rate_mbit", "rtt_ms", "loss", "congestion"},
+	CPUHeading:     "\nCPU per step (other work on the machine delays the emulator):",
+	IDWidth:        16,
+	ShowValue:      showValue,
 }
 
-// noTarget is the Target of figures the issue gives none for.
-const noTarget = "none (reference figure)"
-
-// Figures keep their order in the JSON object.
-type Figures []Figure
-
-// MarshalJSON writes an object whose keys are the figure names, in order.
-func (fs Figures) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, f := range fs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, err := json.Marshal(f.Name)
-		if err != nil {
-			return nil, err
-		}
-		v, err := json.Marshal(f)
-		if err != nil {
-			return nil, fmt.Errorf("figure %s: %w", f.Name, err)
-		}
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(v)
-	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+// writeSummary prints one line per figure: measured, configured, target;
+// then a table per buffer-size figure.
+func writeSummary(w io.Writer, r *Report) {
+	s := summary
+	s.Extra = func(w io.Writer) { writeBufferTables(w, r) }
+	r.WriteSummary(w, s)
 }
 
-func (r *Report) add(f Figure) {
-	if f.Target == "" {
-		f.Target = noTarget
-	}
-	if v, ok := f.Value.(float64); ok && (f.TargetMin != nil || f.TargetMax != nil) {
-		ok := (f.TargetMin == nil || v >= *f.TargetMin) && (f.TargetMax == nil || v <= *f.TargetMax)
-		f.MeetsTarget = &ok
-	}
-	r.Figures = append(r.Figures, f)
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// round keeps JSON readable: n significant decimals after the point.
-func round(v float64, n int) float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return v
-	}
-	p := math.Pow(10, float64(n))
-	return math.Round(v*p) / p
-}
-
-// WriteSummary prints one line per figure: measured, configured, target.
-func (r *Report) WriteSummary(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "figure\tmeasured\tconfigured\ttarget\tmet")
-	for _, f := range r.Figures {
-		met := "-"
-		if f.MeetsTarget != nil {
-			met = map[bool]string{true: "yes", false: "NO"}[*f.MeetsTarget]
-		}
-		target := shortTarget(f)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Name, showValue(f.Value), showConfigured(f.Configured), target, met)
-	}
-	_ = tw.Flush()
+// writeBufferTables prints the rows of each buffer-size figure.
+func writeBufferTables(w io.Writer, r *Report) {
 	for _, f := range r.Figures {
 		if rows, ok := f.Value.([]bufferRow); ok {
-			fmt.Fprintf(w, "\n%s (%s):\n", f.Name, showConfigured(f.Configured))
+			fmt.Fprintf(w, "\n%s (%s):\n", f.Name, benchkit.ShowConfigured(f.Configured, summary.ConfiguredKeys))
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "buffer max bytes\tgoodput Mbit/s\twindow/RTT Mbit/s\tkernel RTT ms\t")
 			for _, row := range rows {
@@ -135,63 +48,21 @@ func (r *Report) WriteSummary(w io.Writer) {
 			_ = tw.Flush()
 		}
 	}
-	fmt.Fprintln(w, "\nCPU per step (other work on the machine delays the emulator):")
-	for _, s := range r.Steps {
-		fmt.Fprintf(w, "  %-16s %5.1f s  machine busy %3.0f%%  bench process %.2f cores  other processes %.2f cores\n",
-			s.ID, s.Seconds, 100*s.CPU.MachineBusy, s.CPU.ProcessCores, s.CPU.OthersCores)
-	}
-	for _, e := range r.Errors {
-		fmt.Fprintf(w, "FAILED %s: %s\n", e.Step, e.Error)
-	}
 }
 
-// shortTarget fits the target into the summary table.
-func shortTarget(f Figure) string {
-	switch {
-	case f.TargetMin != nil:
-		return "≥ " + trimFloat(*f.TargetMin)
-	case f.TargetMax != nil:
-		return "≤ " + trimFloat(*f.TargetMax)
-	case f.MeetsTarget != nil:
-		return "in 99% CI"
-	case f.Target != noTarget:
-		return "see JSON"
-	}
-	return "-"
-}
-
+// showValue shows buffer rows as size:goodput pairs, numbers trimmed.
 func showValue(v any) string {
 	switch x := v.(type) {
 	case float64:
-		return trimFloat(x)
+		return benchkit.TrimFloat(x)
 	case []bufferRow:
 		parts := make([]string, len(x))
 		for i, r := range x {
-			parts[i] = fmt.Sprintf("%s:%s", showBytes(r.MaxBytes), trimFloat(round(r.GoodputMbps, 1)))
+			parts[i] = fmt.Sprintf("%s:%s", showBytes(r.MaxBytes), benchkit.TrimFloat(benchkit.Round(r.GoodputMbps, 1)))
 		}
 		return strings.Join(parts, " ")
 	}
 	return fmt.Sprint(v)
-}
-
-func showConfigured(c map[string]any) string {
-	// The keys that tell the links apart, in a fixed order.
-	keys := []string{"rate", "rate_mbit", "rtt_ms", "loss", "congestion"}
-	var parts []string
-	for _, k := range keys {
-		if v, ok := c[k]; ok {
-			parts = append(parts, k+"="+fmt.Sprint(v))
-		}
-	}
-	return strings.Join(parts, " ")
-}
-
-func trimFloat(v float64) string {
-	s := fmt.Sprintf("%.4f", v)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
 }
 
 func showBytes(n int64) string {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/netcheck"
 )
 
@@ -72,13 +73,13 @@ func runProbes(ctx context.Context, a, b netcheck.Netns, aAddr, bAddr netip.Addr
 	}()
 	go func() {
 		defer wg.Done()
-		if p.owdABErr = sleep(ctx, rttInterval/3); p.owdABErr == nil {
+		if p.owdABErr = benchkit.Sleep(ctx, rttInterval/3); p.owdABErr == nil {
 			p.owdAB, p.owdABErr = oneWay(ctx, a, b, bAddr, n, rttInterval)
 		}
 	}()
 	go func() {
 		defer wg.Done()
-		if p.owdBAErr = sleep(ctx, 2*rttInterval/3); p.owdBAErr == nil {
+		if p.owdBAErr = benchkit.Sleep(ctx, 2*rttInterval/3); p.owdBAErr == nil {
 			p.owdBA, p.owdBAErr = oneWay(ctx, b, a, aAddr, n, rttInterval)
 		}
 	}()
@@ -108,14 +109,14 @@ func (b *bench) rttIdle(ctx context.Context) error {
 		return err
 	}
 	defer srv.Close()
-	quiet, err := waitQuiet(ctx)
+	quiet, err := benchkit.WaitQuiet(ctx, quiet)
 	if err != nil {
 		return err
 	}
 	lateness(l.Emulator())
 	meter := startCPU()
 	p := runProbes(ctx, a, bb, a.Address, bb.Address, srv, rttProbes)
-	cpu := meter.read()
+	cpu := meter.Read()
 	late := lateness(l.Emulator())
 	if err := p.err(); err != nil {
 		return err
@@ -124,17 +125,17 @@ func (b *bench) rttIdle(ctx context.Context) error {
 	ab, ba := errorStats(p.owdAB.SamplesMs, owdConfiguredMs), errorStats(p.owdBA.SamplesMs, owdConfiguredMs)
 	details := map[string]any{
 		"rtt_error": st, "probes_sent": p.rtt.Sent, "probes_received": p.rtt.Received,
-		"configured_rtt_with_serialization_ms": round(rttConfiguredMs, 6),
+		"configured_rtt_with_serialization_ms": benchkit.Round(rttConfiguredMs, 6),
 		"one_way_a_to_b_error":                 ab, "one_way_b_to_a_error": ba,
 		"emulator_lateness": late, "cpu": cpu, "wait_for_quiet_machine": quiet,
 	}
 	if b.floorRTTMs > 0 {
-		details["error_mean_minus_probe_floor_ms"] = round(st.MeanMs-b.floorRTTMs, 4)
+		details["error_mean_minus_probe_floor_ms"] = benchkit.Round(st.MeanMs-b.floorRTTMs, 4)
 	}
-	b.r.add(Figure{Name: "rtt_idle_error_mean_ms", Value: st.MeanMs, Configured: rttConfig(),
-		Target: "<= 0.2 ms", TargetMax: ptr(rttMeanTarget), Note: "netcheck.RTT (UDP echo) mean minus configured RTT", Details: details})
-	b.r.add(Figure{Name: "rtt_idle_error_p99_ms", Value: st.P99Ms, Configured: rttConfig(),
-		Target: "<= 1 ms", TargetMax: ptr(rttP99Target), Note: "99th percentile of measured minus configured RTT"})
+	b.r.Add(Figure{Name: "rtt_idle_error_mean_ms", Value: st.MeanMs, Configured: rttConfig(),
+		Target: "<= 0.2 ms", TargetMax: benchkit.Ptr(rttMeanTarget), Note: "netcheck.RTT (UDP echo) mean minus configured RTT", Details: details})
+	b.r.Add(Figure{Name: "rtt_idle_error_p99_ms", Value: st.P99Ms, Configured: rttConfig(),
+		Target: "<= 1 ms", TargetMax: benchkit.Ptr(rttP99Target), Note: "99th percentile of measured minus configured RTT"})
 	if cpu.OthersCores > 0.3 {
 		logf("      warning: other processes used %.2f cores meanwhile: idle figures include their interference", cpu.OthersCores)
 	}
@@ -166,7 +167,7 @@ func (b *bench) rttLoaded(ctx context.Context) error {
 	}
 	defer srv.Close()
 
-	quiet, err := waitQuiet(ctx)
+	quiet, err := benchkit.WaitQuiet(ctx, quiet)
 	if err != nil {
 		return err
 	}
@@ -187,14 +188,14 @@ func (b *bench) rttLoaded(ctx context.Context) error {
 		stopBulk()
 		<-bulkDone
 	}()
-	if err := sleep(ctx, loadedWarmup); err != nil {
+	if err := benchkit.Sleep(ctx, loadedWarmup); err != nil {
 		return err
 	}
 	before := snapshot(e)
 	lateness(e)
 	meter := startCPU()
 	p := runProbes(ctx, a, bb, a.Address, bb.Address, srv, rttProbes)
-	cpu := meter.read()
+	cpu := meter.Read()
 	late := lateness(e)
 	after := snapshot(e)
 	endedEarly := false
@@ -222,7 +223,7 @@ func (b *bench) rttLoaded(ctx context.Context) error {
 	cfg := rttConfig()
 	cfg["load"] = "iperf3 cubic a->b, link rate 1gbit, default 1-BDP queue"
 	load := map[string]any{
-		"bulk_goodput_mbps":               round(bulk.ReceivedBps/1e6, 1),
+		"bulk_goodput_mbps":               benchkit.Round(bulk.ReceivedBps/1e6, 1),
 		"bulk_retransmits":                bulk.Retransmits,
 		"data_direction_during_probes":    dataDelta,
 		"ack_direction_during_probes":     delta(before, after, "b->a"),
@@ -232,28 +233,28 @@ func (b *bench) rttLoaded(ctx context.Context) error {
 	}
 	method := "2 × (one-way delay − 25 ms) of probes b->a, the direction carrying only the bulk flow's ACKs; " +
 		"sender and receiver share this process's monotonic clock. A round-trip probe cannot avoid the loaded direction's queue."
-	b.r.add(Figure{Name: "rtt_loaded_error_mean_ms", Value: rttEquiv.MeanMs, Configured: cfg,
-		Target: "<= 0.2 ms", TargetMax: ptr(rttMeanTarget), Note: method,
+	b.r.Add(Figure{Name: "rtt_loaded_error_mean_ms", Value: rttEquiv.MeanMs, Configured: cfg,
+		Target: "<= 0.2 ms", TargetMax: benchkit.Ptr(rttMeanTarget), Note: method,
 		Details: map[string]any{"round_trip_equivalent_error": rttEquiv, "load": load,
 			"one_way_received": len(p.owdBA.SamplesMs), "one_way_sent": p.owdBA.Sent}})
-	b.r.add(Figure{Name: "rtt_loaded_error_p99_ms", Value: rttEquiv.P99Ms, Configured: cfg,
-		Target: "<= 1 ms", TargetMax: ptr(rttP99Target), Note: method})
-	b.r.add(Figure{Name: "owd_loaded_ack_dir_error_mean_ms", Value: ack.MeanMs, Configured: cfg,
-		Target: "<= 0.1 ms (half the RTT target)", TargetMax: ptr(rttMeanTarget / 2),
+	b.r.Add(Figure{Name: "rtt_loaded_error_p99_ms", Value: rttEquiv.P99Ms, Configured: cfg,
+		Target: "<= 1 ms", TargetMax: benchkit.Ptr(rttP99Target), Note: method})
+	b.r.Add(Figure{Name: "owd_loaded_ack_dir_error_mean_ms", Value: ack.MeanMs, Configured: cfg,
+		Target: "<= 0.1 ms (half the RTT target)", TargetMax: benchkit.Ptr(rttMeanTarget / 2),
 		Note: "one-way delay b->a (ACK direction of the bulk flow) minus 25 ms", Details: map[string]any{"error": ack}})
-	b.r.add(Figure{Name: "owd_loaded_ack_dir_error_p99_ms", Value: ack.P99Ms, Configured: cfg,
-		Target: "<= 0.5 ms (half the RTT target)", TargetMax: ptr(rttP99Target / 2)})
-	b.r.add(Figure{Name: "rtt_loaded_same_dir_error_mean_ms", Value: same.MeanMs, Configured: cfg,
+	b.r.Add(Figure{Name: "owd_loaded_ack_dir_error_p99_ms", Value: ack.P99Ms, Configured: cfg,
+		Target: "<= 0.5 ms (half the RTT target)", TargetMax: benchkit.Ptr(rttP99Target / 2)})
+	b.r.Add(Figure{Name: "rtt_loaded_same_dir_error_mean_ms", Value: same.MeanMs, Configured: cfg,
 		Note:    "INCLUDES QUEUEING DELAY: netcheck.RTT round trip a->b->a, crossing the bulk flow's queue (up to 1 BDP = 50 ms)",
 		Details: map[string]any{"error": same, "probes_sent": p.rtt.Sent, "probes_received": p.rtt.Received}})
-	b.r.add(Figure{Name: "rtt_loaded_same_dir_error_p99_ms", Value: same.P99Ms, Configured: cfg,
+	b.r.Add(Figure{Name: "rtt_loaded_same_dir_error_p99_ms", Value: same.P99Ms, Configured: cfg,
 		Note: "INCLUDES QUEUEING DELAY (see rtt_loaded_same_dir_error_mean_ms)"})
-	b.r.add(Figure{Name: "owd_loaded_data_dir_error_mean_ms", Value: data.MeanMs, Configured: cfg,
+	b.r.Add(Figure{Name: "owd_loaded_data_dir_error_mean_ms", Value: data.MeanMs, Configured: cfg,
 		Note:    "INCLUDES QUEUEING DELAY: one-way delay a->b, behind the bulk flow's queue, minus 25 ms",
 		Details: map[string]any{"error": data, "received": len(p.owdAB.SamplesMs), "sent": p.owdAB.Sent}})
-	b.r.add(Figure{Name: "owd_loaded_data_dir_error_p99_ms", Value: data.P99Ms, Configured: cfg,
+	b.r.Add(Figure{Name: "owd_loaded_data_dir_error_p99_ms", Value: data.P99Ms, Configured: cfg,
 		Note: "INCLUDES QUEUEING DELAY (see owd_loaded_data_dir_error_mean_ms)"})
-	b.r.add(Figure{Name: "rtt_loaded_bulk_mbps", Value: round(bulk.ReceivedBps/1e6, 1), Configured: cfg,
+	b.r.Add(Figure{Name: "rtt_loaded_bulk_mbps", Value: benchkit.Round(bulk.ReceivedBps/1e6, 1), Configured: cfg,
 		Note: "the load: iperf3 goodput a->b over the whole bulk run (warmup included)", Details: load})
 	logf("      load %.0f Mbit/s; RTT-equivalent error (ACK direction ×2) mean %.3f p99 %.3f ms; through the queue: RTT mean %+.2f p99 %+.2f ms, one-way a->b mean %+.2f p99 %+.2f ms",
 		bulk.ReceivedBps/1e6, rttEquiv.MeanMs, rttEquiv.P99Ms, same.MeanMs, same.P99Ms, data.MeanMs, data.P99Ms)

@@ -3,6 +3,8 @@ package main
 import (
 	"math"
 	"slices"
+
+	"replab/bench/internal/benchkit"
 )
 
 // errStats summarises measured − configured over samples (ms).
@@ -28,18 +30,18 @@ func errorStats(samplesMs []float64, configuredMs float64) errStats {
 	slices.Sort(s)
 	return errStats{
 		N:      len(s),
-		MinMs:  round(s[0], 4),
-		MeanMs: round(sum/float64(len(s)), 4),
-		P50Ms:  round(percentile(s, 0.50), 4),
-		P99Ms:  round(percentile(s, 0.99), 4),
-		MaxMs:  round(s[len(s)-1], 4),
+		MinMs:  benchkit.Round(s[0], 4),
+		MeanMs: benchkit.Round(sum/float64(len(s)), 4),
+		P50Ms:  benchkit.Round(percentile(s, 0.50), 4),
+		P99Ms:  benchkit.Round(percentile(s, 0.99), 4),
+		MaxMs:  benchkit.Round(s[len(s)-1], 4),
 	}
 }
 
 // scaled multiplies every figure (e.g. by 2 for a round-trip equivalent).
 func (e errStats) scaled(k float64) errStats {
-	return errStats{N: e.N, MinMs: round(k*e.MinMs, 4), MeanMs: round(k*e.MeanMs, 4), P50Ms: round(k*e.P50Ms, 4),
-		P99Ms: round(k*e.P99Ms, 4), MaxMs: round(k*e.MaxMs, 4)}
+	return errStats{N: e.N, MinMs: benchkit.Round(k*e.MinMs, 4), MeanMs: benchkit.Round(k*e.MeanMs, 4), P50Ms: benchkit.Round(k*e.P50Ms, 4),
+		P99Ms: benchkit.Round(k*e.P99Ms, 4), MaxMs: benchkit.Round(k*e.MaxMs, 4)}
 }
 
 // percentile of sorted s, q in [0,1], linear between closest ranks (as

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"replab/bench/internal/benchkit"
 )
 
 // The ceiling is measured over a veth pair between two namespaces of our
@@ -95,7 +96,7 @@ func vethDown(ctx context.Context) error {
 			for _, f := range strings.Fields(string(out)) {
 				var pid int
 				// Only an iperf3 an interrupted run of this program left there.
-				if _, err := fmt.Sscan(f, &pid); err == nil && pid > 1 && readTrim(fmt.Sprintf("/proc/%d/comm", pid)) == "iperf3" {
+				if _, err := fmt.Sscan(f, &pid); err == nil && pid > 1 && benchkit.ReadTrim(fmt.Sprintf("/proc/%d/comm", pid)) == "iperf3" {
 					_ = unix.Kill(pid, unix.SIGKILL)
 				}
 			}

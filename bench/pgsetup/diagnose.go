@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/engine/postgres"
 	"replab/internal/lab"
 	"replab/internal/spec"
@@ -77,7 +78,7 @@ func (b *bench) diagnose(ctx context.Context) error {
 
 	var runs []bbRun
 	for _, v := range bbVariants {
-		if _, err := waitQuiet(ctx); err != nil {
+		if _, err := benchkit.WaitQuiet(ctx, quiet); err != nil {
 			return err
 		}
 		sites := []string{"s1"}
@@ -106,7 +107,7 @@ func (b *bench) diagnose(ctx context.Context) error {
 				return fmt.Errorf("%s: %w", v.id, err)
 			}
 		}
-		r := bbRun{Variant: v.id, Seconds: round(secs, 3), transfer: tl.transfer(0, 0, secs, lc.rateBps), Note: v.note}
+		r := bbRun{Variant: v.id, Seconds: benchkit.Round(secs, 3), transfer: tl.transfer(0, 0, secs, lc.rateBps), Note: v.note}
 		r.LinkBytes = r.transfer.LinkBytes
 		if v.parallel {
 			t2 := tl.transfer(1, 0, secs, lc.rateBps)
@@ -123,7 +124,7 @@ func (b *bench) diagnose(ctx context.Context) error {
 		logf("%s", line)
 	}
 	for _, r := range runs {
-		b.r.add(Figure{
+		b.r.Add(Figure{
 			Name: "diag_basebackup_" + strings.ReplaceAll(r.Variant, "-", "_") + "_s", Value: r.Seconds,
 			Configured: map[string]any{"link": lc.describe(), "variant": r.Variant},
 			Note:       r.Note, Details: map[string]any{"run": r},

@@ -13,16 +13,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"runtime"
-	"slices"
 	"sort"
-	"strings"
-	"syscall"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -33,9 +30,7 @@ func main() {
 	list := flag.Bool("list", false, "list the steps and exit")
 	flag.Parse()
 	if *list {
-		for _, s := range (&bench{}).steps() {
-			fmt.Printf("%-12s %s\n", s.id, s.title)
-		}
+		benchkit.PrintSteps((&bench{}).steps(), 12)
 		return
 	}
 	os.Exit(run(*out, *only))
@@ -46,12 +41,7 @@ func logf(format string, args ...any) {
 }
 
 // step is one bounded measurement.
-type step struct {
-	id    string
-	title string
-	limit time.Duration
-	run   func(ctx context.Context) error
-}
+type step = benchkit.Step
 
 type bench struct {
 	r *Report
@@ -64,10 +54,10 @@ func (b *bench) steps() []step {
 		if lc.headline {
 			title += " (the issue's)"
 		}
-		s = append(s, step{lc.id, title, 2 * time.Minute, func(ctx context.Context) error { return b.setups(ctx, lc) }})
+		s = append(s, step{ID: lc.id, Title: title, Limit: 2 * time.Minute, Run: func(ctx context.Context) error { return b.setups(ctx, lc) }})
 	}
-	s = append(s, step{"diagnose", "not run by default: pg_basebackup by hand across the issue's link: as the engine runs it, --no-sync, server-side LZ4, two at once",
-		2 * time.Minute, b.diagnose})
+	s = append(s, step{ID: "diagnose", Title: "not run by default: pg_basebackup by hand across the issue's link: as the engine runs it, --no-sync, server-side LZ4, two at once",
+		Limit: 2 * time.Minute, Run: b.diagnose})
 	return s
 }
 
@@ -91,70 +81,18 @@ func run(out, only string) int {
 	}
 	// First Ctrl-C (or SIGTERM) cancels the running step, which stops the
 	// servers and removes the lab; a second one ends the process at once.
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sigc := make(chan os.Signal, 1)
-	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		s, ok := <-sigc
-		if !ok {
-			return
-		}
-		signal.Stop(sigc)
-		logf("pgsetup: %v: cleaning up (interrupt again to abort without cleaning up)", s)
-		cancel(fmt.Errorf("interrupted by %v", s))
-	}()
-	defer func() {
-		signal.Stop(sigc)
-		close(sigc)
-	}()
+	ctx, stop := benchkit.SignalContext("pgsetup", logf)
+	defer stop()
 
 	start := time.Now()
 	b := &bench{r: &Report{Environment: environment(ctx, start, postgresBin())}}
-	steps, err := selectSteps(b.steps(), only)
+	steps, err := benchkit.SelectSteps(b.steps(), only, defaultSteps)
 	if err != nil {
 		logf("pgsetup: %v", err)
 		return 2
 	}
-	for i, s := range steps {
-		if ctx.Err() != nil {
-			break
-		}
-		logf("[%d/%d] %s …", i+1, len(steps), s.title)
-		t0, meter := time.Now(), startCPU()
-		sctx, cancelStep := context.WithTimeoutCause(ctx, s.limit, fmt.Errorf("step took longer than its limit %s", s.limit))
-		err := s.run(sctx)
-		cancelStep()
-		b.r.Steps = append(b.r.Steps, StepInfo{ID: s.id, Title: s.title, Seconds: round(time.Since(t0).Seconds(), 1),
-			CPU: meter.read(), OK: err == nil})
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			logf("      FAILED after %s: %v", time.Since(t0).Round(100*time.Millisecond), err)
-			b.r.Errors = append(b.r.Errors, StepError{Step: s.title, Error: err.Error()})
-			continue
-		}
-		logf("      done in %s", time.Since(t0).Round(100*time.Millisecond))
-	}
-	if ctx.Err() != nil {
-		logf("pgsetup: interrupted; nothing written to %s", out)
-		return 130
-	}
-	b.r.Environment.LoadAvgEnd = readTrim("/proc/loadavg")
-	b.r.Environment.GOMAXPROCS = runtime.GOMAXPROCS(0)
-	b.r.Seconds = round(time.Since(start).Seconds(), 1)
-	if err := writeJSON(out, b.r); err != nil {
-		logf("pgsetup: %v", err)
-		return 1
-	}
-	fmt.Println()
-	b.r.WriteSummary(os.Stdout)
-	fmt.Printf("\nwrote %s in %s\n", out, time.Since(start).Round(time.Second))
-	if len(b.r.Errors) > 0 {
-		return 1
-	}
-	return 0
+	benchkit.RunSteps(ctx, b.r, steps, benchkit.StartCPU, logf)
+	return benchkit.Finish(ctx, b.r, "pgsetup", out, start, endEnvironment, func(w io.Writer) { writeSummary(w, b.r) }, logf)
 }
 
 // closeLab closes l and reports a failure on stderr (the figures stand).
@@ -162,43 +100,6 @@ func closeLab(l *lab.Lab) {
 	if err := l.Close(); err != nil {
 		logf("      warning: close lab %s: %v", l.Spec.Lab.Name, err)
 	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-// selectSteps keeps the steps named in only (comma-separated ids), in
-// their normal order; all of them when only is empty.
-func selectSteps(all []step, only string) ([]step, error) {
-	if only == "" {
-		only = strings.Join(defaultSteps, ",")
-	}
-	var ids []string
-	for _, s := range all {
-		ids = append(ids, s.id)
-	}
-	want := strings.Split(only, ",")
-	for _, w := range want {
-		if !slices.Contains(ids, w) {
-			return nil, fmt.Errorf("no step %q (steps: %s)", w, strings.Join(ids, ", "))
-		}
-	}
-	var out []step
-	for _, s := range all {
-		if slices.Contains(want, s.id) {
-			out = append(out, s)
-		}
-	}
-	return out, nil
 }
 
 // startLab is lab.Up made robust for repeated benchmarks: a failed start

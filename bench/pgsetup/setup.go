@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/engine/postgres"
 	"replab/internal/spec"
 )
@@ -106,14 +107,14 @@ type setupRun struct {
 	FlowingS float64 `json:"flowing_s"`
 	// OtherS is the rest: between the events above (dropping and
 	// creating slots, directories).
-	OtherS          float64   `json:"other_s"`
-	BasebackupBytes uint64    `json:"basebackup_bytes"` // over both links
-	TransferAtRateS float64   `json:"transfer_s_at_rate"`
-	TargetS         float64   `json:"target_s"`
-	LabUpS          float64   `json:"lab_up_s"` // not part of setup_s
-	Events          []event   `json:"events"`
-	Quiet           quietWait `json:"wait_for_quiet_machine"`
-	CPU             cpuUse    `json:"cpu"`
+	OtherS          float64            `json:"other_s"`
+	BasebackupBytes uint64             `json:"basebackup_bytes"` // over both links
+	TransferAtRateS float64            `json:"transfer_s_at_rate"`
+	TargetS         float64            `json:"target_s"`
+	LabUpS          float64            `json:"lab_up_s"` // not part of setup_s
+	Events          []event            `json:"events"`
+	Quiet           benchkit.QuietWait `json:"wait_for_quiet_machine"`
+	CPU             benchkit.CPUUse    `json:"cpu"`
 }
 
 var (
@@ -140,8 +141,8 @@ func (b *bench) setupOnce(ctx context.Context, lc linkConf, rep int) (run setupR
 		return run, fmt.Errorf("start lab: %w", err)
 	}
 	defer closeLab(l)
-	run.LabUpS = round(time.Since(t0).Seconds(), 3)
-	if run.Quiet, err = waitQuiet(ctx); err != nil {
+	run.LabUpS = benchkit.Round(time.Since(t0).Seconds(), 3)
+	if run.Quiet, err = benchkit.WaitQuiet(ctx, quiet); err != nil {
 		return run, err
 	}
 
@@ -152,12 +153,12 @@ func (b *bench) setupOnce(ctx context.Context, lc linkConf, rep int) (run setupR
 	tl := newTimeline(l.Emulator(), os.Stderr, dirs...)
 	ectx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	meter := startCPU()
+	meter := benchkit.StartCPU()
 	tl.begin()
 	c, err := postgres.Engine{}.Up(ectx, l, tl)
-	run.SetupS = round(time.Since(tl.start).Seconds(), 3)
+	run.SetupS = benchkit.Round(time.Since(tl.start).Seconds(), 3)
 	tl.end()
-	run.CPU = meter.read()
+	run.CPU = meter.Read()
 	if err != nil {
 		return run, fmt.Errorf("engine up: %w", err)
 	}
@@ -173,7 +174,7 @@ func (b *bench) setupOnce(ctx context.Context, lc linkConf, rep int) (run setupR
 	for _, ev := range tl.events {
 		switch {
 		case rePrimary.MatchString(ev.Line):
-			run.PrimaryS = round(ev.T, 3)
+			run.PrimaryS = benchkit.Round(ev.T, 3)
 			accounted += ev.T
 		case reBackupBeg.MatchString(ev.Line):
 			begun[reBackupBeg.FindStringSubmatch(ev.Line)[1]] = ev.T
@@ -193,9 +194,9 @@ func (b *bench) setupOnce(ctx context.Context, lc linkConf, rep int) (run setupR
 			}
 			// The engine times from just before its first line: its end is
 			// start + backup, within a millisecond.
-			sr := standbyRun{Node: node, StartedAtS: round(from, 3), BasebackupS: backup, DataDirBytes: int64(math.Round(mb * 1e6)),
-				StandbyStartS: round(ready-backup, 3), transfer: tl.transfer(i, from, from+backup, lc.rateBps)}
-			sr.TransferAtRateS = round(float64(sr.LinkBytes)*8/lc.rateBps, 3)
+			sr := standbyRun{Node: node, StartedAtS: benchkit.Round(from, 3), BasebackupS: backup, DataDirBytes: int64(math.Round(mb * 1e6)),
+				StandbyStartS: benchkit.Round(ready-backup, 3), transfer: tl.transfer(i, from, from+backup, lc.rateBps)}
+			sr.TransferAtRateS = benchkit.Round(float64(sr.LinkBytes)*8/lc.rateBps, 3)
 			sr.end = from + backup
 			run.Standbys = append(run.Standbys, sr)
 			run.BasebackupBytes += sr.LinkBytes
@@ -213,10 +214,10 @@ func (b *bench) setupOnce(ctx context.Context, lc linkConf, rep int) (run setupR
 		b1, _ := tl.bytesAt(i, run.SetupS+1)
 		sr.LinkBytesAfter = b1 - b0
 	}
-	run.FlowingS = round(run.SetupS-last, 3)
-	run.OtherS = round(run.SetupS-accounted-run.FlowingS, 3)
-	run.TransferAtRateS = round(float64(run.BasebackupBytes)*8/lc.rateBps, 3)
-	run.TargetS = round(targetBaseS+run.TransferAtRateS, 3)
+	run.FlowingS = benchkit.Round(run.SetupS-last, 3)
+	run.OtherS = benchkit.Round(run.SetupS-accounted-run.FlowingS, 3)
+	run.TransferAtRateS = benchkit.Round(float64(run.BasebackupBytes)*8/lc.rateBps, 3)
+	run.TargetS = benchkit.Round(targetBaseS+run.TransferAtRateS, 3)
 	return run, nil
 }
 
@@ -287,8 +288,8 @@ func (b *bench) addSetup(lc linkConf, runs []setupRun) {
 	}
 	setup := median(col(runs, func(r setupRun) float64 { return r.SetupS }))
 	bytesMed := median(col(runs, func(r setupRun) float64 { return float64(r.BasebackupBytes) }))
-	transfer := round(bytesMed*8/lc.rateBps, 3)
-	target := round(targetBaseS+transfer, 3)
+	transfer := benchkit.Round(bytesMed*8/lc.rateBps, 3)
+	target := benchkit.Round(targetBaseS+transfer, 3)
 	primary := median(col(runs, func(r setupRun) float64 { return r.PrimaryS }))
 	backup := median(colStandby(runs, func(s standbyRun) float64 { return s.BasebackupS }))
 	backupAtRate := median(colStandby(runs, func(s standbyRun) float64 { return s.TransferAtRateS }))
@@ -302,38 +303,38 @@ func (b *bench) addSetup(lc linkConf, runs []setupRun) {
 		"primary_start_s": primary, "basebackup_s_each": backup, "basebackup_transfer_s_at_rate_each": backupAtRate,
 		"standby_start_s_each": start, "flowing_s": flowing,
 		"basebackup_first_data_s": firstData, "basebackup_ramp_s": ramp, "basebackup_bulk_mbps": bulk, "basebackup_tail_s": tail,
-		"transfer_s_if_backups_ran_in_parallel": round(bytesMed/float64(len(standbys))*8/lc.rateBps, 3),
+		"transfer_s_if_backups_ran_in_parallel": benchkit.Round(bytesMed/float64(len(standbys))*8/lc.rateBps, 3),
 	}
 	suffix := ""
 	if !lc.headline {
 		suffix = "_" + strings.ReplaceAll(lc.id, "-", "_")
 	}
-	b.r.add(Figure{
-		Name: "setup" + suffix + "_s", Value: round(setup, 3), Configured: cfg,
-		Target: fmt.Sprintf("<= %.2f s: %.0f s plus the base backups' transfer time at the link rate", target, targetBaseS), TargetMax: ptr(target),
+	b.r.Add(Figure{
+		Name: "setup" + suffix + "_s", Value: benchkit.Round(setup, 3), Configured: cfg,
+		Target: fmt.Sprintf("<= %.2f s: %.0f s plus the base backups' transfer time at the link rate", target, targetBaseS), TargetMax: benchkit.Ptr(target),
 		Note: "median over fresh labs of postgres.Engine.Up: start until every node runs and a marker from the primary is visible at both standbys " +
 			"(medians of the parts do not add up exactly)",
 		Details: map[string]any{"breakdown_medians": breakdown, "runs": runs},
 	})
 	if !lc.headline {
-		b.r.add(Figure{Name: "basebackup" + suffix + "_s", Value: round(backup, 3), Configured: cfg,
+		b.r.Add(Figure{Name: "basebackup" + suffix + "_s", Value: benchkit.Round(backup, 3), Configured: cfg,
 			Note: fmt.Sprintf("one base backup (median over standbys and runs); at the link rate it would take %.3f s", backupAtRate)})
 		return
 	}
-	b.r.add(Figure{Name: "basebackup_bytes", Value: bytesMed, Configured: cfg,
+	b.r.Add(Figure{Name: "basebackup_bytes", Value: bytesMed, Configured: cfg,
 		Note: "IP bytes the links delivered to the standbys during their base backups (both backups; median over runs), from the emulator's counters"})
-	b.r.add(Figure{Name: "transfer_s_at_rate", Value: transfer, Configured: cfg,
+	b.r.Add(Figure{Name: "transfer_s_at_rate", Value: transfer, Configured: cfg,
 		Note: "basebackup_bytes × 8 / rate: both backups, which replab runs one after the other"})
-	b.r.add(Figure{Name: "target_s", Value: target, Configured: cfg,
+	b.r.Add(Figure{Name: "target_s", Value: target, Configured: cfg,
 		Note: fmt.Sprintf("%.0f s + transfer_s_at_rate", targetBaseS)})
-	b.r.add(Figure{Name: "primary_start_s", Value: primary, Configured: cfg,
+	b.r.Add(Figure{Name: "primary_start_s", Value: primary, Configured: cfg,
 		Note: "Up's start until the primary accepts connections with the replab database and marker table (initdb, configuration, start)"})
-	b.r.add(Figure{Name: "basebackup_s", Value: backup, Configured: cfg,
+	b.r.Add(Figure{Name: "basebackup_s", Value: backup, Configured: cfg,
 		Note: fmt.Sprintf("one standby's pg_basebackup across its link plus its configuration (median over standbys and runs); at the link rate alone %.3f s", backupAtRate)})
-	b.r.add(Figure{Name: "basebackup_overhead_s", Value: round(backup-backupAtRate, 3), Configured: cfg,
+	b.r.Add(Figure{Name: "basebackup_overhead_s", Value: benchkit.Round(backup-backupAtRate, 3), Configured: cfg,
 		Note: fmt.Sprintf("basebackup_s minus its transfer time at the rate: round trips before data flows (first data after %.2f s), slow start (%.2f s to reach 90 %% of the rate) and the tail (%.2f s)", firstData, ramp, tail)})
-	b.r.add(Figure{Name: "standby_start_s", Value: start, Configured: cfg,
+	b.r.Add(Figure{Name: "standby_start_s", Value: start, Configured: cfg,
 		Note: "a standby's postgres start until it accepts connections (median over standbys and runs)"})
-	b.r.add(Figure{Name: "flowing_s", Value: flowing, Configured: cfg,
+	b.r.Add(Figure{Name: "flowing_s", Value: flowing, Configured: cfg,
 		Note: "the last standby's start until Up returned: the marker written at the primary becoming visible at both standbys"})
 }

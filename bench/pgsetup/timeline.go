@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/linkem/emu"
 )
 
@@ -171,13 +172,13 @@ func (t *timeline) transfer(i int, from, to, rateBps float64) transfer {
 	if first < 0 || p99 < 0 {
 		return tr
 	}
-	tr.FirstDataS = round(first-from, 3)
-	tr.BulkS = round(p99-first, 3)
+	tr.FirstDataS = benchkit.Round(first-from, 3)
+	tr.BulkS = benchkit.Round(p99-first, 3)
 	if p99 > first {
 		b := func(T float64) uint64 { v, _ := t.bytesAt(i, T); return v }
-		tr.BulkMbps = round(float64(b(p99)-b(first))*8/(p99-first)/1e6, 2)
+		tr.BulkMbps = benchkit.Round(float64(b(p99)-b(first))*8/(p99-first)/1e6, 2)
 	}
-	tr.TailS = round(to-p99, 3)
+	tr.TailS = benchkit.Round(to-p99, 3)
 	for j, s := range win {
 		if s.T < first {
 			continue
@@ -185,7 +186,7 @@ func (t *timeline) transfer(i int, from, to, rateBps float64) transfer {
 		for k := j + 1; k < len(win); k++ {
 			if dt := win[k].T - s.T; dt >= rampWindow {
 				if float64(win[k].Bytes[i]-s.Bytes[i])*8/dt >= rampFraction*rateBps {
-					tr.RampS = round(s.T-first, 3)
+					tr.RampS = benchkit.Round(s.T-first, 3)
 				}
 				break
 			}
