@@ -1,48 +1,13 @@
 package kvinsert
 
 import (
-	"os"
-	"strings"
 	"testing"
 
-	"replab/internal/engine/postgres"
-	"replab/internal/spec"
-	"replab/internal/workload"
+	"replab/internal/workload/workloadtest"
 )
 
 // TestDocs keeps docs/workloads.md in step: every option is documented and
-// the kv-insert example builds.
+// every kv-insert example builds.
 func TestDocs(t *testing.T) {
-	data, err := os.ReadFile("../../../docs/workloads.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(data)
-	for _, o := range []string{"preload", "key_bytes", "value_bytes"} {
-		if !strings.Contains(doc, "| `"+o+"` |") {
-			t.Errorf("docs/workloads.md has no row for option `%s`", o)
-		}
-	}
-	examples := 0
-	for i, b := range strings.Split(doc, "```toml\n")[1:] {
-		b = b[:strings.Index(b, "```")]
-		if !strings.Contains(b, `kind = "kv-insert"`) {
-			continue
-		}
-		examples++
-		s, err := spec.Parse("workloads.md", []byte(b))
-		if err != nil {
-			t.Errorf("block %d: %v", i+1, err)
-			continue
-		}
-		if err := (postgres.Engine{}).Validate(s); err != nil {
-			t.Errorf("block %d: %v", i+1, err)
-		}
-		if _, err := workload.NewRegistry(Factory).For(s, "postgres"); err != nil {
-			t.Errorf("block %d: %v", i+1, err)
-		}
-	}
-	if examples < 1 {
-		t.Error("no kv-insert example in docs/workloads.md")
-	}
+	workloadtest.CheckDocs(t, "../../../docs/workloads.md", Factory, []string{"preload", "key_bytes", "value_bytes"}, 1)
 }

@@ -8,40 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"replab/internal/spec"
 	"replab/internal/workload"
+	"replab/internal/workload/workloadtest"
 )
-
-// specWith is a valid spec whose [workload] is personnel with the given
-// option lines.
-func specWith(seed int, options string) string {
-	return fmt.Sprintf(`[lab]
-name = "unit"
-[site.db]
-[site.client]
-[[link]]
-sites = ["db", "client"]
-delay = "1ms"
-[engine]
-kind = "postgres"
-[node.p1]
-site = "db"
-role = "primary"
-[workload]
-kind = "personnel"
-%s
-[run]
-seed = %d
-`, options, seed)
-}
 
 func build(t *testing.T, seed int, options, dialect string) (*Workload, error) {
 	t.Helper()
-	s, err := spec.Parse("unit.toml", []byte(specWith(seed, options)))
-	if err != nil {
-		t.Fatalf("spec: %v", err)
-	}
-	w, err := workload.NewRegistry(Factory).For(s, dialect)
+	w, err := workloadtest.Build(t, Factory, seed, options, dialect)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,93 @@
+// Package workloadtest holds what the workloads' tests share: building a
+// workload from option lines through the registry, and keeping
+// docs/workloads.md in step with a workload. Only tests import it.
+package workloadtest
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"replab/internal/engine/postgres"
+	"replab/internal/spec"
+	"replab/internal/workload"
+)
+
+// Spec is a valid spec whose [workload] is kind with the given option
+// lines and run seed.
+func Spec(kind string, seed int, options string) string {
+	return fmt.Sprintf(`[lab]
+name = "unit"
+[site.db]
+[site.client]
+[[link]]
+sites = ["db", "client"]
+delay = "1ms"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "db"
+role = "primary"
+[workload]
+kind = %q
+%s
+[run]
+seed = %d
+`, kind, options, seed)
+}
+
+// Build makes f's workload from option lines in dialect, as replab would;
+// an option error comes back as the registry reports it.
+func Build(t testing.TB, f workload.Factory, seed int, options, dialect string) (workload.Workload, error) {
+	t.Helper()
+	s, err := spec.Parse("unit.toml", []byte(Spec(f.Kind, seed, options)))
+	if err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	return workload.NewRegistry(f).For(s, dialect)
+}
+
+// CheckDocs fails unless docs/workloads.md (at docPath) has a table row
+// for every option and at least minExamples TOML examples of f's kind,
+// each of which validates and builds. An example without [lab] is a
+// [workload] table, checked inside Spec.
+func CheckDocs(t *testing.T, docPath string, f workload.Factory, options []string, minExamples int) {
+	t.Helper()
+	data, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	for _, o := range options {
+		if !strings.Contains(doc, "| `"+o+"` |") {
+			t.Errorf("docs/workloads.md has no row for option `%s`", o)
+		}
+	}
+	kindLine := fmt.Sprintf("kind = %q", f.Kind)
+	examples := 0
+	for i, b := range strings.Split(doc, "```toml\n")[1:] {
+		b = b[:strings.Index(b, "```")]
+		if !strings.Contains(b, kindLine) {
+			continue
+		}
+		examples++
+		if !strings.Contains(b, "[lab]") {
+			b = Spec(f.Kind, 1, strings.TrimPrefix(strings.TrimSpace(b), "[workload]\n"+kindLine+"\n"))
+		}
+		s, err := spec.Parse("workloads.md", []byte(b))
+		if err != nil {
+			t.Errorf("block %d: %v", i+1, err)
+			continue
+		}
+		if err := (postgres.Engine{}).Validate(s); err != nil {
+			t.Errorf("block %d: %v", i+1, err)
+		}
+		if _, err := workload.NewRegistry(f).For(s, "postgres"); err != nil {
+			t.Errorf("block %d: %v", i+1, err)
+		}
+	}
+	if examples < minExamples {
+		t.Errorf("%d %s examples in docs/workloads.md, want at least %d", examples, f.Kind, minExamples)
+	}
+}
