@@ -45,10 +45,14 @@ type Config struct {
 	// inside every transaction with (seq, user).
 	Lag          func(user int) LagJournal
 	LagStatement string
-	// LagEvery tracks every LagEvery-th transaction of each user (1, the
-	// default, tracks all): a stated sample that cuts the probe's extra
-	// statement from the other transactions.
+	// LagEvery tracks every LagEvery-th transaction of each user (1 tracks
+	// all): a stated sample that cuts the probe's extra statement from the
+	// other transactions. 0 chooses it (autoLagEvery): about LagBudget
+	// tracked transactions per second across all users.
 	LagEvery int
+	// LagBudget is the automatic sample's tracked transactions per second,
+	// all users together; 0 means DefaultLagBudget.
+	LagBudget float64
 	// NoPipeline sends every statement on its own round trip even when
 	// the transaction type and connection could pipeline it.
 	NoPipeline bool
@@ -56,6 +60,36 @@ type Config struct {
 	Progress func(Progress)
 	// Now is the clock (CLOCK_MONOTONIC ns); default emu.Now.
 	Now func() int64
+}
+
+// DefaultLagBudget is how many transactions per second, across all users,
+// the automatic lag sample tracks at most.
+const DefaultLagBudget = 500
+
+// maxLagEvery bounds the automatic sample's N (as the spec bounds
+// lag_sample).
+const maxLagEvery = 1000000
+
+// autoLagEvery is the automatic lag sample's N — every Nth transaction of
+// each user is tracked — so that at most about budget transactions per
+// second are. Open loop (rate > 0) takes the target rate; closed loop the
+// rate the warmup committed at (commits over its length); without a warmup
+// there is nothing to go by and every transaction is tracked.
+func autoLagEvery(rate float64, warmupCommits int64, warmup time.Duration, budget float64) int {
+	if budget <= 0 {
+		budget = DefaultLagBudget
+	}
+	tps := rate
+	if rate <= 0 {
+		if warmup <= 0 {
+			return 1
+		}
+		tps = float64(warmupCommits) / warmup.Seconds()
+	}
+	if !(tps > budget) { // also NaN
+		return 1
+	}
+	return int(min(math.Ceil(tps/budget), maxLagEvery))
 }
 
 // LagJournal is the lag probe's record of one user's transactions.
@@ -107,7 +141,14 @@ type Result struct {
 	// how many were skipped because every user was busy.
 	BehindScheduleMs *stats.Percentiles `json:"behind_schedule_ms,omitempty"`
 	Skipped          int64              `json:"skipped,omitempty"`
-	Series           []Second           `json:"-"`
+	// With a lag journal: every LagSampleEvery-th transaction of each user
+	// was tracked in the measure phase (and cooldown); LagSampleAuto when
+	// the driver chose it, for at most LagBudgetPerS tracked per second.
+	// 0 when no transaction started in the measure phase.
+	LagSampleEvery int      `json:"lag_sample_every,omitempty"`
+	LagSampleAuto  bool     `json:"lag_sample_auto,omitempty"`
+	LagBudgetPerS  float64  `json:"lag_budget_per_s,omitempty"`
+	Series         []Second `json:"-"`
 	// Hist is the measure phase's latency histogram (µs) for logs.
 	Hist *hdrhistogram.Histogram `json:"-"`
 }
@@ -143,8 +184,18 @@ func Run(ctx context.Context, cfg Config, types []workload.TxType, dbs []*sql.DB
 	if cfg.Now == nil {
 		cfg.Now = emu.Now
 	}
+	return newRun(cfg, types).run(ctx, dbs)
+}
+
+func newRun(cfg Config, types []workload.TxType) *run {
 	d := &run{cfg: cfg, types: types, rec: newRecorder(types)}
-	return d.run(ctx, dbs)
+	switch {
+	case cfg.LagEvery >= 1:
+		d.fixedEvery = int64(cfg.LagEvery)
+	case cfg.RatePerSec > 0:
+		d.fixedEvery = int64(autoLagEvery(cfg.RatePerSec, 0, 0, cfg.LagBudget))
+	}
+	return d
 }
 
 type run struct {
@@ -153,6 +204,40 @@ type run struct {
 	rec   *recorder
 	start int64 // ns
 	stop  atomic.Pointer[string]
+
+	// The lag sample's N: fixed before the users start (LagEvery ≥ 1, or
+	// open loop), or chosen once by the first user to start a transaction
+	// after the warmup, from warmupCommits (commits returned during it).
+	fixedEvery    int64
+	chooseEvery   sync.Once
+	chosenEvery   atomic.Int64
+	warmupCommits atomic.Int64
+}
+
+// lagEvery is the N a transaction starting in phase uses: every
+// transaction in the warmup of an automatic closed-loop sample, then the
+// N chosen exactly once from the warmup's commit rate. sync.Once makes
+// every caller wait for the choice, so no transaction after the warmup
+// uses the warmup's N.
+func (d *run) lagEvery(phase string) int64 {
+	if d.fixedEvery > 0 {
+		return d.fixedEvery
+	}
+	if phase == Warmup {
+		return 1
+	}
+	d.chooseEvery.Do(func() {
+		d.chosenEvery.Store(int64(autoLagEvery(0, d.warmupCommits.Load(), d.cfg.Warmup, d.cfg.LagBudget)))
+	})
+	return d.chosenEvery.Load()
+}
+
+// lagSampleEvery is the N used after the warmup; 0 if it was never chosen.
+func (d *run) lagSampleEvery() int64 {
+	if d.fixedEvery > 0 {
+		return d.fixedEvery
+	}
+	return d.chosenEvery.Load()
 }
 
 func (d *run) phaseAt(t int64) string {
@@ -232,6 +317,15 @@ func (d *run) run(ctx context.Context, dbs []*sql.DB) (*Result, error) {
 		res.BehindScheduleMs = &bs
 		res.Skipped = open.skipped.Load()
 	}
+	if d.cfg.Lag != nil {
+		res.LagSampleEvery = int(d.lagSampleEvery())
+		if d.cfg.LagEvery < 1 {
+			res.LagSampleAuto, res.LagBudgetPerS = true, d.cfg.LagBudget
+			if res.LagBudgetPerS <= 0 {
+				res.LagBudgetPerS = DefaultLagBudget
+			}
+		}
+	}
 	res.Complete = true
 	if r := d.stop.Load(); r != nil {
 		res.Complete, res.StopReason = false, *r
@@ -289,7 +383,7 @@ type user struct {
 	lag   *sql.Stmt
 	j     LagJournal
 	r     *rand.Rand
-	n     int64 // transactions started, for LagEvery
+	n     int64 // transactions started, for the lag sample
 	pipe  bool  // the connection can pipeline a whole transaction
 }
 
@@ -373,9 +467,14 @@ func (u *user) openLoop(ctx context.Context, jobs <-chan int64) {
 // `from` (the intended start in open loop).
 func (u *user) do(ctx context.Context, from int64) {
 	ti := workload.Pick(u.d.types, u.r)
-	measured := u.d.phaseAt(from) == Measure
+	phase := u.d.phaseAt(from)
+	measured := phase == Measure
 	u.n++
-	track := u.j != nil && (u.d.cfg.LagEvery <= 1 || u.n%int64(u.d.cfg.LagEvery) == 0)
+	track := false
+	if u.j != nil {
+		every := u.d.lagEvery(phase)
+		track = every <= 1 || u.n%every == 0
+	}
 	var retries int64
 	for attempt := 0; ; attempt++ {
 		var rows int64
@@ -389,6 +488,9 @@ func (u *user) do(ctx context.Context, from int64) {
 		now := u.d.cfg.Now()
 		if err == nil {
 			u.d.rec.commit(ti, measured, now, now-from, rows, retries)
+			if u.d.phaseAt(now) == Warmup {
+				u.d.warmupCommits.Add(1)
+			}
 			return
 		}
 		if ctx.Err() != nil {

@@ -135,6 +135,40 @@ func TestDriverAgainstPostgres(t *testing.T) {
 		}
 	})
 
+	t.Run("automatic lag sample: every warmup transaction tracked, then every Nth from the warmup's rate", func(t *testing.T) {
+		if _, err := db.Exec("CREATE TABLE IF NOT EXISTS drv_lag (writer int PRIMARY KEY, seq bigint NOT NULL); INSERT INTO drv_lag VALUES (0, 0), (1, 0) ON CONFLICT DO NOTHING"); err != nil {
+			t.Fatal(err)
+		}
+		js := []*countJournal{{}, {}}
+		before := count(t, db)
+		cfg := Config{Users: 2, Warmup: time.Second, Duration: 2 * time.Second, Seed: 13, LagBudget: 20,
+			Lag:          func(i int) LagJournal { return js[i] },
+			LagStatement: "UPDATE drv_lag SET seq = $1 WHERE writer = $2"}
+		res, err := Run(context.Background(), cfg, w.Transactions(), []*sql.DB{db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Complete || res.Errors != 0 {
+			t.Fatalf("result %+v", res)
+		}
+		var measured, other int64
+		for _, j := range js {
+			measured += j.measured
+			other += j.other
+		}
+		n := int64(res.LagSampleEvery)
+		t.Logf("%d warmup commits tracked; N = %d; %d of %d measured tracked", other, n, measured, res.Transactions)
+		if !res.LagSampleAuto || res.LagBudgetPerS != 20 || n < 2 {
+			t.Fatalf("sample every %d, auto %v, budget %v: want N ≥ 2 at a budget of 20/s", n, res.LagSampleAuto, res.LagBudgetPerS)
+		}
+		if warm := count(t, db) - before - res.Transactions; other != warm {
+			t.Errorf("%d warmup transactions tracked of %d: want all", other, warm)
+		}
+		if want := res.Transactions / n; measured < want-2 || measured > want+2 {
+			t.Errorf("%d measured transactions tracked, want %d ± 2 (%d every %d)", measured, want, res.Transactions, n)
+		}
+	})
+
 	t.Run("open loop: latency from the intended start shows a paused server", func(t *testing.T) {
 		go func() {
 			time.Sleep(1500 * time.Millisecond)
@@ -194,6 +228,22 @@ func TestDriverAgainstPostgres(t *testing.T) {
 		}
 	})
 }
+
+// countJournal counts the transactions a user tracked, measured or not
+// (one user's goroutine only).
+type countJournal struct {
+	seq, measured, other int64
+}
+
+func (j *countJournal) Next() int64 { j.seq++; return j.seq }
+func (j *countJournal) Sending(seq, at int64, measured bool) {
+	if measured {
+		j.measured++
+	} else {
+		j.other++
+	}
+}
+func (j *countJournal) Done(seq int64, ok bool) {}
 
 func TestPickFollowsWeights(t *testing.T) {
 	types := []workload.TxType{{Name: "a", Weight: 1}, {Name: "b", Weight: 3}, {Name: "c", Weight: 0}}
