@@ -147,13 +147,13 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 
 	// Both of SQLQuerier's paths read what the standby shows.
 	for _, generic := range []bool{false, true} {
-		q := &SQLQuerier{db: stby, noPgx: generic}
+		q := &SQLQuerier{db: stby, noWire: generic}
 		got := make([]int64, writers)
 		if err := q.Positions(ctx, got); err != nil {
 			t.Fatal(err)
 		}
-		if q.pgx == generic {
-			t.Errorf("generic %v: used pgx %v", generic, q.pgx)
+		if (q.wire != nil) == generic {
+			t.Errorf("generic %v: used the wire protocol %v", generic, q.wire != nil)
 		}
 		q.Close()
 		for w, s := range got {

@@ -11,18 +11,19 @@ import (
 // SQLQuerier polls replab_lag over one connection taken from a pool that
 // connects to the replica from the replica's own site (for a lab:
 // engine.Cluster.Open(ctx, replica, replicaSite)). With pgx's database/sql
-// driver it queries through pgx directly, which costs about a third less
-// CPU per poll. A failed poll drops the connection; the next one takes a
-// new one. Close it when its watcher has stopped.
+// driver it takes the connection over and speaks the wire protocol itself
+// (see wireConn); other drivers go through database/sql. A failed poll
+// drops the connection; the next one takes a new one. Close it when its
+// watcher has stopped.
 type SQLQuerier struct {
 	db   *sql.DB
-	conn *sql.Conn
-	pgx  bool
-	// noPgx forces the database/sql path (tests).
-	noPgx bool
-	stmt  *sql.Stmt // drivers other than pgx
-	w     int32
-	seq   int64
+	conn *sql.Conn // database/sql path
+	wire *wireConn // pgx path
+	// noWire forces the database/sql path (tests).
+	noWire bool
+	stmt   *sql.Stmt
+	w      int32
+	seq    int64
 }
 
 // NewSQLQuerier polls through db.
@@ -33,17 +34,23 @@ type pgxConner interface{ Conn() *pgx.Conn }
 
 // Positions implements Querier.
 func (q *SQLQuerier) Positions(ctx context.Context, dst []int64) error {
-	if q.conn == nil {
+	if q.conn == nil && q.wire == nil {
 		if err := q.connect(ctx); err != nil {
 			return err
 		}
 	}
-	var err error
-	if q.pgx {
-		err = q.conn.Raw(func(dc any) error { return q.pgxPositions(ctx, dc.(pgxConner).Conn(), dst) })
-	} else {
-		err = q.sqlPositions(ctx, dst)
+	if q.wire != nil {
+		err := q.wire.poll(ctx, func(w int32, seq int64) {
+			if w >= 0 && int(w) < len(dst) {
+				dst[w] = seq
+			}
+		})
+		if q.wire.fd < 0 {
+			q.wire = nil
+		}
+		return err
 	}
+	err := q.sqlPositions(ctx, dst)
 	if err != nil {
 		q.Close()
 	}
@@ -55,36 +62,26 @@ func (q *SQLQuerier) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	isPgx := false
 	_ = c.Raw(func(dc any) error {
-		_, q.pgx = dc.(pgxConner)
-		q.pgx = q.pgx && !q.noPgx
+		_, isPgx = dc.(pgxConner)
 		return nil
 	})
+	if isPgx && !q.noWire {
+		// The pool gets back a connection pgx reports closed, and drops it.
+		defer c.Close()
+		return c.Raw(func(dc any) error {
+			w, err := hijackWire(ctx, dc.(pgxConner).Conn().PgConn(), SelectStatement)
+			q.wire = w
+			return err
+		})
+	}
 	q.conn = c
-	if !q.pgx {
-		if q.stmt, err = c.PrepareContext(ctx, SelectStatement); err != nil {
-			q.Close()
-			return fmt.Errorf("prepare %s: %w", SelectStatement, err)
-		}
+	if q.stmt, err = c.PrepareContext(ctx, SelectStatement); err != nil {
+		q.Close()
+		return fmt.Errorf("prepare %s: %w", SelectStatement, err)
 	}
 	return nil
-}
-
-func (q *SQLQuerier) pgxPositions(ctx context.Context, c *pgx.Conn, dst []int64) error {
-	rows, err := c.Query(ctx, SelectStatement)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := rows.Scan(&q.w, &q.seq); err != nil {
-			return err
-		}
-		if q.w >= 0 && int(q.w) < len(dst) {
-			dst[q.w] = q.seq
-		}
-	}
-	return rows.Err()
 }
 
 func (q *SQLQuerier) sqlPositions(ctx context.Context, dst []int64) error {
@@ -104,9 +101,13 @@ func (q *SQLQuerier) sqlPositions(ctx context.Context, dst []int64) error {
 	return rows.Err()
 }
 
-// Close returns the connection to the pool. Positions may be called again
-// afterwards; it takes a new one.
+// Close ends the connection (or returns it to the pool). Positions may be
+// called again afterwards; it takes a new one.
 func (q *SQLQuerier) Close() error {
+	if q.wire != nil {
+		q.wire.close()
+		q.wire = nil
+	}
 	if q.stmt != nil {
 		q.stmt.Close()
 		q.stmt = nil
