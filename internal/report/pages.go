@@ -227,7 +227,11 @@ func latencyTable(s *Summary) (htmlTable, bool) {
 }
 
 func lagTable(s *Summary) (htmlTable, bool) {
-	t := htmlTable{Caption: "Replication lag: commit → visible at the replica (ms)", Head: []tcell{txt("replica"), txt("site"),
+	caption := "Replication lag: commit → visible at the replica (ms)"
+	if note := LagSampleNote(s); note != "" {
+		caption += "; " + note
+	}
+	t := htmlTable{Caption: caption, Head: []tcell{txt("replica"), txt("site"),
 		numHead("p50"), numHead("p95"), numHead("p99"), numHead("p99.9"), numHead("max"),
 		{Text: "not visible at end", Class: "n", Title: "transactions committed in the measure phase never seen at the replica"},
 		{Text: "resolution", Class: "n", Title: "the lag watcher's poll interval: each lag is at most this (plus one poll) above the true one"},

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -103,6 +104,9 @@ type Repetition struct {
 	CommitP99Ms  float64            `json:"commit_latency_p99_ms"`
 	LagP50Ms     map[string]float64 `json:"lag_p50_ms,omitempty"`
 	Transactions int64              `json:"transactions"`
+	// LagSampleEvery is the repetition's SampleEvery (the same at every
+	// replica).
+	LagSampleEvery int `json:"lag_sample_every,omitempty"`
 }
 
 // Replica is one replica's replication latency.
@@ -112,8 +116,14 @@ type Replica struct {
 	NotVisibleAtEnd int64             `json:"not_visible_at_end"`
 	Tracked         int64             `json:"tracked"`
 	// SampleEvery: every SampleEvery-th transaction of each user was
-	// tracked (1 = all of them).
-	SampleEvery int `json:"sample_every,omitempty"`
+	// tracked in the measure phase (1 = all of them). Sample says who set
+	// it: "fixed" (lag_sample = N) or "auto" (the driver, for at most
+	// SampleBudgetPerS tracked transactions per second). An aggregate of
+	// repetitions whose N differed has SampleEvery 0 (each repetition's is
+	// in Repetitions).
+	SampleEvery      int     `json:"sample_every,omitempty"`
+	Sample           string  `json:"sample,omitempty"`
+	SampleBudgetPerS float64 `json:"sample_budget_per_s,omitempty"`
 	// ResolutionMs is the lag watcher's achieved poll interval: each lag is
 	// at most one interval plus one poll (PollP99Ms) above the true one.
 	ResolutionMs       float64 `json:"resolution_ms"`
@@ -267,8 +277,64 @@ func PrintSummary(w io.Writer, s *Summary) {
 		}
 	}
 	_ = tw.Flush()
+	if note := LagSampleNote(s); note != "" {
+		fmt.Fprintf(w, "  %s\n", note)
+	}
 	printMonitors(w, s)
 }
+
+// LagSampleNote says which transactions the lag figures come from when
+// they are a sample ("" when every transaction was tracked): "lag tracked
+// for every 11th transaction of each user (auto: ≤ 500 tracked/s)".
+func LagSampleNote(s *Summary) string {
+	var r *Replica
+	for _, n := range slices.Sorted(maps.Keys(s.Replicas)) {
+		if r = s.Replicas[n]; r != nil {
+			break
+		}
+	}
+	if r == nil {
+		return ""
+	}
+	how := fmt.Sprintf("lag_sample = %d", r.SampleEvery)
+	if r.Sample == "auto" {
+		how = fmt.Sprintf("auto: ≤ %s tracked/s", strconvFloat(r.SampleBudgetPerS))
+	}
+	if r.SampleEvery > 1 {
+		return fmt.Sprintf("lag tracked for every %s transaction of each user (%s)", ordinal(r.SampleEvery), how)
+	}
+	// Repetitions whose automatic samples differ.
+	lo, hi := 0, 0
+	for _, rep := range s.Repetitions {
+		if n := rep.LagSampleEvery; n > 0 {
+			if lo == 0 || n < lo {
+				lo = n
+			}
+			hi = max(hi, n)
+		}
+	}
+	if r.SampleEvery == 0 && hi > 1 {
+		return fmt.Sprintf("lag tracked for every Nth transaction of each user, N from %d to %d by repetition (%s)", lo, hi, how)
+	}
+	return ""
+}
+
+// ordinal writes 2nd, 3rd, 4th, 11th, 21st.
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
+}
+
+func strconvFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // printMonitors writes the monitors' part of the end-of-run table: bytes
 // and utilization per link direction, CPU and I/O wait per node and
