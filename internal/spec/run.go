@@ -18,7 +18,7 @@ var (
 func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 	s.Run = Run{Users: DefaultUsers, Warmup: DefaultWarmup, Duration: DefaultDuration, Cooldown: DefaultCooldown,
 		Arrival: "poisson", Seed: s.Lab.Seed, MaxErrorPct: DefaultMaxErrorPct, LagInterval: DefaultLagInterval,
-		Repetitions: 1, MaxRepetitions: DefaultMaxRepetitions, LagSample: 1}
+		Repetitions: 1, MaxRepetitions: DefaultMaxRepetitions, LagSample: LagSampleAuto}
 	if v, present := root["workload"]; present {
 		p := path{"workload"}
 		c.remember(s, p)
@@ -138,14 +138,7 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 		r.Client = name
 	}
 	c.repetitions(s, p, m)
-	if v, ok := c.get(p, m, "lag_sample", kInt, "a whole number like 10 (track every 10th transaction)"); ok {
-		c.remember(s, p.child("lag_sample"))
-		if n := v.(int64); n < 1 || n > 1000000 {
-			c.fail(p.child("lag_sample"), v, "want 1 (every transaction) or more")
-		} else {
-			r.LagSample = int(n)
-		}
-	}
+	c.lagSample(s, p, m)
 	if v, ok := c.get(p, m, "max_error_pct", kNumber, "a percentage as a number, like 20"); ok {
 		c.remember(s, p.child("max_error_pct"))
 		if f := v.(float64); f <= 0 || f > 100 {
@@ -153,6 +146,36 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 		} else {
 			r.MaxErrorPct = f
 		}
+	}
+}
+
+// lagSample reads lag_sample: "auto" or a whole number N ≥ 1.
+func (c *decoder) lagSample(s *Spec, p path, m map[string]any) {
+	v, present := m["lag_sample"]
+	if !present {
+		return
+	}
+	kp := p.child("lag_sample")
+	c.remember(s, kp)
+	const accepted = `"auto" (replab chooses N) or a whole number N of 1 or more (track every Nth transaction of each user; 1 = all)`
+	switch x := v.(type) {
+	case string:
+		if strings.TrimSpace(x) == "auto" {
+			s.Run.LagSample = LagSampleAuto
+		} else {
+			c.fail(kp, v, "want %s", accepted)
+		}
+	case int64:
+		switch {
+		case x < 1:
+			c.fail(kp, v, `want 1 (every transaction) or more, or "auto"`)
+		case x > MaxLagSample:
+			c.fail(kp, v, "at most %d", MaxLagSample)
+		default:
+			s.Run.LagSample = int(x)
+		}
+	default:
+		c.fail(kp, v, "want %s", accepted)
 	}
 }
 

@@ -146,7 +146,9 @@ type Run struct {
 	MaxErrorPct float64
 	LagInterval time.Duration // how often each replica's watcher looks
 	// LagSample tracks every LagSample-th transaction of each user for
-	// replication lag (1 = every transaction).
+	// replication lag (1 = every transaction). LagSampleAuto (0, the
+	// default, lag_sample = "auto") lets the driver choose N for a bounded
+	// number of tracked transactions per second (driver.Config.LagEvery).
 	LagSample int
 
 	// Repetitions runs the measurement this many times (default 1). With
@@ -171,4 +173,7 @@ const (
 	// Jain's formula decides how many more a confidence target needs.
 	DefaultPilot          = 3
 	DefaultMaxRepetitions = 30
+	// LagSampleAuto is Run.LagSample for lag_sample = "auto".
+	LagSampleAuto = 0
+	MaxLagSample  = 1000000
 )

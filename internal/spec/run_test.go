@@ -1,0 +1,83 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestLagSample(t *testing.T) {
+	// sweepBase ends with [run] and users = 3: lag_sample is on line 18.
+	const line = "r.toml:18: run.lag_sample = "
+	for _, tc := range []struct {
+		value   string // "" leaves lag_sample out
+		want    int
+		wantErr string
+	}{
+		{"", LagSampleAuto, ""},
+		{`"auto"`, LagSampleAuto, ""},
+		{`" auto "`, LagSampleAuto, ""},
+		{"1", 1, ""},
+		{"10", 10, ""},
+		{"1000000", 1000000, ""},
+		{"0", 0, line + `0: want 1 (every transaction) or more, or "auto"`},
+		{"-1", 0, line + `-1: want 1 (every transaction) or more, or "auto"`},
+		{"1000001", 0, line + `1000001: at most 1000000`},
+		{`"sometimes"`, 0, line + `"sometimes": want "auto" (replab chooses N) or a whole number N of 1 or more (track every Nth transaction of each user; 1 = all)`},
+		{`"10"`, 0, line + `"10": want "auto" (replab chooses N) or a whole number N of 1 or more`},
+		{"1.5", 0, line + `1.5: want "auto" (replab chooses N) or a whole number N of 1 or more`},
+		{"true", 0, line + `true: want "auto"`},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			src := sweepBase
+			if tc.value != "" {
+				src += "lag_sample = " + tc.value + "\n"
+			}
+			s, err := Parse("r.toml", []byte(src))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Run.LagSample != tc.want {
+				t.Errorf("LagSample = %d, want %d", s.Run.LagSample, tc.want)
+			}
+		})
+	}
+}
+
+func TestLagSampleSweeps(t *testing.T) {
+	s, err := Parse("s.toml", []byte(sweepBase+"[sweep]\n\"run.lag_sample\" = [\"auto\", 1, 10]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := s.Points()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, p := range pts {
+		got = append(got, p.Spec.Run.LagSample)
+	}
+	if len(got) != 3 || got[0] != LagSampleAuto || got[1] != 1 || got[2] != 10 {
+		t.Errorf("swept lag_sample = %v, want [0 (auto) 1 10]", got)
+	}
+	if pts[0].Label != `run.lag_sample="auto"` {
+		t.Errorf("label %q", pts[0].Label)
+	}
+	if _, err := mustParse(t, sweepBase+"[sweep]\n\"run.lag_sample\" = [\"often\"]\n").Points(); err == nil || !strings.Contains(err.Error(), `run.lag_sample = "often": want "auto"`) {
+		t.Errorf("a bad swept value: %v", err)
+	}
+}
+
+func mustParse(t *testing.T, src string) *Spec {
+	t.Helper()
+	s, err := Parse("s.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
