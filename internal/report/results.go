@@ -285,7 +285,8 @@ func PrintSummary(w io.Writer, s *Summary) {
 
 // LagSampleNote says which transactions the lag figures come from when
 // they are a sample ("" when every transaction was tracked): "lag tracked
-// for every 11th transaction of each user (auto: ≤ 500 tracked/s)".
+// for every 11th transaction of each user (auto: ≤ 500 tracked/s at the
+// warmup's rate)".
 func LagSampleNote(s *Summary) string {
 	var r *Replica
 	for _, n := range slices.Sorted(maps.Keys(s.Replicas)) {
@@ -298,7 +299,12 @@ func LagSampleNote(s *Summary) string {
 	}
 	how := fmt.Sprintf("lag_sample = %d", r.SampleEvery)
 	if r.Sample == "auto" {
-		how = fmt.Sprintf("auto: ≤ %s tracked/s", strconvFloat(r.SampleBudgetPerS))
+		// N is chosen from a rate known before the measure phase.
+		basis := "the warmup's rate"
+		if s.Mode == "open" {
+			basis = "the target rate"
+		}
+		how = fmt.Sprintf("auto: ≤ %s tracked/s at %s", strconvFloat(r.SampleBudgetPerS), basis)
 	}
 	if r.SampleEvery > 1 {
 		return fmt.Sprintf("lag tracked for every %s transaction of each user (%s)", ordinal(r.SampleEvery), how)

@@ -18,8 +18,10 @@ func TestLagSampleNote(t *testing.T) {
 		{"every transaction, fixed", Summary{Replicas: two(Replica{SampleEvery: 1, Sample: "fixed"})}, ""},
 		{"a run from before sampling", Summary{Replicas: two(Replica{})}, ""},
 		{"no replicas", Summary{}, ""},
-		{"auto", Summary{Replicas: two(Replica{SampleEvery: 11, Sample: "auto", SampleBudgetPerS: 500})},
-			"lag tracked for every 11th transaction of each user (auto: ≤ 500 tracked/s)"},
+		{"auto, closed loop", Summary{Mode: "closed", Replicas: two(Replica{SampleEvery: 11, Sample: "auto", SampleBudgetPerS: 500})},
+			"lag tracked for every 11th transaction of each user (auto: ≤ 500 tracked/s at the warmup's rate)"},
+		{"auto, open loop", Summary{Mode: "open", Replicas: two(Replica{SampleEvery: 10, Sample: "auto", SampleBudgetPerS: 500})},
+			"lag tracked for every 10th transaction of each user (auto: ≤ 500 tracked/s at the target rate)"},
 		{"fixed", Summary{Replicas: two(Replica{SampleEvery: 4, Sample: "fixed"})},
 			"lag tracked for every 4th transaction of each user (lag_sample = 4)"},
 		{"fixed, from before the sample field", Summary{Replicas: two(Replica{SampleEvery: 2})},
@@ -27,7 +29,7 @@ func TestLagSampleNote(t *testing.T) {
 		{"repetitions that chose different N", Summary{Kind: "repetitions",
 			Replicas:    two(Replica{Sample: "auto", SampleBudgetPerS: 500}),
 			Repetitions: []Repetition{{LagSampleEvery: 12}, {LagSampleEvery: 11}, {}, {LagSampleEvery: 13}}},
-			"lag tracked for every Nth transaction of each user, N from 11 to 13 by repetition (auto: ≤ 500 tracked/s)"},
+			"lag tracked for every Nth transaction of each user, N from 11 to 13 by repetition (auto: ≤ 500 tracked/s at the warmup's rate)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := LagSampleNote(&tc.s); got != tc.want {
@@ -52,7 +54,7 @@ func TestPrintSummaryNamesTheLagSample(t *testing.T) {
 	PrintSummary(&b, r.Summary)
 	out := b.String()
 	want := "e1    eu   44.51   57.12   68.22  104.81            0     1.48 ms\n" +
-		"  lag tracked for every 11th transaction of each user (auto: ≤ 500 tracked/s)\n\n"
+		"  lag tracked for every 11th transaction of each user (auto: ≤ 500 tracked/s at the warmup's rate)\n\n"
 	if !strings.Contains(out, want) {
 		t.Errorf("summary does not end the lag table with the sample:\n%s", out)
 	}
