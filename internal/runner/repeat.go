@@ -100,6 +100,7 @@ func aggregate(sums []*report.Summary, dirs []string, lvl float64) *report.Summa
 		rep := report.Repetition{Dir: dirs[i], Complete: s.Complete, TPM: s.TPM, CommitP99Ms: s.CommitLatency.P99, Transactions: s.Transactions, LagP50Ms: map[string]float64{}}
 		for n, rr := range s.Replicas {
 			rep.LagP50Ms[n] = rr.LagMs.P50
+			rep.LagSampleEvery = rr.SampleEvery
 		}
 		agg.Repetitions = append(agg.Repetitions, rep)
 		if !s.Complete {
@@ -155,8 +156,12 @@ func aggregate(sums []*report.Summary, dirs []string, lvl float64) *report.Summa
 		for n, rr := range s.Replicas {
 			a := agg.Replicas[n]
 			if a == nil {
-				a = &report.Replica{Site: rr.Site, ResolutionMs: rr.ResolutionMs}
+				a = &report.Replica{Site: rr.Site, ResolutionMs: rr.ResolutionMs, SampleEvery: rr.SampleEvery,
+					Sample: rr.Sample, SampleBudgetPerS: rr.SampleBudgetPerS}
 				agg.Replicas[n] = a
+			}
+			if a.SampleEvery != rr.SampleEvery {
+				a.SampleEvery = 0 // differs by repetition: see Repetitions
 			}
 			a.NotVisibleAtEnd += rr.NotVisibleAtEnd
 			a.Tracked += rr.Tracked

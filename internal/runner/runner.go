@@ -248,7 +248,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 			return r.sum, err
 		}
 		defer q.close()
-		r.sum.Replicas[n.Name] = &report.Replica{Site: n.Site, SampleEvery: r.s.Run.LagSample}
+		r.sum.Replicas[n.Name] = r.newReplica(n.Site)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -530,6 +530,24 @@ func (r *run) fillDriver() {
 	s.TPM, s.TPS, s.Transactions, s.RowsChanged = res.TPM, res.TPS, res.Transactions, res.RowsChanged
 	s.Errors, s.Retries, s.CommitLatency, s.Types = res.Errors, res.Retries, res.CommitLatency, res.Types
 	s.BehindScheduleMs, s.Skipped = res.BehindScheduleMs, res.Skipped
+	// The lag sample actually used (chosen by the driver when automatic).
+	for _, rep := range s.Replicas {
+		rep.SampleEvery = res.LagSampleEvery
+		if res.LagSampleAuto {
+			rep.SampleBudgetPerS = res.LagBudgetPerS
+		}
+	}
+}
+
+// newReplica is a replica's summary before the driver ran: the lag
+// sample as the spec states it (SampleEvery 0 until an automatic one is
+// chosen).
+func (r *run) newReplica(site string) *report.Replica {
+	rep := &report.Replica{Site: site, SampleEvery: r.s.Run.LagSample, Sample: "fixed"}
+	if r.s.Run.LagSample == spec.LagSampleAuto {
+		rep.Sample, rep.SampleBudgetPerS = "auto", driver.DefaultLagBudget
+	}
+	return rep
 }
 
 func (r *run) fillLag() {

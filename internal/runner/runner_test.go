@@ -135,6 +135,12 @@ func TestRunWritesTheSummaryContractAndLagIsAtLeastTheLinkDelay(t *testing.T) {
 	if num(t, sum, "replicas", "e1", "not_visible_at_end") != 0 {
 		t.Errorf("transactions still not visible at e1 at the end")
 	}
+	// 20/s is far below the automatic sample's budget: every measured
+	// transaction is tracked.
+	if rep := sum["replicas"].(map[string]any)["e1"].(map[string]any); rep["sample"] != "auto" || num(t, sum, "replicas", "e1", "sample_every") != 1 ||
+		num(t, sum, "replicas", "e1", "tracked") != tx {
+		t.Errorf("lag sample %v every %v, tracked %v of %v: want auto, every transaction", rep["sample"], rep["sample_every"], rep["tracked"], tx)
+	}
 	if res := num(t, sum, "replicas", "e1", "resolution_ms"); res <= 0 || res > 2 {
 		t.Errorf("resolution %.2f ms", res)
 	}
@@ -256,6 +262,16 @@ func TestRepetitionsReportConfidenceIntervals(t *testing.T) {
 		if rep["complete"] != true || num(t, rep, "replicas", "s1", "not_visible_at_end") != 0 {
 			t.Errorf("repetition %d: %v", i, rep["stop_reason"])
 		}
+		// The default automatic sample, chosen from each warmup's rate:
+		// each user tracks every Nth transaction.
+		n, tx, tracked := num(t, rep, "replicas", "s1", "sample_every"), num(t, rep, "transactions"), num(t, rep, "replicas", "s1", "tracked")
+		t.Logf("repetition %d: %v transactions, sample every %v, %v tracked", i, tx, n, tracked)
+		if rep["replicas"].(map[string]any)["s1"].(map[string]any)["sample"] != "auto" || n < 1 || tracked < tx/n-4 || tracked > tx/n+4 {
+			t.Errorf("repetition %d: sample every %v, tracked %v of %v", i, n, tracked, tx)
+		}
+		if got := num(t, sum["repetitions"].([]any)[i-1].(map[string]any), "lag_sample_every"); got != n {
+			t.Errorf("repetition %d: lag_sample_every %v in the aggregate, %v in its summary", i, got, n)
+		}
 		tpms += num(t, rep, "tpm")
 	}
 	if d := tpms/3 - mean; d > 1e-6 || d < -1e-6 {
@@ -336,6 +352,9 @@ func TestLagSampleTracksEveryKthTransaction(t *testing.T) {
 	// cooldown shift the counts by at most a few per user.
 	if tracked < tx/4-4 || tracked > tx/4+4 || num(t, sum, "replicas", "s1", "sample_every") != 4 {
 		t.Errorf("tracked %v of %v transactions with lag_sample = 4", tracked, tx)
+	}
+	if s := sum["replicas"].(map[string]any)["s1"].(map[string]any)["sample"]; s != "fixed" {
+		t.Errorf("sample %v, want fixed", s)
 	}
 	if num(t, sum, "replicas", "s1", "not_visible_at_end") != 0 || num(t, sum, "replicas", "s1", "lag_ms", "p50") < 5 {
 		t.Errorf("lag of sampled transactions: %v", sum["replicas"])
