@@ -87,6 +87,17 @@ func (w *Writer) Sending(seq, at int64, measured bool) {
 		v |= measuredBit
 	}
 	e.Store(v)
+	// Wake watchers waiting for something to look for. The store above
+	// and the load of idle pair with the watcher's store of idle and its
+	// scan (both sequentially consistent), so one of the two sees the other.
+	for _, r := range *w.p.replicas.Load() {
+		if r.idle.Load() {
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 // Done records how seq's COMMIT returned: ok, or failed (rolled back or

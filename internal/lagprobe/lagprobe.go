@@ -1,8 +1,9 @@
 // Package lagprobe measures replication lag per transaction and per
-// replica. Every measured transaction bumps its writer's sequence number in
+// replica. Every tracked transaction bumps its writer's sequence number in
 // the table replab_lag; a watcher per replica polls that table from the
-// replica's own site on a precise timer, and a change's lag is the end of
-// the first poll that sees it minus the time its COMMIT was sent.
+// replica's own site on a precise timer while a tracked transaction could
+// have become visible there, and a change's lag is the end of the first
+// poll that sees it minus the time its COMMIT was sent.
 package lagprobe
 
 import (
@@ -36,6 +37,10 @@ type Config struct {
 	// Start is where second 0 of Result.Series begins, on Now's clock;
 	// default Now() when New is called.
 	Start int64
+	// PollAlways polls every Interval for the whole watch. By default a
+	// watcher polls only while a transaction it has not seen yet could be
+	// visible (see Watch), which is what keeps the probe cheap.
+	PollAlways bool
 }
 
 // Probe is one run's lag probe. Its methods are safe for concurrent use,
@@ -44,6 +49,7 @@ type Probe struct {
 	now      func() int64
 	realTime bool // now is emu.Now: deadlines can be slept on directly
 	interval int64
+	always   bool
 	start    int64
 	writers  []*Writer
 
@@ -64,7 +70,7 @@ func New(cfg Config) *Probe {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
-	p := &Probe{now: cfg.Now, interval: int64(cfg.Interval)}
+	p := &Probe{now: cfg.Now, interval: int64(cfg.Interval), always: cfg.PollAlways}
 	if p.now == nil {
 		p.now = emu.Now
 		p.realTime = true

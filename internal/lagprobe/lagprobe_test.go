@@ -62,7 +62,7 @@ func (s *script) Positions(ctx context.Context, dst []int64) error {
 // exactly k intervals unless polls overrun.
 func virtual(writers int, interval time.Duration) (*Probe, *atomic.Int64, map[key]int64) {
 	var clock atomic.Int64
-	p := New(Config{Writers: writers, Interval: interval, Now: clock.Load})
+	p := New(Config{Writers: writers, Interval: interval, Now: clock.Load, PollAlways: true})
 	p.sleep = func(ctx context.Context, deadline int64) bool {
 		if ctx.Err() != nil {
 			return false
@@ -399,13 +399,13 @@ func TestReplicasAreIndependent(t *testing.T) {
 	}
 	byReplica := map[string]map[key]int64{"near": {}, "far": {}}
 	p.onLag = func(r string, w int, seq, lag int64) { byReplica[r][key{w, seq}] = lag }
-	near.observe(0, 0, []int64{0, 0})
-	far.observe(0, 0, []int64{0, 0})
+	near.observe(0, 0, []int64{0, 0}, true)
+	far.observe(0, 0, []int64{0, 0}, true)
 	commit(0, 100, true, true)(p)
 	commit(1, 200, true, true)(p)
-	near.observe(ms, ms, []int64{1, 1})
-	far.observe(ms, ms, []int64{0, 1})
-	far.observe(50*ms, 50*ms, []int64{1, 1})
+	near.observe(ms, ms, []int64{1, 1}, true)
+	far.observe(ms, ms, []int64{0, 1}, true)
+	far.observe(50*ms, 50*ms, []int64{1, 1}, true)
 	want := map[string]map[key]int64{
 		"near": {{0, 1}: ms - 100, {1, 1}: ms - 200},
 		"far":  {{0, 1}: 50*ms - 100, {1, 1}: ms - 200},
@@ -415,7 +415,7 @@ func TestReplicasAreIndependent(t *testing.T) {
 	}
 	_ = lags
 	commit(0, 60*ms, true, true)(p)
-	near.observe(61*ms, 61*ms, []int64{2, 1})
+	near.observe(61*ms, 61*ms, []int64{2, 1}, true)
 	res := p.Results()
 	if res["near"].NotVisibleAtEnd != 0 || res["far"].NotVisibleAtEnd != 1 || res["far"].Tracked != 3 {
 		t.Errorf("near %+v\nfar %+v", countsOf(res["near"]), countsOf(res["far"]))
@@ -425,7 +425,7 @@ func TestReplicasAreIndependent(t *testing.T) {
 func TestWaitCaughtUp(t *testing.T) {
 	p, _, _ := virtual(1, time.Millisecond)
 	r, _ := p.register("r")
-	r.observe(0, 0, []int64{0})
+	r.observe(0, 0, []int64{0}, true)
 	commit(0, 100, true, true)(p)
 	commit(0, 200, false, true)(p) // cooldown: not waited for
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -434,7 +434,7 @@ func TestWaitCaughtUp(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "replica r shows writer 0 at seq 0, want 1") {
 		t.Errorf("got %v", err)
 	}
-	r.observe(ms, ms, []int64{1})
+	r.observe(ms, ms, []int64{1}, true)
 	if err := p.WaitCaughtUp(context.Background()); err != nil {
 		t.Error(err)
 	}
@@ -455,7 +455,7 @@ func TestWaitWatching(t *testing.T) {
 	}
 	a, _ := p.register("a")
 	b, _ := p.register("b")
-	a.observe(0, 0, []int64{0})
+	a.observe(0, 0, []int64{0}, true)
 	if err := p.WaitWatching(context.Background(), "a"); err != nil {
 		t.Error(err)
 	}
@@ -496,10 +496,10 @@ func TestJournalReleasesWhatEveryReplicaHasSeen(t *testing.T) {
 	}
 	a, _ := p.register("a")
 	b, _ := p.register("b")
-	a.observe(0, 0, []int64{0})
-	b.observe(0, 0, []int64{0})
-	a.observe(ms, ms, []int64{3 * chunkLen})
-	b.observe(ms, ms, []int64{chunkLen + 5})
+	a.observe(0, 0, []int64{0}, true)
+	b.observe(0, 0, []int64{0}, true)
+	a.observe(ms, ms, []int64{3 * chunkLen}, true)
+	b.observe(ms, ms, []int64{chunkLen + 5}, true)
 	commit(0, 1, true, true)(p) // starts chunk 3
 	if w.freed != 1 {
 		t.Errorf("released %d chunks, want 1 (b still needs chunk 1)", w.freed)
@@ -507,7 +507,7 @@ func TestJournalReleasesWhatEveryReplicaHasSeen(t *testing.T) {
 	if _, ok := w.load(chunkLen); ok {
 		t.Error("seq in a released chunk still readable")
 	}
-	b.observe(2*ms, 2*ms, []int64{3*chunkLen + 1})
+	b.observe(2*ms, 2*ms, []int64{3*chunkLen + 1}, true)
 	if got := b.lag.TotalCount(); got != 3*chunkLen+1 {
 		t.Errorf("b recorded %d lags", got)
 	}

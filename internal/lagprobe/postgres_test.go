@@ -126,6 +126,12 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 		r.LagMs.Count, r.LagMs.MinMs, r.LagMs.P50Ms, r.LagMs.P90Ms, r.LagMs.P99Ms, r.LagMs.MaxMs, r.LagMs.MeanMs)
 	t.Logf("polls %d (%d errors), resolution %.4f ms, interval p99 %.3f ms, poll p50 %.3f p99 %.3f max %.3f ms",
 		r.Polls, r.PollErrors, r.ResolutionMs, r.IntervalP99Ms, r.PollP50Ms, r.PollP99Ms, r.PollMaxMs)
+	t.Logf("adaptive polling: floor %.3f ms, %d window hits, %d idle waits", r.FloorMs, r.WindowHits, r.IdleWaits)
+	// Each transaction needs a few polls once its window opens (the floor,
+	// a few ms under 50): far fewer than one poll per ms of the 3 s run.
+	if r.Polls > 1500 {
+		t.Errorf("%d polls: the watcher polled as if always on (want < 1500)", r.Polls)
+	}
 	t.Logf("watcher thread CPU %.1f µs per poll (%.1f %% of a core)", float64(cq.cpu)/float64(cq.polls)/1e3,
 		float64(cq.cpu)/float64(cq.polls)/(r.ResolutionMs*1e6)*100)
 	if r.Tracked != writers*perWriter || r.LagMs.Count != r.Tracked || r.NotVisibleAtEnd != 0 || r.VisibleBeforeWatch != 0 {

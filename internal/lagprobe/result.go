@@ -26,18 +26,27 @@ type Result struct {
 	// but whose change reached this replica.
 	FailedVisible int64 `json:"failed_visible"`
 
-	// ResolutionMs is the achieved mean interval between poll starts. A
-	// change is dated at the end of the first poll that sees it, so each
-	// lag is at most one interval plus one poll duration above the true
-	// one (ResolutionMs/2 + PollP50Ms on average), never below it.
+	// ResolutionMs is the achieved mean interval between the starts of
+	// consecutive polls (those not held back for lack of anything to look
+	// for). A change is dated at the end of the first poll that sees it,
+	// so each lag is at most one interval plus one poll duration above the
+	// true one (ResolutionMs/2 + PollP50Ms on average), never below it.
 	ResolutionMs  float64 `json:"resolution_ms"`
-	IntervalP99Ms float64 `json:"interval_p99_ms"` // between poll starts
+	IntervalP99Ms float64 `json:"interval_p99_ms"` // between consecutive poll starts
 	PollP50Ms     float64 `json:"poll_p50_ms"`     // duration of one poll
 	PollP99Ms     float64 `json:"poll_p99_ms"`
 	PollMaxMs     float64 `json:"poll_max_ms"`
 	Polls         int64   `json:"polls"`
 	PollErrors    int64   `json:"poll_errors"`
-	LastError     string  `json:"last_error,omitempty"`
+	// Adaptive polling (Config.PollAlways unset): FloorMs is the final
+	// floor, the time after COMMIT sent before which no poll was made;
+	// WindowHits counts transactions seen by the first poll after it
+	// (each halved the floor: their lag may be up to the floor too
+	// high); IdleWaits counts times the watcher had nothing to look for.
+	FloorMs    float64 `json:"floor_ms"`
+	WindowHits int64   `json:"window_hits"`
+	IdleWaits  int64   `json:"idle_waits"`
+	LastError  string  `json:"last_error,omitempty"`
 	// Stale counts polls × writers showing a seq this run never issued;
 	// Regressions those showing a seq lower than seen before.
 	Stale       int64 `json:"stale"`
@@ -127,10 +136,11 @@ func (r *replica) result(tracked int64) Result {
 			MaxMs:  nsToMs(r.maxNs),
 		}
 	}
-	if r.polls > 1 {
-		res.ResolutionMs = nsToMs(r.last-r.first) / float64(r.polls-1)
+	if r.gapN > 0 {
+		res.ResolutionMs = nsToMs(r.gapSum) / float64(r.gapN)
 		res.IntervalP99Ms = usToMs(r.pollGap.ValueAtQuantile(99))
 	}
+	res.FloorMs, res.WindowHits, res.IdleWaits = nsToMs(r.floor), r.hits, r.waits
 	if r.polls > 0 {
 		res.PollP50Ms = usToMs(r.pollDur.ValueAtQuantile(50))
 		res.PollP99Ms = usToMs(r.pollDur.ValueAtQuantile(99))

@@ -36,6 +36,10 @@ type replica struct {
 	done  chan struct{}
 	err   error       // why Watch returned; read after done is closed
 	ready atomic.Bool // the first poll succeeded
+	// idle is set while the watcher waits for a transaction to look for;
+	// Writer.Sending then wakes it through wake.
+	idle atomic.Bool
+	wake chan struct{}
 
 	mu      sync.Mutex
 	vis     []int64 // per writer: visible seq, as of the last poll
@@ -50,7 +54,9 @@ type replica struct {
 	series       []SecondStats
 
 	pollDur  *hdrhistogram.Histogram // µs
-	pollGap  *hdrhistogram.Histogram // µs between poll starts
+	pollGap  *hdrhistogram.Histogram // µs between chained poll starts
+	gapSum   int64                   // ns, over chained polls
+	gapN     int64
 	polls    int64
 	pollErrs int64
 	pollMax  int64 // ns
@@ -59,6 +65,14 @@ type replica struct {
 	last     int64 // start of the last successful poll
 
 	before, failedVisible, stale, regressions, forgotten int64
+
+	// Adaptive polling (see Watch). Owned by the watcher's goroutine,
+	// read by result under mu.
+	minLower int64 // lowest lower bound of a lag seen, measured or not; -1 before
+	floor    int64 // ns after COMMIT sent before which no poll is made
+	floorCap int64 // halved at each window hit
+	hits     int64 // transactions seen by the first poll of their window
+	waits    int64 // times the watcher had nothing to look for
 }
 
 // pendingTx became visible before its COMMIT returned (synchronous
@@ -86,17 +100,20 @@ func (p *Probe) register(name string) (*replica, error) {
 	}
 	n := len(p.writers)
 	r := &replica{
-		name:    name,
-		p:       p,
-		low:     make([]atomic.Int64, n),
-		seen:    make([]atomic.Int64, n),
-		done:    make(chan struct{}),
-		vis:     make([]int64, n),
-		lag:     hdrhistogram.New(histLowUs, histHighUs, 3),
-		sec:     hdrhistogram.New(histLowUs, histHighUs, 2),
-		pollDur: hdrhistogram.New(histLowUs, histHighUs, 2),
-		pollGap: hdrhistogram.New(histLowUs, histHighUs, 2),
-		minNs:   -1,
+		name:     name,
+		p:        p,
+		low:      make([]atomic.Int64, n),
+		seen:     make([]atomic.Int64, n),
+		done:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		vis:      make([]int64, n),
+		lag:      hdrhistogram.New(histLowUs, histHighUs, 3),
+		sec:      hdrhistogram.New(histLowUs, histHighUs, 2),
+		pollDur:  hdrhistogram.New(histLowUs, histHighUs, 2),
+		pollGap:  hdrhistogram.New(histLowUs, histHighUs, 2),
+		minNs:    -1,
+		minLower: -1,
+		floorCap: 1<<63 - 1,
 	}
 	rs := append(append([]*replica(nil), old...), r)
 	p.replicas.Store(&rs)
@@ -108,6 +125,16 @@ func (p *Probe) register(name string) (*replica, error) {
 // visible then are counted as VisibleBeforeWatch); later failures are
 // counted, retried with backoff up to 100 ms, and reported in the Result.
 // Start every watcher before the writers' measured phase.
+//
+// Unless Config.PollAlways is set, polls are made only while some tracked
+// transaction whose COMMIT was sent is not yet seen, and not before its
+// COMMIT was sent plus a floor: the lowest lower bound of a lag seen at
+// this replica so far, minus two intervals and 1 ms (a change does not
+// cross the network much faster than the fastest one did). A poll costs
+// about as much CPU as a small transaction, and polling only then is what
+// keeps the probe within a few per cent of throughput. Should a
+// transaction be seen by the first poll of its window, the floor may have
+// been too high: it is halved and the event counted (Result.WindowHits).
 func (p *Probe) Watch(ctx context.Context, name string, q Querier) (err error) {
 	r, err := p.register(name)
 	if err != nil {
@@ -132,6 +159,7 @@ func (p *Probe) Watch(ctx context.Context, name string, q Querier) (err error) {
 	dst := make([]int64, len(p.writers))
 	next := p.now()
 	fails := 0
+	chained := false // this poll follows the previous one by the interval
 	for {
 		copy(dst, r.vis) // r.vis changes only on this goroutine
 		start := p.now()
@@ -149,16 +177,72 @@ func (p *Probe) Watch(ctx context.Context, name string, q Querier) (err error) {
 			next = start + max(p.interval, min(p.interval<<min(fails, 20), int64(maxBackoff)))
 		default:
 			fails = 0
-			r.observe(start, end, dst)
+			r.observe(start, end, dst, chained)
 			next += p.interval
 		}
 		if now := p.now(); next < now {
 			next = now // the poll overran: poll again at once
 		}
+		chained = true
+		if !p.always && qerr == nil {
+			for {
+				ws, ok := r.window()
+				if ok {
+					if ws > next {
+						next, chained = ws, false
+					}
+					break
+				}
+				// Nothing to look for: wait for a COMMIT to be sent.
+				r.idle.Store(true)
+				if _, ok := r.window(); ok {
+					r.idle.Store(false)
+					continue
+				}
+				r.mu.Lock()
+				r.waits++
+				r.mu.Unlock()
+				select {
+				case <-r.wake:
+				case <-ctx.Done():
+					r.idle.Store(false)
+					return nil
+				}
+				r.idle.Store(false)
+				chained = false
+				if now := p.now(); next < now {
+					next = now
+				}
+			}
+		}
 		if !sleep(ctx, next) {
 			return nil
 		}
 	}
+}
+
+// window is when the next poll is worth making: the earliest COMMIT-sent
+// time of a transaction not yet seen here, plus the floor; false when
+// there is none. Only the watcher's goroutine calls it.
+func (r *replica) window() (int64, bool) {
+	var first int64
+	found := false
+	for w, wr := range r.p.writers {
+		for s, end := r.vis[w]+1, wr.issued.Load(); s <= end; s++ {
+			e, ok := wr.load(s)
+			if !ok {
+				continue
+			}
+			if st := e & stMask; st == stEmpty || st == stFailed {
+				continue // not sent yet (or never), or rolled back
+			}
+			if t := int64(e >> timeShift); !found || t < first {
+				first, found = t, true
+			}
+			break // the writer's later transactions were sent later
+		}
+	}
+	return first + r.floor, found
 }
 
 func (r *replica) failed(err error) {
@@ -176,12 +260,16 @@ func (r *replica) failed(err error) {
 // interval plus the poll's duration, and never below the true lag (a poll
 // start would be: the snapshot is taken after it, and a slow poll let a
 // 50 ms link show 49.6 ms).
-func (r *replica) observe(start, end int64, pos []int64) {
+func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.polls > 0 {
+	prev := r.last
+	if r.polls > 0 && chained {
 		recordUs(r.pollGap, start-r.last)
-	} else {
+		r.gapSum += start - r.last
+		r.gapN++
+	}
+	if r.polls == 0 {
 		r.first = start
 	}
 	r.polls++
@@ -212,6 +300,9 @@ func (r *replica) observe(start, end int64, pos []int64) {
 				r.forgotten++
 				continue
 			}
+			if st := e & stMask; !first && !r.p.always && (st == stOK || st == stSent) {
+				r.learn(int64(e>>timeShift), prev)
+			}
 			switch e & stMask {
 			case stOK:
 				r.record(w, s, e, end, first)
@@ -237,6 +328,27 @@ func (r *replica) observe(start, end int64, pos []int64) {
 	}
 }
 
+// floorMargin is how far below the lowest lag seen the floor is set.
+const floorMargin = time.Millisecond
+
+// learn adjusts the floor from a transaction sent at sent and first seen
+// by the poll after the one that started at prev. If prev lies in its
+// window, prev - sent is a lower bound of its lag (it was not visible
+// when that poll looked), and the floor stays below the lowest such
+// bound by a margin and two intervals. If not, this poll was its window's
+// first: it may have been visible earlier, so the floor is halved.
+func (r *replica) learn(sent, prev int64) {
+	if r.floor > 0 && prev < sent+r.floor {
+		r.hits++
+		r.floorCap = r.floor / 2
+	} else if lb := max(prev-sent, 0); r.minLower < 0 || lb < r.minLower {
+		r.minLower = lb
+	}
+	if r.minLower >= 0 {
+		r.floor = min(max(r.minLower-2*r.p.interval-int64(floorMargin), 0), r.floorCap)
+	}
+}
+
 // resolve counts pending transactions whose COMMIT has returned.
 func (r *replica) resolve() {
 	keep := r.pending[:0]
@@ -256,14 +368,16 @@ func (r *replica) resolve() {
 
 // record counts one committed transaction that became visible at at.
 func (r *replica) record(w int, seq int64, e uint64, at int64, first bool) {
-	if e&measuredBit == 0 {
-		return
-	}
 	if first {
-		r.before++
+		if e&measuredBit != 0 {
+			r.before++
+		}
 		return
 	}
 	lag := max(at-int64(e>>timeShift), 0) // at > sent unless the clock is not monotonic
+	if e&measuredBit == 0 {
+		return // warmup or cooldown
+	}
 	recordUs(r.lag, lag)
 	recordUs(r.sec, lag)
 	if r.minNs < 0 || lag < r.minNs {
