@@ -301,7 +301,7 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 				continue
 			}
 			if st := e & stMask; !first && !r.p.always && (st == stOK || st == stSent) {
-				r.learn(int64(e>>timeShift), prev)
+				r.learn(int64(e>>timeShift), prev, start)
 			}
 			switch e & stMask {
 			case stOK:
@@ -332,17 +332,26 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 const floorMargin = time.Millisecond
 
 // learn adjusts the floor from a transaction sent at sent and first seen
-// by the poll after the one that started at prev. If prev lies in its
-// window, prev - sent is a lower bound of its lag (it was not visible
-// when that poll looked), and the floor stays below the lowest such
-// bound by a margin and two intervals. If not, this poll was its window's
-// first: it may have been visible earlier, so the floor is halved.
-func (r *replica) learn(sent, prev int64) {
-	if r.floor > 0 && prev < sent+r.floor {
+// by the poll that started at start, after the one that started at prev.
+// If prev lies in its window, prev - sent is a lower bound of its lag (it
+// was not visible when that poll looked), and the floor stays below the
+// lowest such bound by a margin and two intervals. If not, this poll was
+// its window's first: when it started on time (within an interval of the
+// window opening) the transaction may have been visible before the
+// window, so the floor is halved; a poll that started late (a busy
+// machine) says nothing about the floor.
+func (r *replica) learn(sent, prev, start int64) {
+	ws := sent + r.floor
+	switch {
+	case r.floor > 0 && prev < ws && start <= ws+r.p.interval:
 		r.hits++
 		r.floorCap = r.floor / 2
-	} else if lb := max(prev-sent, 0); r.minLower < 0 || lb < r.minLower {
-		r.minLower = lb
+	case r.floor > 0 && prev < ws:
+		return
+	default:
+		if lb := max(prev-sent, 0); r.minLower < 0 || lb < r.minLower {
+			r.minLower = lb
+		}
 	}
 	if r.minLower >= 0 {
 		r.floor = min(max(r.minLower-2*r.p.interval-int64(floorMargin), 0), r.floorCap)
