@@ -64,7 +64,7 @@ type Config struct {
 
 // DefaultLagBudget is how many transactions per second, across all users,
 // the automatic lag sample tracks at most.
-const DefaultLagBudget = 500
+const DefaultLagBudget = 50
 
 // maxLagEvery bounds the automatic sample's N (as the spec bounds
 // lag_sample).

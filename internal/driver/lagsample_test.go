@@ -95,7 +95,7 @@ func TestLagEveryFixed(t *testing.T) {
 	}{
 		{"lag_sample = 1", Config{LagEvery: 1, Warmup: time.Second}, 1},
 		{"lag_sample = 10, in the warmup too", Config{LagEvery: 10, Warmup: time.Second}, 10},
-		{"open loop auto: from the rate, in the warmup too", Config{RatePerSec: 2000, Warmup: time.Second}, 4},
+		{"open loop auto: from the rate, in the warmup too", Config{RatePerSec: 2000, Warmup: time.Second}, 2000 / DefaultLagBudget},
 		{"open loop with a stated N ignores the rate", Config{LagEvery: 3, RatePerSec: 2000}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -126,8 +126,14 @@ type Replica struct {
 	SampleBudgetPerS float64 `json:"sample_budget_per_s,omitempty"`
 	// ResolutionMs is the lag watcher's achieved poll interval: each lag is
 	// at most one interval plus one poll (PollP99Ms) above the true one.
-	ResolutionMs       float64 `json:"resolution_ms"`
-	PollP99Ms          float64 `json:"poll_p99_ms"`
+	ResolutionMs float64 `json:"resolution_ms"`
+	PollP99Ms    float64 `json:"poll_p99_ms"`
+	// The watcher's adaptive polling: polls made, the final floor (no
+	// poll before COMMIT sent + floor) and window hits (transactions seen
+	// by their window's first poll, each halving the floor).
+	Polls              int64   `json:"polls,omitempty"`
+	FloorMs            float64 `json:"floor_ms,omitempty"`
+	WindowHits         int64   `json:"window_hits,omitempty"`
 	VisibleBeforeWatch int64   `json:"visible_before_watch,omitempty"`
 	// EngineReplayLagMs is the engine's own view, sampled each second
 	// (PostgreSQL: pg_stat_replication.replay_lag), as a cross-check.
@@ -285,7 +291,7 @@ func PrintSummary(w io.Writer, s *Summary) {
 
 // LagSampleNote says which transactions the lag figures come from when
 // they are a sample ("" when every transaction was tracked): "lag tracked
-// for every 11th transaction of each user (auto: ≤ 500 tracked/s at the
+// for every 11th transaction of each user (auto: ≤ 50 tracked/s at the
 // warmup's rate)".
 func LagSampleNote(s *Summary) string {
 	var r *Replica

@@ -566,6 +566,7 @@ func (r *run) fillLag() {
 		rep.Tracked = lr.Tracked
 		rep.ResolutionMs = lr.ResolutionMs
 		rep.PollP99Ms = lr.PollP99Ms
+		rep.Polls, rep.FloorMs, rep.WindowHits = lr.Polls, lr.FloorMs, lr.WindowHits
 		rep.VisibleBeforeWatch = lr.VisibleBeforeWatch
 		r.lagHist["lag_"+name] = lr.Histogram
 	}
