@@ -68,11 +68,11 @@ type replica struct {
 
 	// Adaptive polling (see Watch). Owned by the watcher's goroutine,
 	// read by result under mu.
-	minLower int64 // lowest lower bound of a lag seen, measured or not; -1 before
-	floor    int64 // ns after COMMIT sent before which no poll is made
-	floorCap int64 // halved at each window hit
-	hits     int64 // transactions seen by the first poll of their window
-	waits    int64 // times the watcher had nothing to look for
+	bounds  [floorWindow]int64 // the latest lag lower bounds, a ring
+	nBounds int                // how many were recorded
+	floor   int64              // ns after COMMIT sent before which no poll is made
+	hits    int64              // transactions seen by the first poll of their window
+	waits   int64              // times the watcher had nothing to look for
 }
 
 // pendingTx became visible before its COMMIT returned (synchronous
@@ -100,20 +100,18 @@ func (p *Probe) register(name string) (*replica, error) {
 	}
 	n := len(p.writers)
 	r := &replica{
-		name:     name,
-		p:        p,
-		low:      make([]atomic.Int64, n),
-		seen:     make([]atomic.Int64, n),
-		done:     make(chan struct{}),
-		wake:     make(chan struct{}, 1),
-		vis:      make([]int64, n),
-		lag:      hdrhistogram.New(histLowUs, histHighUs, 3),
-		sec:      hdrhistogram.New(histLowUs, histHighUs, 2),
-		pollDur:  hdrhistogram.New(histLowUs, histHighUs, 2),
-		pollGap:  hdrhistogram.New(histLowUs, histHighUs, 2),
-		minNs:    -1,
-		minLower: -1,
-		floorCap: 1<<63 - 1,
+		name:    name,
+		p:       p,
+		low:     make([]atomic.Int64, n),
+		seen:    make([]atomic.Int64, n),
+		done:    make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+		vis:     make([]int64, n),
+		lag:     hdrhistogram.New(histLowUs, histHighUs, 3),
+		sec:     hdrhistogram.New(histLowUs, histHighUs, 2),
+		pollDur: hdrhistogram.New(histLowUs, histHighUs, 2),
+		pollGap: hdrhistogram.New(histLowUs, histHighUs, 2),
+		minNs:   -1,
 	}
 	rs := append(append([]*replica(nil), old...), r)
 	p.replicas.Store(&rs)
@@ -128,9 +126,9 @@ func (p *Probe) register(name string) (*replica, error) {
 //
 // Unless Config.PollAlways is set, polls are made only while some tracked
 // transaction whose COMMIT was sent is not yet seen, and not before its
-// COMMIT was sent plus a floor: the lowest lower bound of a lag seen at
-// this replica so far, minus two intervals and 1 ms (a change does not
-// cross the network much faster than the fastest one did). A poll costs
+// COMMIT was sent plus a floor: the lowest lower bound of the latest 64
+// lags seen at this replica, minus an interval and 1 ms (a change does not cross the
+// network much faster than the fastest recent one did). A poll costs
 // about as much CPU as a small transaction, and polling only then is what
 // keeps the probe within a few per cent of throughput. Should a
 // transaction be seen by the first poll of its window, the floor may have
@@ -263,7 +261,7 @@ func (r *replica) failed(err error) {
 func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	prev := r.last
+	prev, floor := r.last, r.floor // as this poll was scheduled
 	if r.polls > 0 && chained {
 		recordUs(r.pollGap, start-r.last)
 		r.gapSum += start - r.last
@@ -301,7 +299,7 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 				continue
 			}
 			if st := e & stMask; !first && !r.p.always && (st == stOK || st == stSent) {
-				r.learn(int64(e>>timeShift), prev, start)
+				r.learn(int64(e>>timeShift), prev, start, floor)
 			}
 			switch e & stMask {
 			case stOK:
@@ -328,34 +326,49 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 	}
 }
 
-// floorMargin is how far below the lowest lag seen the floor is set.
-const floorMargin = time.Millisecond
+// The floor is the lowest of the latest floorWindow lag lower bounds
+// minus one interval and floorMargin, once floorMin of them were seen (the
+// first transactions of a run are often slower). A lower bound is up to
+// an interval below the lag it bounds: without the interval in the
+// margin, transactions as fast as the fastest recent one would hit.
+const (
+	floorWindow = 64
+	floorMin    = 8
+	floorMargin = time.Millisecond
+)
 
 // learn adjusts the floor from a transaction sent at sent and first seen
-// by the poll that started at start, after the one that started at prev.
-// If prev lies in its window, prev - sent is a lower bound of its lag (it
-// was not visible when that poll looked), and the floor stays below the
-// lowest such bound by a margin and two intervals. If not, this poll was
-// its window's first: when it started on time (within an interval of the
-// window opening) the transaction may have been visible before the
-// window, so the floor is halved; a poll that started late (a busy
-// machine) says nothing about the floor.
-func (r *replica) learn(sent, prev, start int64) {
-	ws := sent + r.floor
+// by the poll that started at start, after the one that started at prev;
+// floor is the floor the poll was scheduled with. If prev lies in the
+// transaction's window, prev - sent is a lower bound of its lag (it was
+// not visible when that poll looked). If not, this poll was its window's
+// first: when it started on time (within an interval of the window
+// opening) the transaction may have been visible before the window, so
+// half the floor is recorded as a bound, which halves the floor until
+// floorWindow later bounds have pushed it out; a poll that started late
+// (a busy machine) says nothing about the floor.
+func (r *replica) learn(sent, prev, start, floor int64) {
+	ws := sent + floor
+	var bound int64
 	switch {
-	case r.floor > 0 && prev < ws && start <= ws+r.p.interval:
+	case floor > 0 && prev < ws && start <= ws+r.p.interval:
 		r.hits++
-		r.floorCap = r.floor / 2
-	case r.floor > 0 && prev < ws:
+		bound = floor/2 + int64(floorMargin)
+	case floor > 0 && prev < ws:
 		return
 	default:
-		if lb := max(prev-sent, 0); r.minLower < 0 || lb < r.minLower {
-			r.minLower = lb
-		}
+		bound = max(prev-sent, 0)
 	}
-	if r.minLower >= 0 {
-		r.floor = min(max(r.minLower-2*r.p.interval-int64(floorMargin), 0), r.floorCap)
+	r.bounds[r.nBounds%floorWindow] = bound
+	r.nBounds++
+	if r.nBounds < floorMin {
+		return
 	}
+	low := bound
+	for _, b := range r.bounds[:min(r.nBounds, floorWindow)] {
+		low = min(low, b)
+	}
+	r.floor = max(low-r.p.interval-int64(floorMargin), 0)
 }
 
 // resolve counts pending transactions whose COMMIT has returned.
