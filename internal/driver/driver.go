@@ -64,7 +64,7 @@ type Config struct {
 
 // DefaultLagBudget is how many transactions per second, across all users,
 // the automatic lag sample tracks at most.
-const DefaultLagBudget = 50
+const DefaultLagBudget = 25
 
 // maxLagEvery bounds the automatic sample's N (as the spec bounds
 // lag_sample).
@@ -73,18 +73,19 @@ const maxLagEvery = 1000000
 // autoLagEvery is the automatic lag sample's N — every Nth transaction of
 // each user is tracked — so that at most about budget transactions per
 // second are. Open loop (rate > 0) takes the target rate; closed loop the
-// rate the warmup committed at (commits over its length); without a warmup
-// there is nothing to go by and every transaction is tracked.
-func autoLagEvery(rate float64, warmupCommits int64, warmup time.Duration, budget float64) int {
+// rate the warmup committed at (warmupCommits over span: the warmup's
+// second half, which tracks nothing); without a warmup there is nothing
+// to go by and every transaction is tracked.
+func autoLagEvery(rate float64, warmupCommits int64, span time.Duration, budget float64) int {
 	if budget <= 0 {
 		budget = DefaultLagBudget
 	}
 	tps := rate
 	if rate <= 0 {
-		if warmup <= 0 {
+		if span <= 0 {
 			return 1
 		}
-		tps = float64(warmupCommits) / warmup.Seconds()
+		tps = float64(warmupCommits) / span.Seconds()
 	}
 	if !(tps > budget) { // also NaN
 		return 1
@@ -227,9 +228,18 @@ func (d *run) lagEvery(phase string) int64 {
 		return 1
 	}
 	d.chooseEvery.Do(func() {
-		d.chosenEvery.Store(int64(autoLagEvery(0, d.warmupCommits.Load(), d.cfg.Warmup, d.cfg.LagBudget)))
+		d.chosenEvery.Store(int64(autoLagEvery(0, d.warmupCommits.Load(), d.cfg.Warmup/2, d.cfg.LagBudget)))
 	})
 	return d.chosenEvery.Load()
+}
+
+// rateHalf reports whether t falls in the second half of the warmup of an
+// automatic closed-loop sample. The first half tracks every transaction
+// (the watchers learn each replica's lag floor from them); the second
+// tracks none, so its commit rate is the workload's own and N does not
+// overshoot the budget by the probe's cost.
+func (d *run) rateHalf(t int64) bool {
+	return d.fixedEvery == 0 && d.cfg.Lag != nil && d.phaseAt(t) == Warmup && time.Duration(t-d.start) >= d.cfg.Warmup/2
 }
 
 // lagSampleEvery is the N used after the warmup; 0 if it was never chosen.
@@ -474,6 +484,9 @@ func (u *user) do(ctx context.Context, from int64) {
 	if u.j != nil {
 		every := u.d.lagEvery(phase)
 		track = every <= 1 || u.n%every == 0
+		if u.d.rateHalf(from) {
+			track = false // the warmup's second half measures the untracked rate
+		}
 	}
 	var retries int64
 	for attempt := 0; ; attempt++ {
@@ -488,7 +501,7 @@ func (u *user) do(ctx context.Context, from int64) {
 		now := u.d.cfg.Now()
 		if err == nil {
 			u.d.rec.commit(ti, measured, now, now-from, rows, retries)
-			if u.d.phaseAt(now) == Warmup {
+			if u.d.rateHalf(now) {
 				u.d.warmupCommits.Add(1)
 			}
 			return

@@ -135,7 +135,7 @@ func TestDriverAgainstPostgres(t *testing.T) {
 		}
 	})
 
-	t.Run("automatic lag sample: every warmup transaction tracked, then every Nth from the warmup's rate", func(t *testing.T) {
+	t.Run("automatic lag sample: the warmup's first half tracked, then every Nth from its second half's rate", func(t *testing.T) {
 		if _, err := db.Exec("CREATE TABLE IF NOT EXISTS drv_lag (writer int PRIMARY KEY, seq bigint NOT NULL); INSERT INTO drv_lag VALUES (0, 0), (1, 0) ON CONFLICT DO NOTHING"); err != nil {
 			t.Fatal(err)
 		}
@@ -161,8 +161,10 @@ func TestDriverAgainstPostgres(t *testing.T) {
 		if !res.LagSampleAuto || res.LagBudgetPerS != 20 || n < 2 {
 			t.Fatalf("sample every %d, auto %v, budget %v: want N ≥ 2 at a budget of 20/s", n, res.LagSampleAuto, res.LagBudgetPerS)
 		}
-		if warm := count(t, db) - before - res.Transactions; other != warm {
-			t.Errorf("%d warmup transactions tracked of %d: want all", other, warm)
+		// The warmup's first half tracks every transaction, its second
+		// half none (it measures the rate N comes from).
+		if warm := count(t, db) - before - res.Transactions; other < warm/4 || other > warm*3/4 {
+			t.Errorf("%d warmup transactions tracked of %d: want about half", other, warm)
 		}
 		if want := res.Transactions / n; measured < want-2 || measured > want+2 {
 			t.Errorf("%d measured transactions tracked, want %d ± 2 (%d every %d)", measured, want, res.Transactions, n)
