@@ -66,8 +66,8 @@ func (b *bench) steps() []step {
 	return []step{
 		{ID: "compare", Title: fmt.Sprintf("driver vs pgbench: UPDATE by key, %v users, %d s runs alternating pgbench/replab ×%d", compareUsers, compareSeconds, comparePairs),
 			Limit: 3 * time.Minute, Run: b.compare},
-		{ID: "lag", Title: fmt.Sprintf("lag probe: %d users, primary + standby %s away, off/statement/probe ×%d, %s + %s each", lagUsers, lagDelay, lagReps, lagWarmup, lagMeasure),
-			Limit: 3 * time.Minute, Run: b.lagOverhead},
+		{ID: "lag", Title: fmt.Sprintf("lag probe: %d users, primary + standby %s away, off/auto/every ×%d, %s + %s each", lagUsers, lagDelay, lagReps, lagWarmup, lagMeasure),
+			Limit: 8 * time.Minute, Run: b.lagOverhead},
 		{ID: "diagnose", Title: "not run by default: where the driver's CPU goes (pgbench, driver, driver at GOMAXPROCS = CPUs, bare pgx 3 round trips, bare pgx pipelined)",
 			Limit: 4 * time.Minute, Run: b.diagnose},
 	}
