@@ -40,9 +40,10 @@ type Result struct {
 	PollErrors    int64   `json:"poll_errors"`
 	// Adaptive polling (Config.PollAlways unset): FloorMs is the final
 	// floor, the time after COMMIT sent before which no poll was made;
-	// WindowHits counts transactions seen by the first poll after it
-	// (each halved the floor: their lag may be up to the floor too
-	// high); IdleWaits counts times the watcher had nothing to look for.
+	// WindowHits counts measured transactions seen by the first poll
+	// after it faster than any recent one (each halved the floor: their
+	// lag may be up to the floor too high); IdleWaits counts times the
+	// watcher had nothing to look for.
 	FloorMs    float64 `json:"floor_ms"`
 	WindowHits int64   `json:"window_hits"`
 	IdleWaits  int64   `json:"idle_waits"`

@@ -299,7 +299,7 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 				continue
 			}
 			if st := e & stMask; !first && !r.p.always && (st == stOK || st == stSent) {
-				r.learn(int64(e>>timeShift), prev, start, floor)
+				r.learn(int64(e>>timeShift), prev, start, end, floor, e&measuredBit != 0)
 			}
 			switch e & stMask {
 			case stOK:
@@ -338,21 +338,26 @@ const (
 )
 
 // learn adjusts the floor from a transaction sent at sent and first seen
-// by the poll that started at start, after the one that started at prev;
+// by the poll from start to end, after the one that started at prev;
 // floor is the floor the poll was scheduled with. If prev lies in the
 // transaction's window, prev - sent is a lower bound of its lag (it was
 // not visible when that poll looked). If not, this poll was its window's
-// first: when it started on time (within an interval of the window
-// opening) the transaction may have been visible before the window, so
-// half the floor is recorded as a bound, which halves the floor until
-// floorWindow later bounds have pushed it out; a poll that started late
-// (a busy machine) says nothing about the floor.
-func (r *replica) learn(sent, prev, start, floor int64) {
+// first, and the transaction may have been visible before the window
+// opened. That is a hit when the poll started on time (within an interval
+// of the window opening) and the lag it shows, end - sent, is below the
+// lowest recent lower bound (floor + interval + margin): the transaction
+// was faster than any recent one, so the floor may be too high. Half the
+// floor is then recorded as a bound, which halves the floor until
+// floorWindow later bounds have pushed it out. Otherwise (a late or slow
+// poll on a busy machine) it says nothing about the floor.
+func (r *replica) learn(sent, prev, start, end, floor int64, measured bool) {
 	ws := sent + floor
 	var bound int64
 	switch {
-	case floor > 0 && prev < ws && start <= ws+r.p.interval:
-		r.hits++
+	case floor > 0 && prev < ws && start <= ws+r.p.interval && end-sent < floor+r.p.interval+int64(floorMargin):
+		if measured {
+			r.hits++ // warmup hits are common while lags settle
+		}
 		bound = floor/2 + int64(floorMargin)
 	case floor > 0 && prev < ws:
 		return
