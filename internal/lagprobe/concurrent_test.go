@@ -134,7 +134,7 @@ func TestConcurrentWritersAndWatchers(t *testing.T) {
 // Done, with a replica that keeps up (chunks are released).
 func BenchmarkWriter(b *testing.B) {
 	p := New(Config{Writers: 1})
-	r, _ := p.register("r")
+	r, _ := p.register("r", nil)
 	w := p.Writer(0)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {

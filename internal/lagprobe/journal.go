@@ -195,7 +195,12 @@ func (p *Probe) lowWater(w int) int64 {
 	}
 	low := int64(1<<63 - 1)
 	for _, r := range rs {
-		low = min(low, r.low[w].Load())
+		if !r.skip[w] {
+			low = min(low, r.low[w].Load())
+		}
+	}
+	if low == 1<<63-1 {
+		return 0 // nobody watches w: keep its journal (it is small: nothing tracks it)
 	}
 	return low
 }

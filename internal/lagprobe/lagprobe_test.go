@@ -389,12 +389,12 @@ func TestPollErrors(t *testing.T) {
 
 func TestReplicasAreIndependent(t *testing.T) {
 	p, _, lags := virtual(2, time.Millisecond)
-	near, err := p.register("near")
+	near, err := p.register("near", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	far, _ := p.register("far")
-	if _, err := p.register("far"); err == nil {
+	far, _ := p.register("far", nil)
+	if _, err := p.register("far", nil); err == nil {
 		t.Error("watching one replica twice was accepted")
 	}
 	byReplica := map[string]map[key]int64{"near": {}, "far": {}}
@@ -422,9 +422,49 @@ func TestReplicasAreIndependent(t *testing.T) {
 	}
 }
 
+// TestSkippedWritersAreNotWatched: a multi-master node skips its own
+// users: their transactions get no lag there, do not count in its
+// Tracked or deferred queue, and do not hold up WaitCaughtUp.
+func TestSkippedWritersAreNotWatched(t *testing.T) {
+	p, _, _ := virtual(2, time.Millisecond)
+	m1, _ := p.register("m1", func(w int) bool { return w == 0 })
+	m2, _ := p.register("m2", func(w int) bool { return w == 1 })
+	seen := map[string][]int{}
+	p.onLag = func(r string, w int, _, _ int64) { seen[r] = append(seen[r], w) }
+	m1.observe(0, 0, []int64{0, 0}, true)
+	m2.observe(0, 0, []int64{0, 0}, true)
+	commit(0, 100, true, true)(p)
+	commit(1, 200, true, true)(p)
+	commit(1, 300, true, true)(p)
+	m1.observe(ms, ms, []int64{1, 2}, true) // its own writer 0 shows at once
+	m2.observe(ms, ms, []int64{0, 2}, true) // writer 0's change has not arrived
+	if !reflect.DeepEqual(seen, map[string][]int{"m1": {1, 1}}) {
+		t.Errorf("lags recorded for writers %v, want m1: [1 1] only", seen)
+	}
+	res := p.Results()
+	if r := res["m1"]; r.Tracked != 2 || r.LagMs.Count != 2 || r.NotVisibleAtEnd != 0 {
+		t.Errorf("m1: %+v, want tracked 2 (writer 1), 2 lags, none deferred", countsOf(r))
+	}
+	if r := res["m2"]; r.Tracked != 1 || r.LagMs.Count != 0 || r.NotVisibleAtEnd != 1 {
+		t.Errorf("m2: %+v, want tracked 1 (writer 0), no lag, 1 deferred", countsOf(r))
+	}
+	if _, ok := m1.window(); ok {
+		t.Error("m1 has something to poll for, but only its own writer's transaction is outstanding")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := p.WaitCaughtUp(ctx); err == nil {
+		t.Error("caught up while m2 has not seen writer 0")
+	}
+	m2.observe(2*ms, 2*ms, []int64{1, 2}, true)
+	if err := p.WaitCaughtUp(context.Background()); err != nil {
+		t.Errorf("not caught up once m2 saw writer 0: %v", err)
+	}
+}
+
 func TestWaitCaughtUp(t *testing.T) {
 	p, _, _ := virtual(1, time.Millisecond)
-	r, _ := p.register("r")
+	r, _ := p.register("r", nil)
 	r.observe(0, 0, []int64{0}, true)
 	commit(0, 100, true, true)(p)
 	commit(0, 200, false, true)(p) // cooldown: not waited for
@@ -453,8 +493,8 @@ func TestWaitWatching(t *testing.T) {
 	if err := p.WaitWatching(ctx, "a"); err == nil || !strings.Contains(err.Error(), "first poll of a (not watched yet)") {
 		t.Errorf("got %v", err)
 	}
-	a, _ := p.register("a")
-	b, _ := p.register("b")
+	a, _ := p.register("a", nil)
+	b, _ := p.register("b", nil)
 	a.observe(0, 0, []int64{0}, true)
 	if err := p.WaitWatching(context.Background(), "a"); err != nil {
 		t.Error(err)
@@ -494,8 +534,8 @@ func TestJournalReleasesWhatEveryReplicaHasSeen(t *testing.T) {
 	if w.freed != 0 {
 		t.Fatalf("released %d chunks with no replica watched", w.freed)
 	}
-	a, _ := p.register("a")
-	b, _ := p.register("b")
+	a, _ := p.register("a", nil)
+	b, _ := p.register("b", nil)
 	a.observe(0, 0, []int64{0}, true)
 	b.observe(0, 0, []int64{0}, true)
 	a.observe(ms, ms, []int64{3 * chunkLen}, true)

@@ -11,7 +11,8 @@ import (
 type Result struct {
 	Replica string      `json:"replica"`
 	LagMs   Percentiles `json:"lag_ms"`
-	// Tracked counts measured transactions whose COMMIT returned ok.
+	// Tracked counts measured transactions whose COMMIT returned ok (of
+	// the writers watched at this replica: see WatchOptions.Skip).
 	Tracked int64 `json:"tracked"`
 	// NotVisibleAtEnd counts those never seen at this replica (the
 	// deferred queue when Results was called).
@@ -88,12 +89,14 @@ type SecondStats struct {
 // Results reports every watched replica, by name. It may be called while
 // watchers run; the counts are final once writers and watchers stopped.
 func (p *Probe) Results() map[string]Result {
-	var tracked int64
-	for _, w := range p.writers {
-		tracked += w.tracked.Load()
-	}
 	out := map[string]Result{}
 	for _, r := range *p.replicas.Load() {
+		var tracked int64
+		for w, wr := range p.writers {
+			if !r.skip[w] {
+				tracked += wr.tracked.Load()
+			}
+		}
 		out[r.name] = r.result(tracked)
 	}
 	return out
@@ -117,6 +120,9 @@ func (r *replica) result(tracked int64) Result {
 		Histogram:          hdrhistogram.Import(r.lag.Export()),
 	}
 	for w, wr := range r.p.writers {
+		if r.skip[w] {
+			continue
+		}
 		for s, end := r.vis[w]+1, wr.issued.Load(); s <= end; s++ {
 			if e, ok := wr.load(s); ok && e&stMask == stOK && e&measuredBit != 0 {
 				res.NotVisibleAtEnd++

@@ -29,6 +29,7 @@ const maxBackoff = 100 * time.Millisecond
 type replica struct {
 	name string
 	p    *Probe
+	skip []bool // per writer: not watched here (it writes at this node)
 
 	// Published for the writers (low) and WaitCaughtUp (seen, done, err).
 	low   []atomic.Int64 // per writer: seqs ≤ low are never read again
@@ -89,7 +90,7 @@ const (
 	histHighUs = 24 * 3600 * 1_000_000
 )
 
-func (p *Probe) register(name string) (*replica, error) {
+func (p *Probe) register(name string, skip func(writer int) bool) (*replica, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old := *p.replicas.Load()
@@ -113,6 +114,10 @@ func (p *Probe) register(name string) (*replica, error) {
 		pollGap: hdrhistogram.New(histLowUs, histHighUs, 2),
 		minNs:   -1,
 	}
+	r.skip = make([]bool, n)
+	for w := range r.skip {
+		r.skip[w] = skip != nil && skip(w)
+	}
 	rs := append(append([]*replica(nil), old...), r)
 	p.replicas.Store(&rs)
 	return r, nil
@@ -133,8 +138,21 @@ func (p *Probe) register(name string) (*replica, error) {
 // keeps the probe within a few per cent of throughput. Should a
 // transaction be seen by the first poll of its window, the floor may have
 // been too high: it is halved and the event counted (Result.WindowHits).
-func (p *Probe) Watch(ctx context.Context, name string, q Querier) (err error) {
-	r, err := p.register(name)
+func (p *Probe) Watch(ctx context.Context, name string, q Querier) error {
+	return p.WatchWith(ctx, name, q, WatchOptions{})
+}
+
+// WatchOptions tunes one replica's watch.
+type WatchOptions struct {
+	// Skip leaves out writers whose transactions are not replicated to
+	// this node but written at it (a multi-master node's own users):
+	// they get no lag here and do not count in its Result.
+	Skip func(writer int) bool
+}
+
+// WatchWith is Watch with options.
+func (p *Probe) WatchWith(ctx context.Context, name string, q Querier, o WatchOptions) (err error) {
+	r, err := p.register(name, o.Skip)
 	if err != nil {
 		return err
 	}
@@ -226,6 +244,9 @@ func (r *replica) window() (int64, bool) {
 	var first int64
 	found := false
 	for w, wr := range r.p.writers {
+		if r.skip[w] {
+			continue
+		}
 		for s, end := r.vis[w]+1, wr.issued.Load(); s <= end; s++ {
 			e, ok := wr.load(s)
 			if !ok {
@@ -280,6 +301,9 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 	r.polled = true
 	defer r.ready.Store(true)
 	for w, v := range pos {
+		if r.skip[w] {
+			continue
+		}
 		old := r.vis[w]
 		if v <= old {
 			if v < old {
@@ -501,6 +525,9 @@ func (p *Probe) WaitCaughtUp(ctx context.Context) error {
 		behind := ""
 		for _, r := range *p.replicas.Load() {
 			for w, wr := range p.writers {
+				if r.skip[w] {
+					continue
+				}
 				want, seen := wr.lastOK.Load(), r.seen[w].Load()
 				if seen >= want {
 					continue

@@ -286,7 +286,31 @@ func PrintSummary(w io.Writer, s *Summary) {
 	if note := LagSampleNote(s); note != "" {
 		fmt.Fprintf(w, "  %s\n", note)
 	}
+	if few := fewLagSamples(s); few != "" {
+		fmt.Fprintf(w, "  warning: %s\n", few)
+	}
 	printMonitors(w, s)
+}
+
+// minLagSamples is how many lags a replica needs before its p99 means
+// something: with fewer, the summary suggests tracking more.
+const minLagSamples = 100
+
+// fewLagSamples names the replicas whose lag rests on fewer than
+// minLagSamples sampled transactions ("" when none, or when every
+// transaction was tracked: then the run was simply short or slow).
+func fewLagSamples(s *Summary) string {
+	var few []string
+	for _, n := range slices.Sorted(maps.Keys(s.Replicas)) {
+		r := s.Replicas[n]
+		if r != nil && r.SampleEvery > 1 && r.LagMs.Count < minLagSamples {
+			few = append(few, fmt.Sprintf("%s (%d)", n, r.LagMs.Count))
+		}
+	}
+	if len(few) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("few lag samples at %s: the sample is per user, and users that commit rarely (e.g. across a WAN link) are tracked rarely; set [run] lag_sample = 1 to track every transaction", strings.Join(few, ", "))
 }
 
 // LagSampleNote says which transactions the lag figures come from when

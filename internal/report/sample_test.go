@@ -59,3 +59,31 @@ func TestPrintSummaryNamesTheLagSample(t *testing.T) {
 		t.Errorf("summary does not end the lag table with the sample:\n%s", out)
 	}
 }
+
+func TestFewLagSamplesWarns(t *testing.T) {
+	rep := func(every int, count int64) *Replica {
+		r := &Replica{SampleEvery: every, Sample: "auto"}
+		r.LagMs.Count = count
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		reps map[string]*Replica
+		want string
+	}{
+		{"enough everywhere", map[string]*Replica{"a": rep(10, 500), "b": rep(10, 100)}, ""},
+		{"every transaction tracked: no advice", map[string]*Replica{"a": rep(1, 5)}, ""},
+		{"one replica short", map[string]*Replica{"us1": rep(75, 2), "eu1": rep(75, 176)}, "few lag samples at us1 (2)"},
+		{"two, sorted", map[string]*Replica{"b": rep(4, 99), "a": rep(4, 0)}, "few lag samples at a (0), b (99)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := fewLagSamples(&Summary{Replicas: tc.reps})
+			if !strings.HasPrefix(got, tc.want) || (tc.want == "") != (got == "") {
+				t.Errorf("got %q, want it to start with %q", got, tc.want)
+			}
+			if got != "" && !strings.Contains(got, "lag_sample = 1") {
+				t.Errorf("%q does not say what to do", got)
+			}
+		})
+	}
+}

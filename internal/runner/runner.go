@@ -249,10 +249,11 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		}
 		defer q.close()
 		r.sum.Replicas[n.Name] = r.newReplica(n.Site)
+		opts := lagprobe.WatchOptions{Skip: r.ownWriters(n.Name)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := r.probe.Watch(wctx, n.Name, q); err != nil && wctx.Err() == nil {
+			if err := r.probe.WatchWith(wctx, n.Name, q, opts); err != nil && wctx.Err() == nil {
 				watchErr <- fmt.Errorf("lag watcher at %s: %w", n.Name, err)
 			}
 		}()
@@ -353,6 +354,19 @@ func (r *run) replicaNodes(nodes []engine.Node) []engine.Node {
 		}
 	}
 	return out
+}
+
+// ownWriters is, for a source that is also watched (a multi-master node),
+// the users that write at it: the driver gives user i source i mod n.
+// Their changes are local there, not replicated, so that node skips them.
+func (r *run) ownWriters(node string) func(int) bool {
+	for k, src := range r.sources {
+		if src.Name == node {
+			n := len(r.sources)
+			return func(w int) bool { return w%n == k }
+		}
+	}
+	return nil
 }
 
 func (r *run) clientSite() string {
