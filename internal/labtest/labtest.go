@@ -52,6 +52,16 @@ func RequirePostgres(t testing.TB) {
 	}
 }
 
+// RequirePglogical is RequirePostgres, and skips the test too when the
+// pglogical extension (multi-master) is not installed for any server.
+func RequirePglogical(t testing.TB) {
+	t.Helper()
+	RequirePostgres(t)
+	if m, _ := filepath.Glob("/usr/share/postgresql/*/extension/pglogical.control"); len(m) == 0 {
+		t.Skip("integration test skipped: pglogical is not installed (apt-get install postgresql-15-pglogical)")
+	}
+}
+
 // UniqueName is a lab name no other test or test run uses at the same time:
 // prefix-<pid mod 10000>-<3 random hex digits>. Lab names have at most 20
 // characters, so prefix should have at most 10.

@@ -408,3 +408,60 @@ cooldown = "0s"
 		t.Errorf("lag p50 %.2f ms behind a 20 ms link", p50)
 	}
 }
+
+// TestMultiMasterLagSkipsEachMastersOwnUsers: two masters 20 ms apart,
+// one user writing at each (the client sits in m1's site, so user 1's
+// transactions cross the link to m2). Each master's lag covers only the
+// other master's user: at least the link's 20 ms, never the ~0 of its own
+// commits, and its tracked count is that user's alone.
+func TestMultiMasterLagSkipsEachMastersOwnUsers(t *testing.T) {
+	labtest.RequirePostgres(t)
+	labtest.RequirePglogical(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sum, _, err := runSpec(t, ctx, `
+[lab]
+name = "%s"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+delay = "20ms"
+[engine]
+kind = "postgres"
+[node.m1]
+site = "a"
+role = "master"
+[node.m2]
+site = "b"
+role = "master"
+[scheme]
+replication = "multimaster"
+[workload]
+kind = "kv-insert"
+[run]
+users = 2
+warmup = "1s"
+duration = "3s"
+cooldown = "0s"
+lag_sample = 1
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1, t2 := num(t, sum, "replicas", "m1", "tracked"), num(t, sum, "replicas", "m2", "tracked")
+	tx := num(t, sum, "transactions")
+	// m1 watches user 1 (writing at m2 across the link: a few per second),
+	// m2 watches user 0 (local to the client: most of the transactions).
+	if t1 <= 0 || t2 <= 0 || t1+t2 != tx || t1 >= t2 {
+		t.Errorf("tracked at m1 %v, at m2 %v, of %v transactions: want each master to track the other's user only", t1, t2, tx)
+	}
+	for _, m := range []string{"m1", "m2"} {
+		if p50 := num(t, sum, "replicas", m, "lag_ms", "p50"); p50 < 20 {
+			t.Errorf("%s: lag p50 %.2f ms, below the 20 ms link: its own users' commits were counted", m, p50)
+		}
+		if nv := num(t, sum, "replicas", m, "not_visible_at_end"); nv != 0 {
+			t.Errorf("%s: %v not visible at the end", m, nv)
+		}
+	}
+}
