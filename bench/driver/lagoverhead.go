@@ -270,16 +270,6 @@ type spread struct {
 	Max  float64 `json:"max"`
 }
 
-// ci95 is the half width of a 95 % confidence interval for the mean of xs
-// (Student's t).
-func ci95(xs []float64) float64 {
-	if len(xs) < 2 {
-		return 0
-	}
-	s := spreadOf(xs, 6)
-	return benchkit.Round(stats.TQuantile(0.975, len(xs)-1)*s.SD/math.Sqrt(float64(len(xs))), 2)
-}
-
 func spreadOf(xs []float64, decimals int) spread {
 	if len(xs) == 0 {
 		return spread{}
@@ -388,7 +378,7 @@ func (b *bench) addLag(runs []lagRun, alone watcherCost) {
 		Name: "lag_overhead_pct", Value: autoS.Mean, Configured: cfg,
 		Target: "<= 3 %", TargetMax: benchkit.Ptr(3.0),
 		Note: fmt.Sprintf("replab's default probe (automatic sample, adaptive watcher): mean over %d adjacent pairs of 1 − TPS with it / TPS without, in %%: %.2f ± %.2f (sd, 95%% CI ± %.2f), from %.2f to %.2f; ratio of the means %.2f",
-			len(pct[variantAuto]), autoS.Mean, autoS.SD, ci95(pct[variantAuto]), autoS.Min, autoS.Max, benchkit.Round(100*(1-mean(variantAuto)/mean(variantOff)), 2)),
+			len(pct[variantAuto]), autoS.Mean, autoS.SD, benchkit.Round(stats.MeanCI(pct[variantAuto], 0.95).HalfWidth, 2), autoS.Min, autoS.Max, benchkit.Round(100*(1-mean(variantAuto)/mean(variantOff)), 2)),
 		Details: map[string]any{"per_repetition_pct": pct[variantAuto], "per_repetition": autoS, "variants": perVariant, "runs": runs,
 			"cpu_estimate_pct": cpuOverhead(variantAuto)},
 	})

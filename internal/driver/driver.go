@@ -189,6 +189,9 @@ func Run(ctx context.Context, cfg Config, types []workload.TxType, dbs []*sql.DB
 }
 
 func newRun(cfg Config, types []workload.TxType) *run {
+	if cfg.LagBudget <= 0 {
+		cfg.LagBudget = DefaultLagBudget
+	}
 	d := &run{cfg: cfg, types: types, rec: newRecorder(types)}
 	switch {
 	case cfg.LagEvery >= 1:
@@ -331,9 +334,6 @@ func (d *run) run(ctx context.Context, dbs []*sql.DB) (*Result, error) {
 		res.LagSampleEvery = int(d.lagSampleEvery())
 		if d.cfg.LagEvery < 1 {
 			res.LagSampleAuto, res.LagBudgetPerS = true, d.cfg.LagBudget
-			if res.LagBudgetPerS <= 0 {
-				res.LagBudgetPerS = DefaultLagBudget
-			}
 		}
 	}
 	res.Complete = true

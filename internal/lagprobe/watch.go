@@ -62,7 +62,6 @@ type replica struct {
 	pollErrs int64
 	pollMax  int64 // ns
 	lastErr  string
-	first    int64 // start of the first successful poll
 	last     int64 // start of the last successful poll
 
 	before, failedVisible, stale, regressions, forgotten int64
@@ -288,9 +287,6 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 		r.gapSum += start - r.last
 		r.gapN++
 	}
-	if r.polls == 0 {
-		r.first = start
-	}
 	r.polls++
 	r.last = start
 	recordUs(r.pollDur, end-start)
@@ -419,16 +415,14 @@ func (r *replica) resolve() {
 
 // record counts one committed transaction that became visible at at.
 func (r *replica) record(w int, seq int64, e uint64, at int64, first bool) {
+	if e&measuredBit == 0 {
+		return
+	}
 	if first {
-		if e&measuredBit != 0 {
-			r.before++
-		}
+		r.before++
 		return
 	}
 	lag := max(at-int64(e>>timeShift), 0) // at > sent unless the clock is not monotonic
-	if e&measuredBit == 0 {
-		return // warmup or cooldown
-	}
 	recordUs(r.lag, lag)
 	recordUs(r.sec, lag)
 	if r.minNs < 0 || lag < r.minNs {

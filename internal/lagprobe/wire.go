@@ -8,7 +8,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,12 +34,6 @@ const wirePollStmt = "replab_lag_poll"
 // noticed while a server is slow (or paused) to answer.
 const wireReadTimeout = 50 * time.Millisecond
 
-// OIDs of the columns a poll decodes in binary.
-const (
-	oidInt4 = 23
-	oidInt8 = 20
-)
-
 // hijackWire prepares query on pc, checks that it returns (int4, int8)
 // rows, and takes the connection over. pc is unusable afterwards (pgx
 // reports it closed, so a database/sql pool discards it).
@@ -45,7 +42,7 @@ func hijackWire(ctx context.Context, pc *pgconn.PgConn, query string) (*wireConn
 	if err != nil {
 		return nil, fmt.Errorf("prepare %s: %w", query, err)
 	}
-	if len(sd.Fields) != 2 || sd.Fields[0].DataTypeOID != oidInt4 || sd.Fields[1].DataTypeOID != oidInt8 {
+	if len(sd.Fields) != 2 || sd.Fields[0].DataTypeOID != pgtype.Int4OID || sd.Fields[1].DataTypeOID != pgtype.Int8OID {
 		return nil, fmt.Errorf("%s: want columns (int4, int8), got %d columns", query, len(sd.Fields))
 	}
 	if err := pc.SyncConn(ctx); err != nil {
@@ -75,7 +72,12 @@ func hijackWire(ctx context.Context, pc *pgconn.PgConn, query string) (*wireConn
 	if derr != nil {
 		return nil, fmt.Errorf("dup: %w", derr)
 	}
-	w := &wireConn{fd: fd, req: bindExecuteSync(wirePollStmt), buf: make([]byte, 0, 64<<10)}
+	req, err := bindExecuteSync(wirePollStmt)
+	if err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	w := &wireConn{fd: fd, req: req, buf: make([]byte, 0, 64<<10)}
 	tv := unix.NsecToTimeval(int64(wireReadTimeout))
 	for _, step := range []func() error{
 		func() error { return unix.SetNonblock(fd, false) },
@@ -92,22 +94,15 @@ func hijackWire(ctx context.Context, pc *pgconn.PgConn, query string) (*wireConn
 
 // bindExecuteSync encodes Bind (unnamed portal, no parameters, binary
 // results), Execute (all rows) and Sync for a prepared statement.
-func bindExecuteSync(stmt string) []byte {
-	var b []byte
-	body := append(append([]byte{0}, stmt...), 0) // portal "", statement
-	body = binary.BigEndian.AppendUint16(body, 0) // parameter formats
-	body = binary.BigEndian.AppendUint16(body, 0) // parameters
-	body = binary.BigEndian.AppendUint16(body, 1) // one result format for all columns:
-	body = binary.BigEndian.AppendUint16(body, 1) // binary
-	b = append(b, 'B')
-	b = binary.BigEndian.AppendUint32(b, uint32(4+len(body)))
-	b = append(b, body...)
-	b = append(b, 'E')
-	b = binary.BigEndian.AppendUint32(b, 4+1+4)
-	b = append(b, 0)                        // portal ""
-	b = binary.BigEndian.AppendUint32(b, 0) // no row limit
-	b = append(b, 'S', 0, 0, 0, 4)          // Sync
-	return b
+func bindExecuteSync(stmt string) ([]byte, error) {
+	b, err := (&pgproto3.Bind{PreparedStatement: stmt, ResultFormatCodes: []int16{pgx.BinaryFormatCode}}).Encode(nil)
+	if err == nil {
+		b, err = (&pgproto3.Execute{}).Encode(b)
+	}
+	if err == nil {
+		b, err = (&pgproto3.Sync{}).Encode(b)
+	}
+	return b, err
 }
 
 // poll runs the statement once and calls row for each (int4, int8) row.
@@ -203,30 +198,13 @@ func dataRow(b []byte, row func(int32, int64)) error {
 	return nil
 }
 
-// errorMessage is the severity and message fields of an ErrorResponse.
+// errorMessage is the severity, message and code of an ErrorResponse.
 func errorMessage(b []byte) string {
-	var sev, msg, code string
-	for len(b) > 1 {
-		f := b[0]
-		end := 1
-		for end < len(b) && b[end] != 0 {
-			end++
-		}
-		v := string(b[1:end])
-		switch f {
-		case 'S':
-			sev = v
-		case 'M':
-			msg = v
-		case 'C':
-			code = v
-		}
-		if end >= len(b) {
-			break
-		}
-		b = b[end+1:]
+	var e pgproto3.ErrorResponse
+	if err := e.Decode(b); err != nil {
+		return "malformed error response: " + err.Error()
 	}
-	return fmt.Sprintf("%s: %s (SQLSTATE %s)", sev, msg, code)
+	return fmt.Sprintf("%s: %s (SQLSTATE %s)", e.Severity, e.Message, e.Code)
 }
 
 // serverError is an error the server answered with: the connection is
