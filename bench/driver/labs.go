@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"replab/bench/internal/benchkit"
 	"replab/internal/engine"
 	"replab/internal/engine/postgres"
 	"replab/internal/lab"
@@ -34,7 +35,7 @@ func upPostgres(ctx context.Context, name, body string) (*pgLab, error) {
 	if err := (postgres.Engine{}).Validate(s); err != nil {
 		return nil, fmt.Errorf("spec of lab %s: %w", name, err)
 	}
-	l, err := startLab(ctx, s)
+	l, err := benchkit.StartLab(ctx, s, logf)
 	if err != nil {
 		return nil, fmt.Errorf("start lab %s: %w", name, err)
 	}
@@ -117,34 +118,4 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		p.buf = p.buf[i+1:]
 	}
 	return len(b), nil
-}
-
-// startLab is lab.Up made robust: a failed start (including lab.Up's own
-// panic while cleaning up after a failure) is reported, its leftovers
-// removed with lab.Down, and the start tried once more.
-func startLab(ctx context.Context, s *spec.Spec) (*lab.Lab, error) {
-	name := s.Lab.Name
-	for attempt := 1; ; attempt++ {
-		l, err := upRecovered(ctx, s)
-		if err == nil || attempt == 2 || ctx.Err() != nil {
-			return l, err
-		}
-		logf("      warning: start lab %s: %v; removing its leftovers and trying once more", name, err)
-		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if _, derr := lab.Down(dctx, lab.DefaultStateRoot, name); derr != nil {
-			logf("      warning: lab down %s: %v", name, derr)
-		}
-		cancel()
-	}
-}
-
-func upRecovered(ctx context.Context, s *spec.Spec) (l *lab.Lab, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			l, err = nil, fmt.Errorf("lab.Up panicked while cleaning up after a failed start (its deferred Close runs on the nil *Lab it returns): %v", r)
-		}
-	}()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	return lab.Up(ctx, s, lab.Options{NoControl: true})
 }

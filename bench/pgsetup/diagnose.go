@@ -59,7 +59,7 @@ func (b *bench) diagnose(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("spec: %w", err)
 	}
-	l, err := startLab(ctx, s)
+	l, err := benchkit.StartLab(ctx, s, logf)
 	if err != nil {
 		return fmt.Errorf("start lab: %w", err)
 	}

@@ -21,7 +21,6 @@ import (
 
 	"replab/bench/internal/benchkit"
 	"replab/internal/lab"
-	"replab/internal/spec"
 )
 
 func main() {
@@ -100,35 +99,4 @@ func closeLab(l *lab.Lab) {
 	if err := l.Close(); err != nil {
 		logf("      warning: close lab %s: %v", l.Spec.Lab.Name, err)
 	}
-}
-
-// startLab is lab.Up made robust for repeated benchmarks: a failed start
-// (including lab.Up's own panic while cleaning up after a failure) is
-// reported, its leftovers removed with lab.Down, and the start tried once
-// more.
-func startLab(ctx context.Context, s *spec.Spec) (*lab.Lab, error) {
-	name := s.Lab.Name
-	for attempt := 1; ; attempt++ {
-		l, err := upRecovered(ctx, s)
-		if err == nil || attempt == 2 || ctx.Err() != nil {
-			return l, err
-		}
-		logf("      warning: start lab %s: %v; removing its leftovers and trying once more", name, err)
-		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if _, derr := lab.Down(dctx, lab.DefaultStateRoot, name); derr != nil {
-			logf("      warning: lab down %s: %v", name, derr)
-		}
-		cancel()
-	}
-}
-
-func upRecovered(ctx context.Context, s *spec.Spec) (l *lab.Lab, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			l, err = nil, fmt.Errorf("lab.Up panicked while cleaning up after a failed start (its deferred Close runs on the nil *Lab it returns): %v", r)
-		}
-	}()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	return lab.Up(ctx, s, lab.Options{NoControl: true})
 }

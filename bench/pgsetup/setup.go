@@ -136,7 +136,7 @@ func (b *bench) setupOnce(ctx context.Context, lc linkConf, rep int) (run setupR
 		return run, fmt.Errorf("spec: %w", err)
 	}
 	t0 := time.Now()
-	l, err := startLab(ctx, s)
+	l, err := benchkit.StartLab(ctx, s, logf)
 	if err != nil {
 		return run, fmt.Errorf("start lab: %w", err)
 	}

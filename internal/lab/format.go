@@ -3,7 +3,6 @@ package lab
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"replab/internal/linkem"
 )
@@ -98,6 +97,3 @@ func ParseDirection(s string) (LinkRequest, error) {
 	}
 	return LinkRequest{}, fmt.Errorf("%q is not a link direction: write SITE_A->SITE_B for one direction or SITE_A<->SITE_B for both", s)
 }
-
-// roundMs prints a duration in milliseconds with 2 decimals.
-func roundMs(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e6) }

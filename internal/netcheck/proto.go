@@ -165,11 +165,6 @@ func (b bound) setReadDeadline(c net.Conn, t time.Time) error {
 	return b.ctx.Err()
 }
 
-func (b bound) setWriteDeadline(c net.Conn, t time.Time) error {
-	_ = c.SetWriteDeadline(b.clamp(t))
-	return b.ctx.Err()
-}
-
 // err explains a failure: the context's error when it is done, a timeout
 // when the hard deadline passed, err otherwise.
 func (b bound) err(err error) error {

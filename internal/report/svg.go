@@ -102,10 +102,9 @@ const (
 
 // scale maps data to pixels on one axis.
 type scale struct {
-	log        bool
-	d0, d1     float64 // domain
-	r0, r1     float64 // range (pixels)
-	categories []string
+	log    bool
+	d0, d1 float64 // domain
+	r0, r1 float64 // range (pixels)
 }
 
 func (s scale) at(v float64) float64 {

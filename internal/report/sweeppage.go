@@ -178,9 +178,7 @@ func sweepPage(r *Results) *page {
 	p.Sections = append(p.Sections, table)
 
 	charts := section{ID: "sweep-charts", Title: "Headline figures against " + sw.Parameters[sweepAxis(sw.Parameters, rows)]}
-	for _, f := range sweepCharts(sw.Parameters, rows, reps, bytes) {
-		charts.Figures = append(charts.Figures, f)
-	}
+	charts.Figures = append(charts.Figures, sweepCharts(sw.Parameters, rows, reps, bytes)...)
 	if len(charts.Figures) > 0 {
 		p.Sections = append(p.Sections, charts)
 	}
