@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -48,10 +47,10 @@ const updateSQL = "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid
 // of a uniformly random account (the driver wraps it in BEGIN/COMMIT).
 func updateTx() workload.TxType {
 	return workload.TxType{
-		Name: "update", Weight: 1, Statements: []string{updateSQL},
+		Name: "update", Weight: 1, Statements: []workload.Statement{{Name: "update", SQL: updateSQL}},
 		Run: func(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
 			aid := 1 + r.Int64N(compareAccounts)
-			res, err := tx.Exec(ctx, 0, aid)
+			res, err := tx.Exec(ctx, "update", aid)
 			if err != nil {
 				return 0, fmt.Errorf("update account %d: %w", aid, err)
 			}
@@ -63,8 +62,8 @@ func updateTx() workload.TxType {
 		},
 		// The same update as one pipelined call: BEGIN, UPDATE, COMMIT
 		// in one round trip (pgbench's script sends them one by one).
-		Batch: func(r *rand.Rand) []workload.Call {
-			return []workload.Call{{Stmt: 0, Args: []any{1 + r.Int64N(compareAccounts)}, Rows: 1}}
+		Batch: func(_ int, r *rand.Rand) []workload.Call {
+			return []workload.Call{{Stmt: "update", Args: []any{1 + r.Int64N(compareAccounts)}, Rows: 1}}
 		},
 	}
 }
@@ -176,15 +175,15 @@ func (b *bench) pgbenchRun(ctx context.Context, p *pgLab, users int) (toolRun, e
 }
 
 func (b *bench) replabRun(ctx context.Context, p *pgLab, users int, seed int64) (toolRun, error) {
-	db, err := p.cluster.Open(ctx, "db", b.clientSite)
+	db, err := p.sql().Open(ctx, "db", b.clientSite)
 	if err != nil {
 		return toolRun{}, err
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(users + 2)
-	cfg := driver.Config{Users: users, Duration: compareSeconds * time.Second, Seed: seed, MaxRetries: 3}
+	cfg := p.driverConfig(driver.Config{Users: users, Duration: compareSeconds * time.Second, Seed: seed, MaxRetries: 3})
 	srv0, meter, self0, t0 := nodeCPU(ctx, p.cluster, "db"), benchkit.StartCPU(), benchkit.SelfCPU(), time.Now()
-	res, err := driver.Run(ctx, cfg, []workload.TxType{updateTx()}, []*sql.DB{db})
+	res, err := driver.Run(ctx, cfg, []workload.TxType{updateTx()}, driver.Sources(db))
 	self, cpu, srv, wall := benchkit.SelfCPU()-self0, meter.Read(), nodeCPU(ctx, p.cluster, "db")-srv0, time.Since(t0).Seconds()
 	if err != nil {
 		return toolRun{}, err

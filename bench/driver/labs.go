@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"replab/bench/internal/benchkit"
+	"replab/internal/driver"
 	"replab/internal/engine"
 	"replab/internal/engine/postgres"
 	"replab/internal/lab"
@@ -80,7 +81,7 @@ func (p *pgLab) exec(ctx context.Context, node string, stmts ...string) error {
 	if err != nil {
 		return err
 	}
-	db, err := p.cluster.Open(ctx, node, n.Site)
+	db, err := p.sql().Open(ctx, node, n.Site)
 	if err != nil {
 		return err
 	}
@@ -118,4 +119,24 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		p.buf = p.buf[i+1:]
 	}
 	return len(b), nil
+}
+
+// sql is the cluster's SQL access (PostgreSQL has it).
+func (p *pgLab) sql() engine.SQL { return p.cluster.(engine.SQL) }
+
+// driverConfig completes cfg as replab run does for this cluster: its
+// error classes and its pipelining.
+func (p *pgLab) driverConfig(cfg driver.Config) driver.Config {
+	cfg.Classify = func(err error) engine.ErrorClass { return engine.Classify(p.cluster, err) }
+	cfg.Pipeliner, _ = p.cluster.(engine.Pipeliner)
+	return cfg
+}
+
+// lagReader reads replab_lag at node as replab run does.
+func (p *pgLab) lagReader(ctx context.Context, node string) (engine.LagReader, error) {
+	stamps, _, err := engine.StampsOf(p.cluster)
+	if err != nil {
+		return nil, err
+	}
+	return stamps.LagReader(ctx, node)
 }

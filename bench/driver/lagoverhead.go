@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -120,8 +119,7 @@ from = "db"
 	if err := pgbenchInit(ctx, b.pgbench, p.lab.Site("db"), db.DSN, compareScale); err != nil {
 		return err
 	}
-	probeTable := lagprobe.New(lagprobe.Config{Writers: lagUsers}).Table()
-	if err := p.cluster.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{probeTable}}); err != nil {
+	if err := p.sql().ApplySchema(ctx, engine.Schema{Tables: []engine.Table{engine.LagTable()}}); err != nil {
 		return err
 	}
 	if err := p.exec(ctx, "db", "ALTER TABLE pgbench_accounts SET (autovacuum_enabled = off)"); err != nil {
@@ -154,7 +152,7 @@ from = "db"
 				v, rep+1, r.TPS, r.LatencyMeanMs, r.BenchCPUUsPerTx, r.PrimaryCPUUsPerTx, r.StandbyCPUUsPerTx, 100*r.MachineBusy, r.UnrelatedCores)
 			if r.Probe != nil {
 				line += fmt.Sprintf("; every %d tracked (%.0f/s), %.0f polls/s every %.3f ms (p99 %.3f) from %.1f ms after COMMIT, %d window hits, poll p99 %.3f ms, lag p50 %.1f ms",
-					r.SampleEvery, r.TrackedPerS, r.PollsPerS, r.Probe.ResolutionMs, r.Probe.IntervalP99Ms, r.Probe.FloorMs, r.Probe.WindowHits, r.Probe.PollP99Ms, r.Probe.LagMs.P50Ms)
+					r.SampleEvery, r.TrackedPerS, r.PollsPerS, r.Probe.ResolutionMs, r.Probe.IntervalP99Ms, r.Probe.FloorMs, r.Probe.WindowHits, r.Probe.PollP99Ms, r.Probe.LagMs.P50)
 			}
 			logf("%s", line)
 		}
@@ -166,7 +164,11 @@ from = "db"
 // lagRun resets the database to the same state, then runs one variant.
 func (b *bench) lagRun(ctx context.Context, p *pgLab, variant string, rep int) (lagRun, error) {
 	probe := lagprobe.New(lagprobe.Config{Writers: lagUsers, Interval: lagInterval})
-	prep := append([]string{"VACUUM pgbench_accounts", "VACUUM " + lagprobe.TableName}, probe.SeedStatements("postgres")...)
+	seed, err := engine.LagSeedSQL("postgres", lagUsers)
+	if err != nil {
+		return lagRun{}, err
+	}
+	prep := append([]string{"VACUUM pgbench_accounts", "VACUUM " + engine.LagTableName}, seed...)
 	if err := p.exec(ctx, "db", append(prep, "CHECKPOINT")...); err != nil {
 		return lagRun{}, err
 	}
@@ -177,12 +179,10 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, variant string, rep int) (
 	run := lagRun{Variant: variant, Rep: rep}
 	stopWatch := func() error { return nil }
 	if variant != variantOff {
-		sdb, err := p.cluster.Open(ctx, "sb", "sb")
+		q, err := p.lagReader(ctx, "sb")
 		if err != nil {
 			return run, err
 		}
-		defer sdb.Close()
-		q := lagprobe.NewSQLQuerier(sdb)
 		defer q.Close()
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -201,7 +201,7 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, variant string, rep int) (
 			return run, err
 		}
 	}
-	db, err := p.cluster.Open(ctx, "db", "db")
+	db, err := p.sql().Open(ctx, "db", "db")
 	if err != nil {
 		return run, err
 	}
@@ -210,17 +210,19 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, variant string, rep int) (
 	if run.Quiet, err = benchkit.WaitQuiet(ctx, quiet); err != nil {
 		return run, err
 	}
-	cfg := driver.Config{Users: lagUsers, Warmup: lagWarmup, Duration: lagMeasure, Seed: int64(rep), MaxRetries: 3}
+	cfg := p.driverConfig(driver.Config{Users: lagUsers, Warmup: lagWarmup, Duration: lagMeasure, Seed: int64(rep), MaxRetries: 3})
 	if variant != variantOff {
 		cfg.Lag = func(i int) driver.LagJournal { return probe.Writer(i) }
-		cfg.LagStatement = probe.UpdateStatement("postgres")
+		if cfg.LagStatement, err = engine.LagUpdateSQL("postgres"); err != nil {
+			return run, err
+		}
 		cfg.LagEvery = 0 // automatic, as replab run by default
 		if variant == variantEvery {
 			cfg.LagEvery = 1
 		}
 	}
 	self0, pri0, sb0, meter, t0 := benchkit.SelfCPU(), nodeCPU(ctx, p.cluster, "db"), nodeCPU(ctx, p.cluster, "sb"), benchkit.StartCPU(), time.Now()
-	res, err := driver.Run(ctx, cfg, []workload.TxType{updateTx()}, []*sql.DB{db})
+	res, err := driver.Run(ctx, cfg, []workload.TxType{updateTx()}, driver.Sources(db))
 	wall := time.Since(t0).Seconds()
 	self, pri, sb, cpu := benchkit.SelfCPU()-self0, nodeCPU(ctx, p.cluster, "db")-pri0, nodeCPU(ctx, p.cluster, "sb")-sb0, meter.Read()
 	if err != nil {
@@ -325,8 +327,8 @@ func (b *bench) addLag(runs []lagRun, alone watcherCost) {
 				ps["sample_every"] = append(ps["sample_every"], float64(r.SampleEvery))
 				ps["floor_ms"] = append(ps["floor_ms"], r.Probe.FloorMs)
 				ps["window_hits"] = append(ps["window_hits"], float64(r.Probe.WindowHits))
-				ps["lag_p50_ms"] = append(ps["lag_p50_ms"], r.Probe.LagMs.P50Ms)
-				ps["lag_p99_ms"] = append(ps["lag_p99_ms"], r.Probe.LagMs.P99Ms)
+				ps["lag_p50_ms"] = append(ps["lag_p50_ms"], r.Probe.LagMs.P50)
+				ps["lag_p99_ms"] = append(ps["lag_p99_ms"], r.Probe.LagMs.P99)
 			}
 		}
 	}
@@ -482,12 +484,10 @@ func (b *bench) watcherAlone(ctx context.Context, p *pgLab) (watcherCost, error)
 	w.IdleBenchCores, w.IdleStandbyCores = benchkit.Round(self/wall, 3), benchkit.Round(sb/wall, 3)
 
 	probe := lagprobe.New(lagprobe.Config{Writers: lagUsers, Interval: lagInterval, PollAlways: true})
-	sdb, err := p.cluster.Open(ctx, "sb", "sb")
+	q, err := p.lagReader(ctx, "sb")
 	if err != nil {
 		return w, err
 	}
-	defer sdb.Close()
-	q := lagprobe.NewSQLQuerier(sdb)
 	defer q.Close()
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -16,20 +16,24 @@ func engines() *engine.Registry {
 	return engine.NewRegistry(postgres.Engine{})
 }
 
-// loadChecked loads a spec and validates its engine part too.
+// loadChecked loads a spec and validates its engine and workload parts
+// too, reporting the errors of both at once.
 func loadChecked(path string) (*spec.Spec, engine.Engine, error) {
 	s, err := spec.Load(path)
 	if err != nil {
 		return nil, nil, err
 	}
+	errs := s.NewErrors()
 	e, err := engines().For(s)
-	if err != nil {
-		return nil, nil, err
-	}
-	if e != nil && s.Workload != nil {
-		if _, err := workloads().For(s, e.Dialect()); err != nil {
-			return nil, nil, err
+	errs.Join(err)
+	if s.Workload != nil && s.Engine != nil {
+		if known, ok := engines().Get(s.Engine.Kind); ok {
+			_, werr := workloads().For(s, engine.DialectOf(known))
+			errs.Join(werr)
 		}
+	}
+	if err := errs.Err(); err != nil {
+		return nil, nil, err
 	}
 	return s, e, nil
 }

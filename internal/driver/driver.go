@@ -19,7 +19,8 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"replab/internal/linkem/emu"
+	"replab/internal/clock"
+	"replab/internal/engine"
 	"replab/internal/stats"
 	"replab/internal/workload"
 )
@@ -41,8 +42,15 @@ type Config struct {
 	// MaxRetries is how often a transaction that failed with a retryable
 	// error (serialization failure, deadlock) is tried again.
 	MaxRetries int
+	// Classify says what an error means (its code, whether to retry it,
+	// whether it lost a conflict): the engine's classifier. Default
+	// engine.DefaultClass.
+	Classify func(error) engine.ErrorClass
+	// Pipeliner, when set, sends a transaction type that has a Batch in
+	// one round trip (the engine's engine.Pipeliner).
+	Pipeliner engine.Pipeliner
 	// Lag, if set, gives user i's lag journal; LagStatement is then run
-	// inside every transaction with (seq, user).
+	// inside every tracked writing transaction with (seq, user).
 	Lag          func(user int) LagJournal
 	LagStatement string
 	// LagEvery tracks every LagEvery-th transaction of each user (1 tracks
@@ -58,7 +66,7 @@ type Config struct {
 	NoPipeline bool
 	// Progress is called once a second from the driver's own goroutine.
 	Progress func(Progress)
-	// Now is the clock (CLOCK_MONOTONIC ns); default emu.Now.
+	// Now is the clock (CLOCK_MONOTONIC ns); default clock.Now.
 	Now func() int64
 }
 
@@ -124,20 +132,24 @@ const (
 // Result is what a run measured. Only the measure phase counts in the
 // headline figures.
 type Result struct {
-	Complete       bool                   `json:"complete"`
-	StopReason     string                 `json:"stop_reason,omitempty"`
-	Mode           string                 `json:"mode"` // "closed" or "open"
-	Users          int                    `json:"users"`
-	TargetRate     float64                `json:"target_rate_per_s,omitempty"`
-	MeasureSeconds float64                `json:"measure_s"`
-	Transactions   int64                  `json:"transactions"`
-	RowsChanged    int64                  `json:"rows_changed"`
-	TPM            float64                `json:"tpm"`
-	TPS            float64                `json:"tps"`
-	Errors         int64                  `json:"errors"`
-	Retries        int64                  `json:"retries"`
-	CommitLatency  stats.Percentiles      `json:"commit_latency_ms"`
-	Types          map[string]*TypeResult `json:"types"`
+	Complete       bool    `json:"complete"`
+	StopReason     string  `json:"stop_reason,omitempty"`
+	Mode           string  `json:"mode"` // "closed" or "open"
+	Users          int     `json:"users"`
+	TargetRate     float64 `json:"target_rate_per_s,omitempty"`
+	MeasureSeconds float64 `json:"measure_s"`
+	Transactions   int64   `json:"transactions"`
+	RowsChanged    int64   `json:"rows_changed"`
+	TPM            float64 `json:"tpm"`
+	TPS            float64 `json:"tps"`
+	Errors         int64   `json:"errors"`
+	Retries        int64   `json:"retries"`
+	// Conflicts counts attempts that lost to a concurrent transaction
+	// (serialization failures, deadlocks, certification failures), retried
+	// or not.
+	Conflicts     int64                  `json:"conflicts"`
+	CommitLatency stats.Percentiles      `json:"commit_latency_ms"`
+	Types         map[string]*TypeResult `json:"types"`
 	// Open loop: how late transactions started against the schedule, and
 	// how many were skipped because every user was busy.
 	BehindScheduleMs *stats.Percentiles `json:"behind_schedule_ms,omitempty"`
@@ -157,8 +169,9 @@ type Result struct {
 // TypeResult is one transaction type in the measure phase.
 type TypeResult struct {
 	Count     int64             `json:"count"`
-	Errors    map[string]int64  `json:"errors"`
+	Errors    map[string]int64  `json:"errors"` // by engine.ErrorClass.Code
 	Retries   int64             `json:"retries"`
+	Conflicts int64             `json:"conflicts"`
 	LatencyMs stats.Percentiles `json:"latency_ms"`
 	hist      *hdrhistogram.Histogram
 }
@@ -174,18 +187,37 @@ type Second struct {
 	MaxMs   float64
 }
 
-// Run drives types over conns (user i uses dbs[i % len(dbs)], one
-// connection per user) until the phases are over, ctx ends, or errors
-// pass the threshold. The result is always returned, marked incomplete
-// when the run did not finish.
-func Run(ctx context.Context, cfg Config, types []workload.TxType, dbs []*sql.DB) (*Result, error) {
-	if cfg.Users < 1 || len(dbs) == 0 || len(types) == 0 {
+// Targets gives a user the pool a transaction type runs on: at is the
+// type's workload.TxType.At. Each user takes one connection from each pool
+// it is given, and keeps it for the run.
+type Targets func(user int, at string) (*sql.DB, error)
+
+// Sources is Targets for types that all run at a source: user i writes at
+// dbs[i % len(dbs)]. Other places are an error.
+func Sources(dbs ...*sql.DB) Targets {
+	return func(user int, at string) (*sql.DB, error) {
+		if at != workload.AtSource {
+			return nil, fmt.Errorf("no node for transactions at %q: only sources", at)
+		}
+		return dbs[user%len(dbs)], nil
+	}
+}
+
+// Run drives types (each user with its own connections from targets)
+// until the phases are over, ctx ends, or errors pass the threshold. The
+// result is always returned, marked incomplete when the run did not
+// finish.
+func Run(ctx context.Context, cfg Config, types []workload.TxType, targets Targets) (*Result, error) {
+	if cfg.Users < 1 || targets == nil || len(types) == 0 {
 		return nil, errors.New("driver: need users, connections and transaction types")
 	}
 	if cfg.Now == nil {
-		cfg.Now = emu.Now
+		cfg.Now = clock.Now
 	}
-	return newRun(cfg, types).run(ctx, dbs)
+	if cfg.Classify == nil {
+		cfg.Classify = engine.DefaultClass
+	}
+	return newRun(cfg, types).run(ctx, targets)
 }
 
 func newRun(cfg Config, types []workload.TxType) *run {
@@ -266,12 +298,12 @@ func (d *run) phaseAt(t int64) string {
 
 func (d *run) total() time.Duration { return d.cfg.Warmup + d.cfg.Duration + d.cfg.Cooldown }
 
-func (d *run) run(ctx context.Context, dbs []*sql.DB) (*Result, error) {
+func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 	// Connections and prepared statements first, so the clock starts
 	// with every user ready.
 	users := make([]*user, d.cfg.Users)
 	for i := range users {
-		u, err := d.newUser(ctx, i, dbs[i%len(dbs)])
+		u, err := d.newUser(ctx, i, targets)
 		if err != nil {
 			for _, v := range users[:i] {
 				v.close()
@@ -383,56 +415,6 @@ func (d *run) monitor(ctx context.Context, cancel context.CancelFunc, end int64)
 	}
 }
 
-// user is one closed-loop user, or one open-loop worker: its own
-// connection, prepared statements and random source.
-type user struct {
-	d     *run
-	id    int
-	conn  *sql.Conn
-	stmts [][]*sql.Stmt // per type
-	lag   *sql.Stmt
-	j     LagJournal
-	r     *rand.Rand
-	n     int64 // transactions started, for the lag sample
-	pipe  bool  // the connection can pipeline a whole transaction
-}
-
-func (d *run) newUser(ctx context.Context, id int, db *sql.DB) (*user, error) {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("user %d: connect: %w", id, err)
-	}
-	u := &user{d: d, id: id, conn: conn, r: rand.New(rand.NewPCG(uint64(d.cfg.Seed), uint64(id)+1))}
-	for _, t := range d.types {
-		var ss []*sql.Stmt
-		for _, q := range t.Statements {
-			st, err := conn.PrepareContext(ctx, q)
-			if err != nil {
-				u.close()
-				return nil, fmt.Errorf("user %d: prepare %s: %w", id, t.Name, err)
-			}
-			ss = append(ss, st)
-		}
-		u.stmts = append(u.stmts, ss)
-	}
-	u.pipe = !d.cfg.NoPipeline && u.pipelines(ctx)
-	if d.cfg.Lag != nil {
-		if u.lag, err = conn.PrepareContext(ctx, d.cfg.LagStatement); err != nil {
-			u.close()
-			return nil, fmt.Errorf("user %d: prepare lag update: %w", id, err)
-		}
-		u.j = d.cfg.Lag(id)
-	}
-	return u, nil
-}
-
-func (u *user) close() {
-	if u == nil || u.conn == nil {
-		return
-	}
-	_ = u.conn.Close()
-}
-
 func (u *user) closedLoop(ctx context.Context, end int64) {
 	for ctx.Err() == nil {
 		start := u.d.cfg.Now()
@@ -471,97 +453,6 @@ func (u *user) openLoop(ctx context.Context, jobs <-chan int64) {
 			u.do(ctx, intended)
 		}
 	}
-}
-
-// do runs one transaction (with retries) whose latency counts from
-// `from` (the intended start in open loop).
-func (u *user) do(ctx context.Context, from int64) {
-	ti := workload.Pick(u.d.types, u.r)
-	phase := u.d.phaseAt(from)
-	measured := phase == Measure
-	u.n++
-	track := false
-	if u.j != nil {
-		every := u.d.lagEvery(phase)
-		track = every <= 1 || u.n%every == 0
-		if u.d.rateHalf(from) {
-			track = false // the warmup's second half measures the untracked rate
-		}
-	}
-	var retries int64
-	for attempt := 0; ; attempt++ {
-		var rows int64
-		var kind string
-		var err error
-		if u.batchable(ti) {
-			rows, kind, err = u.attemptBatch(ctx, ti, measured, track)
-		} else {
-			rows, kind, err = u.attempt(ctx, ti, measured, track)
-		}
-		now := u.d.cfg.Now()
-		if err == nil {
-			u.d.rec.commit(ti, measured, now, now-from, rows, retries)
-			if u.d.rateHalf(now) {
-				u.d.warmupCommits.Add(1)
-			}
-			return
-		}
-		if ctx.Err() != nil {
-			return // shutting down: not the server's fault
-		}
-		if retryable(kind) && attempt < u.d.cfg.MaxRetries {
-			retries++
-			continue
-		}
-		u.d.rec.fail(ti, measured, now, kind, err, retries)
-		return
-	}
-}
-
-// attempt runs the transaction once; track adds the lag probe's update.
-func (u *user) attempt(ctx context.Context, ti int, measured, track bool) (int64, string, error) {
-	var seq int64
-	j := u.j
-	if !track {
-		j = nil
-	}
-	if j != nil {
-		seq = j.Next()
-	}
-	tx, err := u.conn.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, errorKind(err), err
-	}
-	wtx := &workload.Tx{Tx: tx, Stmts: u.stmts[ti]}
-	rows, err := u.d.types[ti].Run(ctx, wtx, u.r)
-	if err == nil && j != nil {
-		var res sql.Result
-		if res, err = tx.StmtContext(ctx, u.lag).ExecContext(ctx, seq, u.id); err == nil {
-			// A missing lag row would make this transaction invisible to
-			// the probe for ever: fail loudly instead.
-			if n, rerr := res.RowsAffected(); rerr == nil && n != 1 {
-				err = fmt.Errorf("lag probe row of writer %d changed %d rows, want 1 (was the lag table seeded?)", u.id, n)
-			}
-		}
-	}
-	if err != nil {
-		_ = tx.Rollback()
-		if j != nil {
-			j.Done(seq, false)
-		}
-		return 0, errorKind(err), err
-	}
-	if j != nil {
-		j.Sending(seq, u.d.cfg.Now(), measured)
-	}
-	err = tx.Commit()
-	if j != nil {
-		j.Done(seq, err == nil)
-	}
-	if err != nil {
-		return 0, errorKind(err), err
-	}
-	return rows, "", nil
 }
 
 // scheduler releases open-loop transactions at their intended times.

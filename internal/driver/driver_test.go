@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"replab/internal/engine/postgres/pgtest"
+
 	"replab/internal/engine"
-	"replab/internal/labtest"
 	"replab/internal/workload"
 	"replab/internal/workload/kvinsert"
 )
@@ -37,22 +38,30 @@ kind = "kv-insert"
 // site and the cluster.
 func drvCluster(t *testing.T) (*sql.DB, engine.Cluster, workload.Workload) {
 	t.Helper()
-	l, c := labtest.Postgres(t, "tdrv", drvSpec)
+	l, c := pgtest.Up(t, "tdrv", drvSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w, err := workload.NewRegistry(kvinsert.Factory).For(l.Spec, "postgres")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ApplySchema(ctx, w.Schema()); err != nil {
+	if err := c.(engine.SQL).ApplySchema(ctx, w.Schema()); err != nil {
 		t.Fatal(err)
 	}
-	db, err := c.Open(ctx, "p1", "client")
+	db, err := c.(engine.SQL).Open(ctx, "p1", "client")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
 	return db, c, w
+}
+
+// withEngine completes cfg with the cluster's error classes and
+// pipelining, as replab run does.
+func withEngine(c engine.Cluster, cfg Config) Config {
+	cfg.Classify = func(err error) engine.ErrorClass { return engine.Classify(c, err) }
+	cfg.Pipeliner, _ = c.(engine.Pipeliner)
+	return cfg
 }
 
 func count(t *testing.T, db *sql.DB) int64 {
@@ -83,7 +92,7 @@ func TestDriverAgainstPostgres(t *testing.T) {
 
 	t.Run("closed loop: committed transactions equal rows changed and rows in the table", func(t *testing.T) {
 		before := count(t, db)
-		res, err := Run(context.Background(), Config{Users: 3, Duration: 2 * time.Second, Seed: 7, MaxRetries: 3}, w.Transactions(), []*sql.DB{db})
+		res, err := Run(context.Background(), withEngine(c, Config{Users: 3, Duration: 2 * time.Second, Seed: 7, MaxRetries: 3}), w.Transactions(), Sources(db))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +116,7 @@ func TestDriverAgainstPostgres(t *testing.T) {
 
 	t.Run("statement by statement (no pipelining) the counts add up too", func(t *testing.T) {
 		before := count(t, db)
-		res, err := Run(context.Background(), Config{Users: 2, Duration: time.Second, Seed: 12, NoPipeline: true}, w.Transactions(), []*sql.DB{db})
+		res, err := Run(context.Background(), withEngine(c, Config{Users: 2, Duration: time.Second, Seed: 12, NoPipeline: true}), w.Transactions(), Sources(db))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +127,7 @@ func TestDriverAgainstPostgres(t *testing.T) {
 
 	t.Run("phases: warmup and cooldown are not measured", func(t *testing.T) {
 		before := count(t, db)
-		res, err := Run(context.Background(), Config{Users: 2, Warmup: time.Second, Duration: time.Second, Cooldown: time.Second, Seed: 8}, w.Transactions(), []*sql.DB{db})
+		res, err := Run(context.Background(), withEngine(c, Config{Users: 2, Warmup: time.Second, Duration: time.Second, Cooldown: time.Second, Seed: 8}), w.Transactions(), Sources(db))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +153,7 @@ func TestDriverAgainstPostgres(t *testing.T) {
 		cfg := Config{Users: 2, Warmup: time.Second, Duration: 2 * time.Second, Seed: 13, LagBudget: 20,
 			Lag:          func(i int) LagJournal { return js[i] },
 			LagStatement: "UPDATE drv_lag SET seq = $1 WHERE writer = $2"}
-		res, err := Run(context.Background(), cfg, w.Transactions(), []*sql.DB{db})
+		res, err := Run(context.Background(), withEngine(c, cfg), w.Transactions(), Sources(db))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +187,7 @@ func TestDriverAgainstPostgres(t *testing.T) {
 			time.Sleep(time.Second)
 			signalBackends(t, c, syscall.SIGCONT)
 		}()
-		res, err := Run(context.Background(), Config{Users: 4, Duration: 4 * time.Second, RatePerSec: 200, Poisson: false, Seed: 9}, w.Transactions(), []*sql.DB{db})
+		res, err := Run(context.Background(), withEngine(c, Config{Users: 4, Duration: 4 * time.Second, RatePerSec: 200, Poisson: false, Seed: 9}), w.Transactions(), Sources(db))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +215,7 @@ func TestDriverAgainstPostgres(t *testing.T) {
 			time.Sleep(1200 * time.Millisecond)
 			_, _ = db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
 		}()
-		res, err := Run(context.Background(), Config{Users: 2, Duration: 10 * time.Second, MaxErrorPct: 20, Seed: 10}, w.Transactions(), []*sql.DB{db})
+		res, err := Run(context.Background(), withEngine(c, Config{Users: 2, Duration: 10 * time.Second, MaxErrorPct: 20, Seed: 10}), w.Transactions(), Sources(db))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +230,7 @@ func TestDriverAgainstPostgres(t *testing.T) {
 	t.Run("cancellation returns what was measured, marked interrupted", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 		defer cancel()
-		res, err := Run(ctx, Config{Users: 2, Duration: 30 * time.Second, Seed: 11}, w.Transactions(), []*sql.DB{db})
+		res, err := Run(ctx, withEngine(c, Config{Users: 2, Duration: 30 * time.Second, Seed: 11}), w.Transactions(), Sources(db))
 		if err != nil {
 			t.Fatal(err)
 		}

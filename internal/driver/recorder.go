@@ -1,13 +1,9 @@
 package driver
 
 import (
-	"context"
-	"errors"
-	"net"
 	"sync"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"replab/internal/stats"
 	"replab/internal/workload"
@@ -26,7 +22,7 @@ type recorder struct {
 	series  []Second
 	lastErr string
 
-	committed, rows, errs, retries int64 // measure phase
+	committed, rows, errs, retries, conflicts int64 // measure phase
 
 	behindHist *hdrhistogram.Histogram
 }
@@ -42,7 +38,7 @@ func newRecorder(types []workload.TxType) *recorder {
 
 func micros(ns int64) int64 { return max(ns/1000, 1) }
 
-func (r *recorder) commit(ti int, measured bool, now, latencyNs, rows, retries int64) {
+func (r *recorder) commit(ti int, measured bool, now, latencyNs, rows, retries, conflicts int64) {
 	us := micros(latencyNs)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -54,14 +50,16 @@ func (r *recorder) commit(ti int, measured bool, now, latencyNs, rows, retries i
 	t := r.types[ti]
 	t.Count++
 	t.Retries += retries
+	t.Conflicts += conflicts
 	_ = t.hist.RecordValue(us)
 	_ = r.all.RecordValue(us)
 	r.committed++
 	r.rows += rows
 	r.retries += retries
+	r.conflicts += conflicts
 }
 
-func (r *recorder) fail(ti int, measured bool, now int64, kind string, err error, retries int64) {
+func (r *recorder) fail(ti int, measured bool, now int64, kind string, err error, retries, conflicts int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.secErr++
@@ -72,8 +70,10 @@ func (r *recorder) fail(ti int, measured bool, now int64, kind string, err error
 	t := r.types[ti]
 	t.Errors[kind]++
 	t.Retries += retries
+	t.Conflicts += conflicts
 	r.errs++
 	r.retries += retries
+	r.conflicts += conflicts
 }
 
 func (r *recorder) behind(lateNs int64, measured bool) {
@@ -113,6 +113,7 @@ func (r *recorder) result(d *run) *Result {
 		RowsChanged:    r.rows,
 		Errors:         r.errs,
 		Retries:        r.retries,
+		Conflicts:      r.conflicts,
 		CommitLatency:  stats.FromMicros(r.all),
 		Types:          map[string]*TypeResult{},
 		Series:         append([]Second(nil), r.series...),
@@ -131,35 +132,3 @@ func (r *recorder) result(d *run) *Result {
 
 // Hist is the type's latency histogram (µs, measure phase).
 func (t *TypeResult) Hist() *hdrhistogram.Histogram { return t.hist }
-
-// errorKind names an error for counting: the SQLSTATE for PostgreSQL
-// errors, "timeout", "connection", or "other".
-func errorKind(err error) string {
-	var pe *pgconn.PgError
-	var ne net.Error
-	switch {
-	case errors.As(err, &pe):
-		return pe.Code
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.As(err, &ne):
-		return "connection"
-	}
-	var coded interface{ SQLState() string }
-	if errors.As(err, &coded) {
-		return coded.SQLState()
-	}
-	return "other"
-}
-
-// retryable kinds: serialization failure and deadlock (PostgreSQL), and
-// MariaDB/Galera deadlock (1213) and lock wait timeout (1205).
-func retryable(kind string) bool {
-	switch kind {
-	case "40001", "40P01", "1213", "1205":
-		return true
-	}
-	return false
-}

@@ -1,13 +1,15 @@
-// Package engine is the interface between a lab and the database servers
-// that run in its sites. An Engine provisions nodes and sets up a
-// replication scheme across them; the resulting Cluster reports its nodes,
-// their processes and replication state, and tears them down. Engines live
+// Package engine is the interface between a lab and the servers that run
+// in its sites. An Engine checks a spec's nodes and scheme and brings up a
+// Cluster; the core Cluster is what every system has (nodes, readiness,
+// replication state, processes, close). What not every system has — SQL,
+// a bulk path, lag stamps of its own, node control, snapshot refresh,
+// error classification, pipelining — is a capability: a separate small
+// interface a Cluster may implement, found by type assertion. Engines live
 // in subpackages (engine/postgres, …) and are collected in a Registry.
 package engine
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"net/netip"
@@ -18,14 +20,14 @@ import (
 	"replab/internal/spec"
 )
 
-// Engine is one kind of database server.
+// Engine is one kind of server.
 type Engine interface {
 	// Kind is the name used in specs: [engine] kind = "…".
 	Kind() string
-	// Dialect is the SQL flavour workloads write for it: "postgres" or "mysql".
-	Dialect() string
-	// Validate checks the spec's nodes and scheme for this engine. Errors
-	// point at file:line (spec.Errorf) and list what is supported.
+	// Validate checks the spec's nodes and scheme for this engine: the
+	// [scheme] keys besides replication are the engine's own (read them
+	// with s.SchemeOptions). Errors point at file:line and list what is
+	// supported.
 	Validate(s *spec.Spec) error
 	// Up provisions every node in its site, sets up the scheme and waits
 	// until replication flows. On error nothing it started remains.
@@ -34,91 +36,99 @@ type Engine interface {
 
 // Cluster is a running set of nodes.
 type Cluster interface {
+	// Nodes lists the nodes in spec order, with their topology.
 	Nodes() []Node
-	// Open returns a connection pool to node whose connections are made
-	// from fromSite, so their traffic crosses the links a client there
-	// would use.
-	Open(ctx context.Context, node, fromSite string) (*sql.DB, error)
-	// ApplySchema creates tables wherever the scheme needs them (at the
-	// primary, at every master, at logical replicas) and adds them to
-	// replication.
-	ApplySchema(ctx context.Context, s Schema) error
-	// WaitFlowing writes a marker at every source and waits until it is
-	// visible at every target.
+	// WaitFlowing makes a change at every source and waits until it is
+	// visible at every node that receives from it: replication flows.
 	WaitFlowing(ctx context.Context) error
 	// ReplicationState reads each replica's position as the engine sees it.
 	ReplicationState(ctx context.Context) ([]ReplicaState, error)
-	// Processes lists every server process with its role.
+	// Processes lists every server process (or thread) with its role.
 	Processes(ctx context.Context) ([]Process, error)
 	// Close stops every node. It is safe to call more than once.
 	Close() error
 }
 
-// Node describes one running server.
+// Node describes one running server and its place in the topology.
 type Node struct {
 	Name    string         `json:"name"`
 	Site    string         `json:"site"`
 	Role    string         `json:"role"`
-	From    string         `json:"from,omitempty"`
+	From    string         `json:"from,omitempty"` // as the spec wrote it
 	Addr    netip.AddrPort `json:"addr"`
 	DSN     string         `json:"dsn"` // works from every site of the lab
 	Version string         `json:"version"`
+	// Writable: the node accepts the workload's writes (a primary, every
+	// master of a multi-master or Galera cluster).
+	Writable bool `json:"writable"`
+	// Upstreams are the nodes whose changes this one receives: its
+	// upstream standby or primary, or every other master. A node with
+	// upstreams is a replica for the lag probe, also when it is writable.
+	Upstreams []string `json:"upstreams,omitempty"`
 }
 
-// Schema is what a workload needs created.
-type Schema struct {
-	Tables []Table
+// Sources are the nodes clients write to, in order.
+func Sources(nodes []Node) []Node {
+	var out []Node
+	for _, n := range nodes {
+		if n.Writable {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
-// Table is one table. Create holds its CREATE TABLE statement per SQL
-// dialect ("postgres", "mysql"); every table needs a primary key, which
-// logical and multi-master replication use to match rows.
-type Table struct {
-	Name   string
-	Create map[string]string
-	// Indexes are extra CREATE INDEX statements per dialect.
-	Indexes map[string][]string
-	// Everywhere replicates the table, whole, to every replica, whatever
-	// its filters: replab's own bookkeeping (the lag probe's table).
-	Everywhere bool
+// Replicas are the nodes that receive changes from another, in order.
+func Replicas(nodes []Node) []Node {
+	var out []Node
+	for _, n := range nodes {
+		if len(n.Upstreams) > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
-// ReplicaState is one replica's replication position.
-type ReplicaState struct {
-	Node        string `json:"node"`
-	From        string `json:"from"`
-	Kind        string `json:"kind"`  // "physical", "logical", …
-	State       string `json:"state"` // the engine's own word: streaming, catchup, …
-	SentLSN     string `json:"sent_lsn,omitempty"`
-	WriteLSN    string `json:"write_lsn,omitempty"`
-	FlushLSN    string `json:"flush_lsn,omitempty"`
-	ReplayLSN   string `json:"replay_lsn,omitempty"`
-	BytesBehind int64  `json:"bytes_behind"` // source's current position minus replayed
-	SyncState   string `json:"sync_state,omitempty"`
-	// ReplayLagMs is the engine's own estimate of how far replay trails
-	// (PostgreSQL: replay_lag); negative when the engine has none (idle).
-	ReplayLagMs float64 `json:"replay_lag_ms"`
+// Roots are the sources that receive from no other node: a change made at
+// each of them reaches every node. With none (every source is also a
+// replica: multi-master), the first source alone.
+func Roots(nodes []Node) []Node {
+	var out []Node
+	for _, n := range Sources(nodes) {
+		if len(n.Upstreams) == 0 {
+			out = append(out, n)
+		}
+	}
+	if src := Sources(nodes); len(out) == 0 && len(src) > 0 {
+		out = src[:1]
+	}
+	return out
 }
 
-// Process is one server process.
-type Process struct {
-	Node string `json:"node"`
-	Role string `json:"role"` // backend, walsender, walreceiver, startup, checkpointer, walwriter, …
-	PID  int    `json:"pid"`
-}
-
-// Registry holds the engines a replab binary knows.
+// Registry holds the engines a replab binary knows, by kind.
 type Registry struct {
 	byKind map[string]Engine
 }
 
-// NewRegistry collects engines.
+// NewRegistry collects engines. Two engines of one kind are a programming
+// error: it panics, naming them.
 func NewRegistry(engines ...Engine) *Registry {
 	r := &Registry{byKind: map[string]Engine{}}
 	for _, e := range engines {
-		r.byKind[e.Kind()] = e
+		if err := r.Register(e); err != nil {
+			panic(err)
+		}
 	}
 	return r
+}
+
+// Register adds an engine; it refuses a kind that is taken.
+func (r *Registry) Register(e Engine) error {
+	if old, dup := r.byKind[e.Kind()]; dup {
+		return fmt.Errorf("engine kind %q registered twice (%T and %T)", e.Kind(), old, e)
+	}
+	r.byKind[e.Kind()] = e
+	return nil
 }
 
 // Kinds lists the registered engine kinds, sorted.
@@ -147,29 +157,6 @@ func (r *Registry) For(s *spec.Spec) (Engine, error) {
 	return e, nil
 }
 
-// Errors collects spec errors from a validation pass.
-type Errors struct {
-	s    *spec.Spec
-	list spec.ErrorList
-}
-
-// NewErrors starts a validation pass over s.
-func NewErrors(s *spec.Spec) *Errors { return &Errors{s: s} }
-
-// Add records an error at field.
-func (e *Errors) Add(field, format string, args ...any) {
-	e.list = append(e.list, e.s.Errorf(field, format, args...))
-}
-
-// Err returns the errors sorted by line, or nil.
-func (e *Errors) Err() error {
-	if len(e.list) == 0 {
-		return nil
-	}
-	sort.SliceStable(e.list, func(i, j int) bool { return e.list[i].Line < e.list[j].Line })
-	return e.list
-}
-
 // Describe prints one line per node, for lab up.
 func Describe(w io.Writer, nodes []Node) {
 	for _, n := range nodes {
@@ -179,4 +166,10 @@ func Describe(w io.Writer, nodes []Node) {
 		}
 		fmt.Fprintf(w, "node %-8s %-8s in %-10s %s%s\n", n.Name, n.Role, n.Site, n.DSN, from)
 	}
+}
+
+// Get returns the engine of a kind.
+func (r *Registry) Get(kind string) (Engine, bool) {
+	e, ok := r.byKind[kind]
+	return e, ok
 }

@@ -41,6 +41,10 @@ type Options struct {
 	SeriesCSV string
 	// NoControl skips the control socket (tests that drive the Lab directly).
 	NoControl bool
+	// Offline builds sites without namespaces, links or emulator: a lab
+	// for engines that run in-process (the fake engine of tests), which
+	// needs no root. Only the data directory and the state record exist.
+	Offline bool
 }
 
 // Lab is a running lab. Close removes it.
@@ -90,8 +94,10 @@ func Preflight() error {
 // Up builds the lab described by s. On error everything it created is
 // removed again.
 func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
-	if err := Preflight(); err != nil {
-		return nil, err
+	if !opt.Offline {
+		if err := Preflight(); err != nil {
+			return nil, err
+		}
 	}
 	if opt.StateRoot == "" {
 		opt.StateRoot = DefaultStateRoot
@@ -116,6 +122,12 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 			}
 		}
 	}()
+	if opt.Offline {
+		for _, ss := range s.Sites {
+			l.sites = append(l.sites, &Site{Site: ss})
+		}
+		return l, nil
+	}
 	if err := l.rootSysctls(); err != nil {
 		return nil, err
 	}
@@ -490,7 +502,8 @@ func (l *Lab) Site(name string) *Site {
 	return nil
 }
 
-// Emulator gives access to link counters and runtime changes.
+// Emulator gives access to link counters and runtime changes; nil for an
+// offline lab.
 func (l *Lab) Emulator() *emu.Emulator { return l.emu }
 
 // Close stops the emulator and removes every namespace, cgroup, process

@@ -1,11 +1,10 @@
-// Package labtest brings up labs and PostgreSQL clusters for integration
-// tests: it skips a test when the machine cannot run it, gives each lab a
-// unique name and private state and data roots, and removes everything
-// when the test ends. It is a normal package so that tests in several
-// packages can share it, but only tests import it.
-//
-// Tests in replab/internal/engine/postgres cannot use it: it imports that
-// package.
+// Package labtest brings up labs and clusters of any engine for
+// integration tests: it skips a test when the machine cannot run it, gives
+// each lab a unique name and private state and data roots, and removes
+// everything when the test ends. It is a normal package so that tests in
+// several packages can share it, but only tests import it. It knows no
+// engine: each engine's own test package (postgres/pgtest, …) adds what
+// that engine needs.
 package labtest
 
 import (
@@ -14,15 +13,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"replab/internal/engine"
-	"replab/internal/engine/postgres"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -42,26 +38,6 @@ func RequireLab(t testing.TB) {
 	}
 }
 
-// RequirePostgres is RequireLab, and skips the test too when no PostgreSQL
-// server is installed where the postgres engine looks for one.
-func RequirePostgres(t testing.TB) {
-	t.Helper()
-	RequireLab(t)
-	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres"); len(m) == 0 {
-		t.Skip("integration test skipped: PostgreSQL is not installed (apt-get install postgresql-15)")
-	}
-}
-
-// RequirePglogical is RequirePostgres, and skips the test too when the
-// pglogical extension (multi-master) is not installed for any server.
-func RequirePglogical(t testing.TB) {
-	t.Helper()
-	RequirePostgres(t)
-	if m, _ := filepath.Glob("/usr/share/postgresql/*/extension/pglogical.control"); len(m) == 0 {
-		t.Skip("integration test skipped: pglogical is not installed (apt-get install postgresql-15-pglogical)")
-	}
-}
-
 // UniqueName is a lab name no other test or test run uses at the same time:
 // prefix-<pid mod 10000>-<3 random hex digits>. Lab names have at most 20
 // characters, so prefix should have at most 10.
@@ -76,31 +52,52 @@ func UniqueName(prefix string) string {
 func Lab(t testing.TB, prefix, specText string) *lab.Lab {
 	t.Helper()
 	RequireLab(t)
-	return up(t, prefix, specText)
+	l, _ := up(t, prefix, specText)
+	return l
 }
 
-// Postgres is Lab with a PostgreSQL cluster on the lab's nodes (after
-// RequirePostgres). The cluster is closed before the lab when the test
-// ends. The engine's log goes to stderr with -v.
-func Postgres(t testing.TB, prefix, specText string) (*lab.Lab, engine.Cluster) {
+// Cluster is Lab with e's cluster on the lab's nodes (after RequireLab;
+// the caller checks what e itself needs). The spec is validated by e first.
+// The cluster is closed before the lab when the test ends, and the test
+// fails if a server of it is still running then. The engine's log goes to
+// stderr with -v.
+func Cluster(t testing.TB, e engine.Engine, prefix, specText string) (*lab.Lab, engine.Cluster) {
 	t.Helper()
-	RequirePostgres(t)
-	l := up(t, prefix, specText)
 	var log io.Writer = io.Discard
 	if testing.Verbose() {
 		log = os.Stderr
 	}
+	return ClusterLog(t, e, prefix, specText, log)
+}
+
+// ClusterLog is Cluster with the engine's log going to log.
+func ClusterLog(t testing.TB, e engine.Engine, prefix, specText string, log io.Writer) (*lab.Lab, engine.Cluster) {
+	t.Helper()
+	RequireLab(t)
+	l, dataRoot := up(t, prefix, specText)
+	if err := e.Validate(l.Spec); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), upTimeout)
 	defer cancel()
-	c, err := postgres.Engine{}.Up(ctx, l, log)
+	c, err := e.Up(ctx, l, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
+	t.Cleanup(func() {
+		_ = c.Close()
+		// Servers run with their data under the lab's data root.
+		out, _ := exec.Command("ps", "-eo", "pid,args").Output()
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, dataRoot) {
+				t.Errorf("server left behind after Close: %s", strings.TrimSpace(line))
+			}
+		}
+	})
 	return l, c
 }
 
-func up(t testing.TB, prefix, specText string) *lab.Lab {
+func up(t testing.TB, prefix, specText string) (*lab.Lab, string) {
 	t.Helper()
 	const placeholder = `name = "NAME"`
 	if !strings.Contains(specText, placeholder) {
@@ -113,7 +110,8 @@ func up(t testing.TB, prefix, specText string) *lab.Lab {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), upTimeout)
 	defer cancel()
-	l, err := lab.Up(ctx, s, lab.Options{StateRoot: t.TempDir(), DataRoot: t.TempDir()})
+	dataRoot := t.TempDir()
+	l, err := lab.Up(ctx, s, lab.Options{StateRoot: t.TempDir(), DataRoot: dataRoot})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,18 +119,10 @@ func up(t testing.TB, prefix, specText string) *lab.Lab {
 		if err := l.Close(); err != nil {
 			t.Errorf("close lab: %v", err)
 		}
+		out, _ := exec.Command("ip", "netns", "list").Output()
+		if strings.Contains(string(out), s.Lab.Name+".") {
+			t.Errorf("namespaces of lab %s left behind: %s", s.Lab.Name, out)
+		}
 	})
-	return l
-}
-
-// ConnConfig is a pgx configuration for node whose connections start in
-// site, so that they cross the lab's links as a client there would.
-func ConnConfig(t testing.TB, l *lab.Lab, node engine.Node, site string) *pgx.ConnConfig {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(node.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DialFunc = l.Site(site).DialContext
-	return cfg
+	return l, dataRoot
 }

@@ -1,13 +1,11 @@
 package labtest
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestUniqueNameIsAValidLabName(t *testing.T) {
@@ -57,26 +55,5 @@ func TestLabIsUniqueAndGoesWithTheTest(t *testing.T) {
 		if _, err := os.Stat(filepath.Join("/run/netns", ns)); err == nil {
 			t.Errorf("namespace %s left behind after the test", ns)
 		}
-	}
-}
-
-func TestPostgresClusterAnswersFromTheOtherSite(t *testing.T) {
-	_, c := Postgres(t, "tltpg", twoSites+`
-[engine]
-kind = "postgres"
-[node.p1]
-site = "a"
-role = "primary"
-`)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := c.Open(ctx, "p1", "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var one int
-	if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
-		t.Errorf("SELECT 1: %d, %v", one, err)
 	}
 }

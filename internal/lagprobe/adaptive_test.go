@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"replab/internal/linkem/emu"
+	"replab/internal/clock"
 )
 
 // model is a replica where a writer's transaction becomes visible a lag
@@ -32,7 +32,7 @@ func (m *model) send(w int, t, lag int64) int64 {
 func (m *model) Positions(_ context.Context, dst []int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := emu.Now()
+	now := clock.Now()
 	for w, vs := range m.vis {
 		for s, v := range vs {
 			if v <= now {
@@ -73,16 +73,16 @@ func TestAdaptivePollingFindsEveryTransactionWithFewPolls(t *testing.T) {
 			if err := p.WaitWatching(ctx, "m"); err != nil {
 				t.Fatal(err)
 			}
-			t0 := emu.Now()
+			t0 := clock.Now()
 			w := p.Writer(0)
 			for i := range n {
-				time.Sleep(time.Duration(t0 + int64(i)*int64(20*time.Millisecond) - emu.Now()))
+				time.Sleep(time.Duration(t0 + int64(i)*int64(20*time.Millisecond) - clock.Now()))
 				lag := tc.lag
 				if i >= n/2 {
 					lag = tc.lagAfter
 				}
 				s := w.Next()
-				now := emu.Now()
+				now := clock.Now()
 				truth[i] = m.send(0, now, int64(lag))
 				w.Sending(s, now, true)
 				w.Done(s, true)
@@ -92,14 +92,14 @@ func TestAdaptivePollingFindsEveryTransactionWithFewPolls(t *testing.T) {
 				t.Fatal(err)
 			}
 			wcancel()
-			elapsed := time.Duration(emu.Now() - t0)
+			elapsed := time.Duration(clock.Now() - t0)
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
 			r := p.Results()["m"]
 			t.Logf("%d polls in %s, %d idle waits, floor %.3f ms, %d window hits, lag p50 %.3f max %.3f ms, resolution %.3f ms",
-				r.Polls, elapsed.Round(time.Millisecond), r.IdleWaits, r.FloorMs, r.WindowHits, r.LagMs.P50Ms, r.LagMs.MaxMs, r.ResolutionMs)
+				r.Polls, elapsed.Round(time.Millisecond), r.IdleWaits, r.FloorMs, r.WindowHits, r.LagMs.P50, r.LagMs.Max, r.ResolutionMs)
 			if r.LagMs.Count != n || r.NotVisibleAtEnd != 0 {
 				t.Fatalf("%d lags, %d not visible, want %d and 0", r.LagMs.Count, r.NotVisibleAtEnd, n)
 			}

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"replab/internal/linkem/emu"
+	"replab/internal/clock"
 )
 
 // memReplica is a replica in memory: writers commit by storing their seq;
@@ -74,7 +74,7 @@ func TestConcurrentWritersAndWatchers(t *testing.T) {
 					continue // aborted before COMMIT
 				}
 				measured := n >= perWriter/10
-				w.Sending(seq, emu.Now(), measured)
+				w.Sending(seq, clock.Now(), measured)
 				ok := r.IntN(10) != 0
 				if ok {
 					db.rows[i].Store(seq) // the commit
@@ -118,7 +118,7 @@ func TestConcurrentWritersAndWatchers(t *testing.T) {
 				r.Tracked, committed.Load(), r.NotVisibleAtEnd, r.LagMs.Count, r.VisibleBeforeWatch)
 		}
 		t.Logf("%s: %d lags, p50 %.3f ms, p99 %.3f ms, max %.3f ms; %d polls, resolution %.3f ms, interval p99 %.3f ms",
-			name, r.LagMs.Count, r.LagMs.P50Ms, r.LagMs.P99Ms, r.LagMs.MaxMs, r.Polls, r.ResolutionMs, r.IntervalP99Ms)
+			name, r.LagMs.Count, r.LagMs.P50, r.LagMs.P99, r.LagMs.Max, r.Polls, r.ResolutionMs, r.IntervalP99Ms)
 	}
 	if n := recorded.Load(); n != res["fast"].LagMs.Count+res["lazy"].LagMs.Count || negative.Load() != 0 {
 		t.Errorf("%d lags recorded (%d negative)", n, negative.Load())
@@ -161,7 +161,7 @@ func BenchmarkWriterWatched(b *testing.B) {
 	w := p.Writer(0)
 	for b.Loop() {
 		seq := w.Next()
-		w.Sending(seq, emu.Now(), true)
+		w.Sending(seq, clock.Now(), true)
 		db.rows[0].Store(seq)
 		w.Done(seq, true)
 	}
@@ -200,7 +200,7 @@ func (q *cpuQuerier) Positions(ctx context.Context, dst []int64) error {
 	for w := range dst {
 		wr := q.p.Writer(w)
 		s := wr.Next()
-		wr.Sending(s, emu.Now(), true)
+		wr.Sending(s, clock.Now(), true)
 		wr.Done(s, true)
 		dst[w] = s
 	}

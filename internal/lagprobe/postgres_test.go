@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"replab/internal/engine/postgres/pgtest"
+
 	"replab/internal/engine"
-	"replab/internal/labtest"
 )
 
 // standbySpec is a primary and one physical standby 50 ms (one way) apart.
@@ -40,29 +41,31 @@ replication = "async"
 // one at least 50 ms after its COMMIT was sent, and at this low load
 // within a few ms more.
 func TestPostgresStandbyAcross50ms(t *testing.T) {
-	_, c := labtest.Postgres(t, "lagp", standbySpec)
+	_, c := pgtest.Up(t, "lagp", standbySpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
 	const writers, perWriter = 4, 15 // 5 tx/s each for 3 s
 	p := New(Config{Writers: writers})
-	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{p.Table()}}); err != nil {
+	if err := c.(engine.SQL).ApplySchema(ctx, engine.Schema{Tables: []engine.Table{engine.LagTable()}}); err != nil {
 		t.Fatal(err)
 	}
-	prim, err := c.Open(ctx, "p1", "primary")
+	prim, err := c.(engine.SQL).Open(ctx, "p1", "primary")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer prim.Close()
-	for _, q := range p.SeedStatements("postgres") {
-		if _, err := prim.ExecContext(ctx, q); err != nil {
-			t.Fatalf("seed: %v", err)
-		}
+	stamps, update, err := engine.StampsOf(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stamps.ResetLag(ctx, writers); err != nil {
+		t.Fatalf("seed: %v", err)
 	}
 	if err := c.WaitFlowing(ctx); err != nil {
 		t.Fatal(err)
 	}
-	stby, err := c.Open(ctx, "e1", "eu") // polls stay inside the standby's site
+	stby, err := c.(engine.SQL).Open(ctx, "e1", "eu") // polls stay inside the standby's site
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +82,10 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan error, 1)
-	sq := NewSQLQuerier(stby)
+	sq, err := stamps.LagReader(ctx, "e1") // the engine's own reader
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer sq.Close()
 	cq := &cpuCounting{q: sq}
 	go func() { watched <- p.Watch(wctx, "e1", cq) }()
@@ -87,7 +93,6 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	update := p.UpdateStatement("postgres")
 	var wg sync.WaitGroup
 	for i := range writers {
 		wg.Add(1)
@@ -123,7 +128,7 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 
 	r := p.Results()["e1"]
 	t.Logf("lag at e1 over %d transactions: min %.3f p50 %.3f p90 %.3f p99 %.3f max %.3f mean %.3f ms",
-		r.LagMs.Count, r.LagMs.MinMs, r.LagMs.P50Ms, r.LagMs.P90Ms, r.LagMs.P99Ms, r.LagMs.MaxMs, r.LagMs.MeanMs)
+		r.LagMs.Count, r.LagMinMs, r.LagMs.P50, r.LagMs.P90, r.LagMs.P99, r.LagMs.Max, r.LagMs.Mean)
 	t.Logf("polls %d (%d errors), resolution %.4f ms, interval p99 %.3f ms, poll p50 %.3f p99 %.3f max %.3f ms",
 		r.Polls, r.PollErrors, r.ResolutionMs, r.IntervalP99Ms, r.PollP50Ms, r.PollP99Ms, r.PollMaxMs)
 	t.Logf("adaptive polling: floor %.3f ms, %d window hits, %d idle waits", r.FloorMs, r.WindowHits, r.IdleWaits)
@@ -138,8 +143,8 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 		t.Errorf("tracked %d (want %d), observed %d, not visible at end %d, before watch %d",
 			r.Tracked, writers*perWriter, r.LagMs.Count, r.NotVisibleAtEnd, r.VisibleBeforeWatch)
 	}
-	if r.LagMs.MinMs < 50 || r.LagMs.P50Ms >= 60 {
-		t.Errorf("lag min %.3f ms, p50 %.3f ms: want ≥ 50 and p50 < 60 on a 50 ms link at low load", r.LagMs.MinMs, r.LagMs.P50Ms)
+	if r.LagMinMs < 50 || r.LagMs.P50 >= 60 {
+		t.Errorf("lag min %.3f ms, p50 %.3f ms: want ≥ 50 and p50 < 60 on a 50 ms link at low load", r.LagMinMs, r.LagMs.P50)
 	}
 	// The achieved interval is a benchmark figure (make bench); here only
 	// check that polling kept up roughly, which a busy shared machine
@@ -151,20 +156,17 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 		t.Errorf("%d lags seen by the hook, %d in the histogram", len(lags), r.LagMs.Count)
 	}
 
-	// Both of SQLQuerier's paths read what the standby shows.
-	for _, generic := range []bool{false, true} {
-		q := &SQLQuerier{db: stby, noWire: generic}
+	// The engine's reader and the generic database/sql one read what the
+	// standby shows.
+	for name, q := range map[string]engine.LagReader{"postgres": sq, "database/sql": &engine.SQLLagReader{DB: stby}} {
 		got := make([]int64, writers)
 		if err := q.Positions(ctx, got); err != nil {
 			t.Fatal(err)
 		}
-		if (q.wire != nil) == generic {
-			t.Errorf("generic %v: used the wire protocol %v", generic, q.wire != nil)
-		}
 		q.Close()
 		for w, s := range got {
 			if s != perWriter+1 {
-				t.Errorf("generic %v: writer %d at seq %d, want %d", generic, w, s, perWriter+1)
+				t.Errorf("%s reader: writer %d at seq %d, want %d", name, w, s, perWriter+1)
 			}
 		}
 	}

@@ -2,6 +2,8 @@ package lagprobe
 
 import (
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"replab/internal/stats"
 )
 
 // Result is one replica's lag over the run. For measured transactions that
@@ -9,8 +11,11 @@ import (
 //
 //	Tracked = LagMs.Count + NotVisibleAtEnd + VisibleBeforeWatch
 type Result struct {
-	Replica string      `json:"replica"`
-	LagMs   Percentiles `json:"lag_ms"`
+	Replica string `json:"replica"`
+	// LagMs summarises the lags: percentiles with HdrHistogram's 3
+	// significant digits, Max exact; LagMinMs is the exact minimum.
+	LagMs    stats.Percentiles `json:"lag_ms"`
+	LagMinMs float64           `json:"lag_min_ms"`
 	// Tracked counts measured transactions whose COMMIT returned ok (of
 	// the writers watched at this replica: see WatchOptions.Skip).
 	Tracked int64 `json:"tracked"`
@@ -61,20 +66,6 @@ type Result struct {
 	// Histogram holds every recorded lag in µs (a copy), for HDR logs and
 	// merging across repetitions.
 	Histogram *hdrhistogram.Histogram `json:"-"`
-}
-
-// Percentiles summarises a lag histogram. MinMs and MaxMs are exact; the
-// others carry HdrHistogram's 3 significant digits.
-type Percentiles struct {
-	Count  int64   `json:"count"`
-	MeanMs float64 `json:"mean_ms"`
-	MinMs  float64 `json:"min_ms"`
-	P50Ms  float64 `json:"p50_ms"`
-	P90Ms  float64 `json:"p90_ms"`
-	P95Ms  float64 `json:"p95_ms"`
-	P99Ms  float64 `json:"p99_ms"`
-	P999Ms float64 `json:"p99_9_ms"`
-	MaxMs  float64 `json:"max_ms"`
 }
 
 // SecondStats is one second of a replica's lag series.
@@ -131,17 +122,9 @@ func (r *replica) result(tracked int64) Result {
 	}
 	if n := r.lag.TotalCount(); n > 0 {
 		h := r.lag
-		res.LagMs = Percentiles{
-			Count:  n,
-			MeanMs: h.Mean() / 1000,
-			MinMs:  nsToMs(r.minNs),
-			P50Ms:  usToMs(h.ValueAtQuantile(50)),
-			P90Ms:  usToMs(h.ValueAtQuantile(90)),
-			P95Ms:  usToMs(h.ValueAtQuantile(95)),
-			P99Ms:  usToMs(h.ValueAtQuantile(99)),
-			P999Ms: usToMs(h.ValueAtQuantile(99.9)),
-			MaxMs:  nsToMs(r.maxNs),
-		}
+		res.LagMs = stats.FromMicros(h)
+		res.LagMs.Max = nsToMs(r.maxNs)
+		res.LagMinMs = nsToMs(r.minNs)
 	}
 	if r.gapN > 0 {
 		res.ResolutionMs = nsToMs(r.gapSum) / float64(r.gapN)

@@ -9,10 +9,10 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"replab/internal/linkem/emu"
+	"replab/internal/clock"
 )
 
-// Querier reads a replica's replab_lag. Connect it from the replica's own
+// Querier reads a replica's lag stamps (engine.LagReader is one). Connect it from the replica's own
 // site so the poll does not cross a WAN link. Positions is called by one
 // goroutine at a time.
 type Querier interface {
@@ -21,6 +21,13 @@ type Querier interface {
 	// may be left alone.
 	Positions(ctx context.Context, dst []int64) error
 }
+
+// watcherNice is the watcher thread's nice value while it watches: on a
+// machine the workload saturates, a poll due every millisecond otherwise
+// waits behind the servers and the driver for its turn on a CPU, and the
+// achieved interval drifts above the configured one. The thread sleeps
+// most of the time, so this costs the others little.
+const watcherNice = -10
 
 // maxBackoff bounds the wait between polls while a replica's polls fail.
 const maxBackoff = 100 * time.Millisecond
@@ -161,13 +168,13 @@ func (p *Probe) WatchWith(ctx context.Context, name string, q Querier, o WatchOp
 	}()
 	sleep := p.sleep
 	if sleep == nil {
-		defer lockThread()()
-		s := newSleeper()
+		defer clock.LockThread(watcherNice)()
+		s := clock.NewSleeper()
 		if p.realTime {
-			sleep = s.until
+			sleep = s.UntilCtx
 		} else {
 			sleep = func(ctx context.Context, deadline int64) bool {
-				return s.until(ctx, emu.Now()+deadline-p.now())
+				return s.UntilCtx(ctx, clock.Now()+deadline-p.now())
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // csvFile is a CSV series written as it grows, so an interrupted run
@@ -49,4 +50,13 @@ func (c *csvFile) close() error {
 		return fmt.Errorf("monitor: write %s: %w", filepath.Base(c.f.Name()), c.err)
 	}
 	return nil
+}
+
+// csvField quotes a field that holds a comma, a quote or a line break
+// (an upstream list "m1,m2", an engine's state words), as RFC 4180 says.
+func csvField(s string) string {
+	if !strings.ContainsAny(s, ",\"\n\r") {
+		return s
+	}
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }

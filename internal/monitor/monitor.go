@@ -91,18 +91,23 @@ const RolesHeader = "t_s,node,role,pid_count,cpu_user_s,cpu_sys_s,io_wait_s,rss_
 //
 //	t_s            seconds since Config.Epoch, at the middle of the query
 //	node           the replica
-//	from           its upstream node
-//	kind           physical, logical, pglogical
+//	from           its upstream node(s)
+//	kind           physical, logical, pglogical, … (the engine's)
 //	state          the engine's word for the stream (streaming, catchup, …)
-//	bytes_behind   upstream's current position minus the replica's replayed
-//	               position, in bytes
+//	backlog        how far the replica trails, in backlog_unit
+//	backlog_unit   bytes (PostgreSQL: WAL not yet replayed), transactions,
+//	               write-sets
 //	replay_lag_ms  the engine's replay-lag estimate (PostgreSQL:
 //	               pg_stat_replication.replay_lag); empty when it has none
 //	               (PostgreSQL leaves it empty when idle)
-//	sent_lsn, write_lsn, flush_lsn, replay_lsn
-//	               positions as the engine writes them (PostgreSQL LSNs)
 //	sync_state     async, sync, potential, quorum (PostgreSQL)
-const ReplicationHeader = "t_s,node,from,kind,state,bytes_behind,replay_lag_ms,sent_lsn,write_lsn,flush_lsn,replay_lsn,sync_state"
+//	positions      the engine's positions, verbatim: name=value separated
+//	               by spaces (PostgreSQL: sent_lsn, write_lsn, flush_lsn,
+//	               replay_lsn)
+//
+// Results written before replab 0.2 have bytes_behind instead of backlog
+// and backlog_unit, and one column per LSN; the report reads both.
+const ReplicationHeader = "t_s,node,from,kind,state,backlog,backlog_unit,replay_lag_ms,sync_state,positions"
 
 // Summary is the measure phase as the monitors saw it.
 type Summary struct {
@@ -240,8 +245,8 @@ func Start(ctx context.Context, cfg Config) (*Monitor, error) {
 		markc:  make(chan struct{}, 1), stopc: make(chan struct{}), done: make(chan struct{}), replDone: make(chan struct{}),
 		failures: map[string]*failure{}, linkPts: map[string][]linkPoint{},
 	}
-	if m.links == nil && cfg.Lab != nil {
-		m.links = cfg.Lab.Emulator()
+	if m.links == nil && cfg.Lab != nil && cfg.Lab.Emulator() != nil {
+		m.links = cfg.Lab.Emulator() // an offline lab has none
 	}
 	if cfg.Cluster != nil {
 		m.nodes = cfg.Cluster.Nodes()
@@ -454,8 +459,12 @@ func (m *Monitor) replLoop() {
 				if r.ReplayLagMs >= 0 {
 					lag = fmt.Sprintf("%.3f", r.ReplayLagMs)
 				}
-				m.replCSV.printf("%s,%s,%s,%s,%s,%d,%s,%s,%s,%s,%s,%s\n", ts, r.Node, r.From, r.Kind, r.State, r.BytesBehind, lag,
-					r.SentLSN, r.WriteLSN, r.FlushLSN, r.ReplayLSN, r.SyncState)
+				var pos []string
+				for _, p := range r.Positions {
+					pos = append(pos, p.Name+"="+p.Value)
+				}
+				m.replCSV.printf("%s,%s,%s,%s,%s,%d,%s,%s,%s,%s\n", ts, csvField(r.Node), csvField(r.From), csvField(r.Kind), csvField(r.State),
+					r.Backlog, csvField(r.BacklogUnit), lag, csvField(r.SyncState), csvField(strings.Join(pos, " ")))
 			}
 			m.replCSV.flush()
 		}
@@ -506,7 +515,7 @@ func (m *Monitor) summarize() Summary {
 	for name, pts := range m.linkPts {
 		s.Links[name] = summarizeLink(pts, start, end, m.interval/2)
 	}
-	s.Roles = summarizeRoles(m.rolePts, start, end, m.hz)
+	s.Roles = summarizeRoles(m.rolePts, start, end, m.hz, m.roles.apply)
 	s.Replicas = summarizeReplication(m.replPts, start, end)
 	m.verdicts(&s)
 	s.Cost = m.cost()
@@ -553,7 +562,7 @@ func (m *Monitor) verdicts(s *Summary) {
 		in := verdictInput{measureS: s.MeasureS, ioWait: s.IOWaitMeasured, apply: map[string]RoleSummary{}}
 		for role, rs := range s.Roles[node] {
 			in.nodeCores += rs.CPUCores
-			if ApplyRole(role) {
+			if rs.Apply {
 				in.apply[role] = rs
 			}
 		}

@@ -61,14 +61,15 @@ func (f *fakeCluster) Processes(ctx context.Context) ([]engine.Process, error) {
 	write(201, ticks/50, ticks/50, 0)   // r1 walreceiver
 	return []engine.Process{
 		{Node: "p1", Role: "walsender", PID: 100},
-		{Node: "r1", Role: "startup", PID: 200},
-		{Node: "r1", Role: "walreceiver", PID: 201},
+		{Node: "r1", Role: "startup", PID: 200, Apply: true},
+		{Node: "r1", Role: "walreceiver", PID: 201, Apply: true},
 	}, nil
 }
 
 func (f *fakeCluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, error) {
 	el := time.Since(f.t0).Seconds()
-	return []engine.ReplicaState{{Node: "r1", From: "p1", Kind: "physical", State: "streaming", BytesBehind: int64(el * 1e6), ReplayLagMs: el * 1000, ReplayLSN: "0/3000148"}}, nil
+	return []engine.ReplicaState{{Node: "r1", From: "p1", Kind: "physical", State: "streaming", Backlog: int64(el * 1e6), BacklogUnit: engine.UnitBytes,
+		ReplayLagMs: el * 1000, Positions: []engine.Position{{Name: "replay_lsn", Value: "0/3000148"}}}}, nil
 }
 
 func TestMonitorWithFakes(t *testing.T) {
@@ -170,7 +171,7 @@ func TestMonitorWithFakes(t *testing.T) {
 		if repl[0] != ReplicationHeader || len(repl) < 10 {
 			t.Fatalf("replication.csv: %d lines, header %q", len(repl), repl[0])
 		}
-		if f := strings.Split(repl[1], ","); len(f) != strings.Count(ReplicationHeader, ",")+1 || f[1] != "r1" || f[2] != "p1" || f[4] != "streaming" || f[10] != "0/3000148" {
+		if f := strings.Split(repl[1], ","); len(f) != strings.Count(ReplicationHeader, ",")+1 || f[1] != "r1" || f[2] != "p1" || f[4] != "streaming" || f[6] != "bytes" || f[9] != "replay_lsn=0/3000148" {
 			t.Errorf("replication.csv row %q", repl[1])
 		}
 	})

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"replab/internal/engine/postgres/pgtest"
+
 	"replab/internal/engine"
-	"replab/internal/labtest"
 )
 
 // monSpec is the lab TestMonitorPostgresPrimaryAndStandby monitors.
@@ -40,17 +41,17 @@ replication = "async"
 // site db streaming over a 5 ms, 100 Mbit/s link to a standby in site dr,
 // while four clients in site db insert rows for about 3 s.
 func TestMonitorPostgresPrimaryAndStandby(t *testing.T) {
-	l, c := labtest.Postgres(t, "tmon", monSpec)
+	l, c := pgtest.Up(t, "tmon", monSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "m",
+	if err := c.(engine.SQL).ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "m",
 		Create: map[string]string{"postgres": "CREATE TABLE m (id bigserial PRIMARY KEY, v text NOT NULL)"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitFlowing(ctx); err != nil {
 		t.Fatal(err)
 	}
-	db, err := c.Open(ctx, "p1", "db")
+	db, err := c.(engine.SQL).Open(ctx, "p1", "db")
 	if err != nil {
 		t.Fatal(err)
 	}

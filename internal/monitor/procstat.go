@@ -113,11 +113,17 @@ type statReader struct {
 	buf  []byte
 }
 
-func (r *statReader) read(pid int) (ProcStat, error) {
+// read reads a process's stat, or one thread's (tid ≠ 0:
+// /proc/PID/task/TID/stat, the same format for the thread alone).
+func (r *statReader) read(pid, tid int) (ProcStat, error) {
 	if r.buf == nil {
 		r.buf = make([]byte, 4096)
 	}
-	f, err := os.Open(r.root + "/" + strconv.Itoa(pid) + "/stat")
+	path := r.root + "/" + strconv.Itoa(pid) + "/stat"
+	if tid != 0 {
+		path = r.root + "/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat"
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return ProcStat{}, err
 	}

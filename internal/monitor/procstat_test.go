@@ -48,9 +48,13 @@ func TestParseStat(t *testing.T) {
 
 func TestParseStatOfThisProcess(t *testing.T) {
 	r := statReader{root: "/proc"}
-	s, err := r.read(os.Getpid())
+	s, err := r.read(os.Getpid(), 0)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A thread's own stat: the main thread's TID is the PID.
+	if th, err := r.read(os.Getpid(), os.Getpid()); err != nil || th.PID != os.Getpid() || th.StartTime != s.StartTime {
+		t.Errorf("main thread's stat: %+v, %v", th, err)
 	}
 	if s.PID != os.Getpid() || s.PPID != os.Getppid() || s.RSSPages <= 0 || s.StartTime == 0 {
 		t.Errorf("stat of this process: %+v", s)
@@ -71,7 +75,7 @@ func BenchmarkReadStat(b *testing.B) {
 	r := statReader{root: "/proc"}
 	pid := os.Getpid()
 	for b.Loop() {
-		if _, err := r.read(pid); err != nil {
+		if _, err := r.read(pid, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -12,35 +12,51 @@ import (
 
 // ReplicaSummary is the engine's view of one replica over the measure
 // phase, from ReplicationState sampled every interval. A replica fed by
-// several upstreams (multi-master) sums its streams' bytes behind.
+// several upstreams (multi-master) sums its streams' backlogs.
 type ReplicaSummary struct {
 	From    string `json:"from"` // upstream node(s), comma-separated
-	Kind    string `json:"kind"` // physical, logical, pglogical
+	Kind    string `json:"kind"` // physical, logical, pglogical, … (the engine's)
 	Samples int    `json:"samples"`
-	// Bytes of change the replica has not replayed yet (PostgreSQL: the
-	// upstream's current WAL position minus the replica's replay position).
-	BytesBehindMax  int64   `json:"bytes_behind_max"`
-	BytesBehindMean float64 `json:"bytes_behind_mean"`
-	// BytesBehindGrowth is the least-squares slope of bytes behind times
-	// the phase's length: how much the backlog grew over the phase.
-	// LagGrows says whether that growth is real (see LagGrowthMinBytes and
-	// LagGrowthMinT), i.e. the replica falls further behind.
+	// The backlog: what the replica has not applied yet, in BacklogUnit
+	// (PostgreSQL: bytes, the upstream's current WAL position minus the
+	// replica's replay position; a write-set queue: write-sets). Growth is
+	// the least-squares slope times the phase's length: how much the
+	// backlog grew over the phase. LagGrows says whether that growth is
+	// real (see LagGrowthMin and LagGrowthMinT), i.e. the replica falls
+	// further behind.
+	BacklogUnit   string  `json:"backlog_unit"`
+	BacklogMax    int64   `json:"backlog_max"`
+	BacklogMean   float64 `json:"backlog_mean"`
+	BacklogGrowth float64 `json:"backlog_growth"`
+	LagGrows      bool    `json:"lag_grows"`
+	// The same in bytes, when the engine counts its backlog in bytes
+	// (the fields of replab 0.1; zero in other units).
+	BytesBehindMax    int64   `json:"bytes_behind_max"`
+	BytesBehindMean   float64 `json:"bytes_behind_mean"`
 	BytesBehindGrowth float64 `json:"bytes_behind_growth"`
-	LagGrows          bool    `json:"lag_grows"`
 	// ReplayLagMs summarises the engine's own lag estimate
 	// (pg_stat_replication.replay_lag) over samples where it had one.
 	ReplayLagMs *stats.Percentiles `json:"replay_lag_ms,omitempty"`
 }
 
-// Lag growth: a backlog grows when the least-squares fit of bytes behind
-// over the measure phase rises by at least LagGrowthMinBytes and the
-// slope is at least LagGrowthMinT standard errors above zero. A replica
-// keeping up at high throughput has a large but steady backlog (bytes in
-// flight and being replayed); only a significant trend counts.
+// Lag growth: a backlog grows when the least-squares fit of it over the
+// measure phase rises by at least LagGrowthMin of its unit and the slope
+// is at least LagGrowthMinT standard errors above zero. A replica keeping
+// up at high throughput has a large but steady backlog (bytes in flight
+// and being replayed); only a significant trend counts.
 const (
 	LagGrowthMinBytes = 64 << 10
 	LagGrowthMinT     = 3.0
 )
+
+// LagGrowthMin is the least growth that counts, per backlog unit: 64 KiB,
+// or 50 transactions or write-sets (a few KiB each in a small workload).
+func LagGrowthMin(unit string) float64 {
+	if unit == engine.UnitBytes || unit == "" {
+		return LagGrowthMinBytes
+	}
+	return 50
+}
 
 // replPoint is every replica's state at one sample.
 type replPoint struct {
@@ -92,9 +108,9 @@ func lagTrend(x, y []float64) (slope, t float64) {
 // [start, end].
 func summarizeReplication(pts []replPoint, start, end time.Time) map[string]ReplicaSummary {
 	type acc struct {
-		from, kind map[string]bool
-		x, y       []float64
-		lag        []float64
+		from, kind, unit map[string]bool
+		x, y             []float64
+		lag              []float64
 	}
 	accs := map[string]*acc{}
 	for _, p := range pts {
@@ -105,11 +121,11 @@ func summarizeReplication(pts []replPoint, start, end time.Time) map[string]Repl
 		for _, r := range p.rows {
 			a := accs[r.Node]
 			if a == nil {
-				a = &acc{from: map[string]bool{}, kind: map[string]bool{}}
+				a = &acc{from: map[string]bool{}, kind: map[string]bool{}, unit: map[string]bool{}}
 				accs[r.Node] = a
 			}
-			a.from[r.From], a.kind[r.Kind] = true, true
-			sum[r.Node] += max(r.BytesBehind, 0)
+			a.from[r.From], a.kind[r.Kind], a.unit[r.BacklogUnit] = true, true, true
+			sum[r.Node] += max(r.Backlog, 0)
 			if r.ReplayLagMs >= 0 {
 				a.lag = append(a.lag, r.ReplayLagMs)
 			}
@@ -123,17 +139,20 @@ func summarizeReplication(pts []replPoint, start, end time.Time) map[string]Repl
 	out := map[string]ReplicaSummary{}
 	secs := end.Sub(start).Seconds()
 	for node, a := range accs {
-		s := ReplicaSummary{From: joinKeys(a.from), Kind: joinKeys(a.kind), Samples: len(a.y)}
+		s := ReplicaSummary{From: joinKeys(a.from), Kind: joinKeys(a.kind), BacklogUnit: joinKeys(a.unit), Samples: len(a.y)}
 		for _, y := range a.y {
-			s.BytesBehindMax = max(s.BytesBehindMax, int64(y))
-			s.BytesBehindMean += y
+			s.BacklogMax = max(s.BacklogMax, int64(y))
+			s.BacklogMean += y
 		}
 		if len(a.y) > 0 {
-			s.BytesBehindMean /= float64(len(a.y))
+			s.BacklogMean /= float64(len(a.y))
 		}
 		slope, t := lagTrend(a.x, a.y)
-		s.BytesBehindGrowth = slope * secs
-		s.LagGrows = s.BytesBehindGrowth >= LagGrowthMinBytes && t >= LagGrowthMinT
+		s.BacklogGrowth = slope * secs
+		s.LagGrows = s.BacklogGrowth >= LagGrowthMin(s.BacklogUnit) && t >= LagGrowthMinT
+		if s.BacklogUnit == engine.UnitBytes {
+			s.BytesBehindMax, s.BytesBehindMean, s.BytesBehindGrowth = s.BacklogMax, s.BacklogMean, s.BacklogGrowth
+		}
 		if len(a.lag) > 0 {
 			h := stats.NewLatencyHist()
 			for _, ms := range a.lag {

@@ -23,9 +23,12 @@ type RoleSummary struct {
 	// sample. Shared memory counts in every process that touched it, so
 	// for PostgreSQL this overstates private memory.
 	RSSPeakBytes int64 `json:"rss_peak_bytes"`
-	// Processes is the largest number of the role's processes alive at one
-	// sample.
+	// Processes is the largest number of the role's processes (or
+	// threads) alive at one sample.
 	Processes int `json:"processes"`
+	// Apply: the engine says the role receives or applies changes at a
+	// replica, so its CPU or I/O wait can bound the replica.
+	Apply bool `json:"apply,omitempty"`
 }
 
 // roleKey names a role on a node.
@@ -56,10 +59,10 @@ type rolePoint struct {
 	roles map[roleKey]roleGauge
 }
 
-// procKey identifies a process across PID reuse.
+// procKey identifies a process (or a thread of it) across PID reuse.
 type procKey struct {
-	pid   int
-	start uint64
+	pid, tid int
+	start    uint64
 }
 
 type procState struct {
@@ -78,25 +81,29 @@ type roleTracker struct {
 	pageSize   int64
 	procs      map[procKey]*procState
 	cum        map[roleKey]roleCum
-	n          int // samples taken
+	apply      map[roleKey]bool // roles the engine marked Apply
+	n          int              // samples taken
 }
 
 func newRoleTracker(startTicks uint64, pageSize int64) *roleTracker {
-	return &roleTracker{startTicks: startTicks, pageSize: pageSize, procs: map[procKey]*procState{}, cum: map[roleKey]roleCum{}}
+	return &roleTracker{startTicks: startTicks, pageSize: pageSize, procs: map[procKey]*procState{}, cum: map[roleKey]roleCum{}, apply: map[roleKey]bool{}}
 }
 
-// observe takes one sample: the processes listed and their stat lines
-// (read(pid) fails for a process that has exited; it is skipped).
-func (r *roleTracker) observe(t time.Time, procs []engine.Process, read func(pid int) (ProcStat, error)) rolePoint {
+// observe takes one sample: the processes (or threads) listed and their
+// stat lines (read fails for one that has exited; it is skipped).
+func (r *roleTracker) observe(t time.Time, procs []engine.Process, read func(pid, tid int) (ProcStat, error)) rolePoint {
 	r.n++
 	pt := rolePoint{t: t, roles: map[roleKey]roleGauge{}}
 	for _, p := range procs {
-		st, err := read(p.PID)
+		st, err := read(p.PID, p.TID)
 		if err != nil {
 			continue
 		}
 		k := roleKey{p.Node, p.Role}
-		pk := procKey{p.PID, st.StartTime}
+		if p.Apply {
+			r.apply[k] = true
+		}
+		pk := procKey{p.PID, p.TID, st.StartTime}
 		ps := r.procs[pk]
 		if ps == nil {
 			ps = &procState{}
@@ -151,7 +158,7 @@ func sortedRoles(m map[roleKey]roleGauge) []roleKey {
 // summarizeRoles computes every role's summary over [start, end]; hz is
 // clock ticks per second. Roles with no process and no use in the phase
 // are left out.
-func summarizeRoles(pts []rolePoint, start, end time.Time, hz uint64) map[string]map[string]RoleSummary {
+func summarizeRoles(pts []rolePoint, start, end time.Time, hz uint64, apply map[roleKey]bool) map[string]map[string]RoleSummary {
 	out := map[string]map[string]RoleSummary{}
 	if len(pts) == 0 || !end.After(start) {
 		return out
@@ -172,7 +179,7 @@ func summarizeRoles(pts []rolePoint, start, end time.Time, hz uint64) map[string
 		delta := func(f func(c roleCum) uint64) float64 {
 			return round(max(at(end, f)-at(start, f), 0)/float64(hz), 3)
 		}
-		var rs RoleSummary
+		rs := RoleSummary{Apply: apply[k]}
 		rs.CPUUserS = delta(func(c roleCum) uint64 { return c.user })
 		rs.CPUSysS = delta(func(c roleCum) uint64 { return c.sys })
 		rs.CPUS = round(rs.CPUUserS+rs.CPUSysS, 3)

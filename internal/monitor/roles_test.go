@@ -14,7 +14,7 @@ import (
 // fakeProcs is a /proc: stat by PID, changed between samples.
 type fakeProcs map[int]ProcStat
 
-func (f fakeProcs) read(pid int) (ProcStat, error) {
+func (f fakeProcs) read(pid, _ int) (ProcStat, error) {
 	s, ok := f[pid]
 	if !ok {
 		return ProcStat{}, errors.New("no such process")
@@ -83,7 +83,7 @@ func TestRoleTracker(t *testing.T) {
 	t.Run("summary: deltas over the phase, interpolated between samples", func(t *testing.T) {
 		pts := []rolePoint{p1, p2, p3, p4}
 		// [0.5 s, 1.5 s]: half of the first second, half of the second.
-		s := summarizeRoles(pts, t0.Add(500*time.Millisecond), t0.Add(1500*time.Millisecond), 100)
+		s := summarizeRoles(pts, t0.Add(500*time.Millisecond), t0.Add(1500*time.Millisecond), 100, nil)
 		st := s["p1"]["startup"]
 		if !near(st.CPUUserS, 0.45+0) || !near(st.CPUSysS, 0.05) || !near(st.IOWaitS, 0.025) || !near(st.CPUS, 0.5) {
 			t.Errorf("startup %+v", st)

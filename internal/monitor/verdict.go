@@ -3,12 +3,15 @@ package monitor
 import (
 	"fmt"
 	"time"
+
+	"replab/internal/engine"
 )
 
 // Verdict thresholds. A replica's verdict is the first rule that holds, in
 // this order:
 //
-//  1. "cpu-bound": one of its apply processes (ApplyRole) used at least
+//  1. "cpu-bound": one of its apply processes (a role the engine marks
+//     Apply: PostgreSQL's walreceiver, startup, logical apply…) used at least
 //     CPUBoundShare of a core over the measure phase (of the site's CPU
 //     limit when that is below one core), or the site has a CPU limit and
 //     the node's processes together used at least CPUBoundShare of it.
@@ -48,16 +51,6 @@ const (
 	VerdictKeepingUp     = "keeping up"
 	VerdictUnknown       = "unknown"
 )
-
-// ApplyRole reports whether a process role receives or applies changes at
-// a replica: the processes whose CPU or I/O wait can bound it.
-func ApplyRole(role string) bool {
-	switch role {
-	case "walreceiver", "startup", "logical-apply", "pglogical-apply":
-		return true
-	}
-	return false
-}
 
 // pathDir is one direction on the path from an upstream to a replica.
 type pathDir struct {
@@ -147,8 +140,11 @@ func verdict(in verdictInput) string {
 		return fmt.Sprintf("%s (%s %s, RTT %.0f ms: ≈ %s in flight)", VerdictWindowLimited, d.name, use,
 			float64(in.rtt)/1e6, FormatBytes(inFlight))
 	}
-	return fmt.Sprintf("%s (backlog grew %s over the phase; no CPU, I/O or network bound found)", VerdictFallingBehind,
-		FormatBytes(in.replica.BytesBehindGrowth))
+	grew := FormatBytes(in.replica.BacklogGrowth)
+	if u := in.replica.BacklogUnit; u != engine.UnitBytes && u != "" {
+		grew = fmt.Sprintf("%.0f %s", in.replica.BacklogGrowth, u)
+	}
+	return fmt.Sprintf("%s (backlog grew %s over the phase; no CPU, I/O or network bound found)", VerdictFallingBehind, grew)
 }
 
 // fmtPct writes a percentage with two significant digits below 10.

@@ -18,7 +18,7 @@ func link(rate int64, avg, peak float64) LinkSummary {
 }
 
 func TestVerdict(t *testing.T) {
-	growing := &ReplicaSummary{Samples: 30, LagGrows: true, BytesBehindGrowth: 5 << 20}
+	growing := &ReplicaSummary{Samples: 30, LagGrows: true, BacklogUnit: engine.UnitBytes, BacklogGrowth: 5 << 20}
 	steady := &ReplicaSummary{Samples: 30}
 	busy := func(role string, cores float64) map[string]RoleSummary {
 		return map[string]RoleSummary{role: {CPUS: cores * 30, Processes: 1}, "walreceiver": {CPUS: 0.3, Processes: 1}}
@@ -169,9 +169,9 @@ func TestSummarizeReplication(t *testing.T) {
 	for s := 0; s <= 10; s++ {
 		pts = append(pts, replPoint{t: at(s), rows: []engine.ReplicaState{
 			// m2 is fed by two masters; its backlog from m1 grows 1 MB/s.
-			{Node: "m2", From: "m1", Kind: "pglogical", BytesBehind: int64(s) * 1e6, ReplayLagMs: -1},
-			{Node: "m2", From: "m3", Kind: "pglogical", BytesBehind: 1000, ReplayLagMs: 40},
-			{Node: "s1", From: "m1", Kind: "physical", BytesBehind: 5000, ReplayLagMs: float64(s)},
+			{Node: "m2", From: "m1", Kind: "pglogical", Backlog: int64(s) * 1e6, BacklogUnit: engine.UnitBytes, ReplayLagMs: -1},
+			{Node: "m2", From: "m3", Kind: "pglogical", Backlog: 1000, BacklogUnit: engine.UnitBytes, ReplayLagMs: 40},
+			{Node: "s1", From: "m1", Kind: "physical", Backlog: 5000, BacklogUnit: engine.UnitBytes, ReplayLagMs: float64(s)},
 		}})
 	}
 	got := summarizeReplication(pts, at(2), at(8))

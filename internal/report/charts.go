@@ -434,7 +434,8 @@ func rolesChart(id string, r *Results) chart {
 	return chart{fig: c.figure()}
 }
 
-// replicationChart: the engine's bytes behind per replica over time.
+// replicationChart: the engine's backlog per replica over time, in its
+// unit (bytes for PostgreSQL).
 func replicationChart(id string, r *Results) chart {
 	if len(r.Replication) == 0 {
 		return chart{missing: "engine replication state: no replication.csv"}
@@ -447,21 +448,30 @@ func replicationChart(id string, r *Results) chart {
 		}
 		by[k] = append(by[k], row)
 	}
-	c := &lineChart{ID: id, Title: "Bytes behind, as the engine sees it",
-		X: freeAxis("time since the run started (s)"), Y: freeAxis("not yet replayed"), XBands: phaseBands(r.Series)}
-	c.X.Min = 0
 	peak := 0.0
+	units := map[string]bool{}
 	for _, row := range r.Replication {
-		if !math.IsNaN(row.BytesBehind) {
-			peak = math.Max(peak, row.BytesBehind)
+		if !math.IsNaN(row.Backlog) {
+			peak = math.Max(peak, row.Backlog)
 		}
+		units[row.BacklogUnit] = true
 	}
-	unit, div := byteUnit(peak)
-	c.Y.Label += " (" + unit + ")"
+	if len(units) > 1 {
+		return chart{missing: "engine replication state: backlogs in different units"}
+	}
+	bu := r.Replication[0].BacklogUnit
+	title, unit, div := "Backlog ("+bu+"), as the engine sees it", bu, 1.0
+	if bu == "bytes" || bu == "" {
+		title = "Bytes behind, as the engine sees it"
+		unit, div = byteUnit(peak)
+	}
+	c := &lineChart{ID: id, Title: title,
+		X: freeAxis("time since the run started (s)"), Y: freeAxis("not yet applied (" + unit + ")"), XBands: phaseBands(r.Series)}
+	c.X.Min = 0
 	for _, k := range sortedKeys(by) {
 		l := line{Name: k}
 		for _, row := range by[k] {
-			l.Pts = append(l.Pts, point{row.T, row.BytesBehind / div})
+			l.Pts = append(l.Pts, point{row.T, row.Backlog / div})
 		}
 		c.Lines = append(c.Lines, l)
 	}

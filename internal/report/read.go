@@ -87,7 +87,8 @@ type ReplicationRow struct {
 	T                float64
 	Node, From, Kind string
 	State            string
-	BytesBehind      float64
+	Backlog          float64 // in BacklogUnit
+	BacklogUnit      string  // bytes, transactions, write-sets
 	ReplayLagMs      float64
 }
 
@@ -375,9 +376,16 @@ func parseRole(t *table, row []string) RoleRow {
 	}
 }
 
+// parseReplication reads a row of replication.csv, as written now
+// (backlog, backlog_unit) or by replab 0.1 (bytes_behind).
 func parseReplication(t *table, row []string) ReplicationRow {
-	return ReplicationRow{
+	r := ReplicationRow{
 		T: t.num(row, "t_s"), Node: t.str(row, "node"), From: t.str(row, "from"), Kind: t.str(row, "kind"),
-		State: t.str(row, "state"), BytesBehind: t.num(row, "bytes_behind"), ReplayLagMs: t.num(row, "replay_lag_ms"),
+		State: t.str(row, "state"), Backlog: t.num(row, "backlog"), BacklogUnit: t.str(row, "backlog_unit"),
+		ReplayLagMs: t.num(row, "replay_lag_ms"),
 	}
+	if _, old := t.cols["bytes_behind"]; old {
+		r.Backlog, r.BacklogUnit = t.num(row, "bytes_behind"), "bytes"
+	}
+	return r
 }

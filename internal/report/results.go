@@ -47,6 +47,7 @@ type Summary struct {
 	RowsChanged      int64                         `json:"rows_changed"`
 	Errors           int64                         `json:"errors"`
 	Retries          int64                         `json:"retries"`
+	Conflicts        int64                         `json:"conflicts"`
 	CommitLatency    stats.Percentiles             `json:"commit_latency_ms"`
 	Types            map[string]*driver.TypeResult `json:"types"`
 	BehindScheduleMs *stats.Percentiles            `json:"behind_schedule_ms,omitempty"`
@@ -113,6 +114,7 @@ type Repetition struct {
 type Replica struct {
 	Site            string            `json:"site"`
 	LagMs           stats.Percentiles `json:"lag_ms"`
+	LagMinMs        float64           `json:"lag_min_ms"` // exact, like lag_ms.max
 	NotVisibleAtEnd int64             `json:"not_visible_at_end"`
 	Tracked         int64             `json:"tracked"`
 	// SampleEvery: every SampleEvery-th transaction of each user was
@@ -139,6 +141,10 @@ type Replica struct {
 	// (PostgreSQL: pg_stat_replication.replay_lag), as a cross-check.
 	EngineReplayLagMs *stats.Percentiles `json:"engine_replay_lag_ms,omitempty"`
 	EngineBytesBehind int64              `json:"engine_bytes_behind_max,omitempty"`
+	// EngineBacklogMax is the engine's largest backlog in the phase, in
+	// EngineBacklogUnit (bytes, transactions, write-sets).
+	EngineBacklogMax  int64  `json:"engine_backlog_max,omitempty"`
+	EngineBacklogUnit string `json:"engine_backlog_unit,omitempty"`
 }
 
 // Load describes the initial data load.

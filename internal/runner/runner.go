@@ -1,23 +1,19 @@
 // Package runner is `replab run`: it builds the lab and the engine's
 // scheme, creates and loads the workload's data, runs the driver with a
 // lag watcher per replica, checks that replicas caught up, writes the
-// results directory and tears everything down.
+// results directory and tears everything down. It knows no engine: what
+// it needs of one it finds as a capability (package engine).
 package runner
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/jackc/pgx/v5"
 
 	"replab/internal/driver"
 	"replab/internal/engine"
@@ -26,7 +22,6 @@ import (
 	"replab/internal/monitor"
 	"replab/internal/report"
 	"replab/internal/spec"
-	"replab/internal/stats"
 	"replab/internal/workload"
 )
 
@@ -41,6 +36,9 @@ type Options struct {
 	Workloads *workload.Registry
 	// Live, when true, redraws one progress line in place (a terminal).
 	Live bool
+	// Offline builds the lab without namespaces and links (lab.Options):
+	// for engines that run in-process, in tests without root.
+	Offline bool
 }
 
 // Run executes the spec: one measurement, repetitions of it, or a sweep
@@ -69,21 +67,31 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, strin
 	return sum, dir.Path, err
 }
 
-// check finds the spec's engine and workload.
+// check finds the spec's engine and workload, and reports every error of
+// both at once.
 func check(s *spec.Spec, opt Options) (engine.Engine, workload.Workload, error) {
+	errs := s.NewErrors()
 	eng, err := opt.Engines.For(s)
-	if err != nil {
+	errs.Join(err)
+	if eng == nil && err == nil {
+		errs.Add("engine", "replab run needs [engine], [node.NAME] and [workload] tables; for a network-only lab use `replab lab check`")
+	}
+	var wl workload.Workload
+	if eng != nil || err != nil {
+		dialect := ""
+		if eng != nil {
+			dialect = engine.DialectOf(eng)
+		} else if e, ok := opt.Engines.Get(s.Engine.Kind); ok {
+			dialect = engine.DialectOf(e) // the engine refused the spec: still check the workload
+		}
+		wl, err = opt.Workloads.For(s, dialect)
+		errs.Join(err)
+		if wl == nil && err == nil {
+			errs.Add("workload", `replab run needs a [workload] table, e.g. kind = "personnel"`)
+		}
+	}
+	if err := errs.Err(); err != nil {
 		return nil, nil, err
-	}
-	if eng == nil {
-		return nil, nil, s.Errorf("engine", "replab run needs [engine], [node.NAME] and [workload] tables; for a network-only lab use `replab lab check`")
-	}
-	wl, err := opt.Workloads.For(s, eng.Dialect())
-	if err != nil {
-		return nil, nil, err
-	}
-	if wl == nil {
-		return nil, nil, s.Errorf("workload", `replab run needs a [workload] table, e.g. kind = "personnel"`)
 	}
 	return eng, wl, nil
 }
@@ -131,6 +139,8 @@ type run struct {
 	sources  []engine.Node
 	replicas []engine.Node
 	client   string
+	stamps   engine.LagStamps // nil: lag cannot be measured on this cluster
+	stampSQL string           // the SQL a tracked transaction runs
 	setupS   float64
 	loaded   *report.Load
 	env      report.Environment
@@ -150,7 +160,8 @@ type run struct {
 func (r *run) setup(ctx context.Context) (err error) {
 	start := time.Now()
 	fmt.Fprintf(r.log, "lab %s: building %d sites and %d links\n", r.s.Lab.Name, len(r.s.Sites), len(r.s.Links))
-	r.lab, err = lab.Up(ctx, r.s, lab.Options{StateRoot: r.opt.StateRoot, DataRoot: r.opt.DataRoot, Log: r.log, SeriesCSV: r.dir.File("links.csv")})
+	r.lab, err = lab.Up(ctx, r.s, lab.Options{StateRoot: r.opt.StateRoot, DataRoot: r.opt.DataRoot, Log: r.log,
+		SeriesCSV: r.seriesCSV(), Offline: r.opt.Offline})
 	if err != nil {
 		return err
 	}
@@ -162,20 +173,51 @@ func (r *run) setup(ctx context.Context) (err error) {
 	if len(r.nodes) > 0 {
 		r.env = report.CaptureEnvironment(r.opt.Version, r.nodes[0].Version)
 	}
-	r.sources = r.sourceNodes(r.nodes)
-	r.replicas = r.replicaNodes(r.nodes)
+	r.sources = engine.Sources(r.nodes)
+	r.replicas = engine.Replicas(r.nodes)
+	if len(r.sources) == 0 {
+		return fmt.Errorf("engine %s: no node takes writes", r.eng.Kind())
+	}
 	r.client = r.clientSite()
-
-	probe := lagprobe.New(lagprobe.Config{Writers: r.s.Run.Users})
-	schema := r.wl.Schema()
-	schema.Tables = append(schema.Tables, probe.Table())
-	if err := r.cluster.ApplySchema(ctx, schema); err != nil {
-		return fmt.Errorf("create schema: %w", err)
+	if r.stamps, r.stampSQL, err = engine.StampsOf(r.cluster); err != nil {
+		if len(r.replicas) > 0 {
+			fmt.Fprintf(r.log, "warning: %v\n", err)
+		}
+		r.stamps = nil
+	}
+	if err := r.createSchema(ctx); err != nil {
+		return err
 	}
 	if err := r.load(ctx, r.sources[0]); err != nil {
 		return err
 	}
 	r.setupS = time.Since(start).Seconds()
+	return nil
+}
+
+// seriesCSV is where the lab writes per-second link counters; none for an
+// offline lab (it has no links).
+func (r *run) seriesCSV() string {
+	if r.opt.Offline {
+		return ""
+	}
+	return r.dir.File("links.csv")
+}
+
+// createSchema creates the workload's tables, with the lag probe's when
+// the cluster's stamps are the SQL ones.
+func (r *run) createSchema(ctx context.Context) error {
+	sc, ok := r.cluster.(engine.SQL)
+	if !ok {
+		return nil
+	}
+	schema := r.wl.Schema()
+	if _, own := r.cluster.(engine.LagStamps); !own && r.stamps != nil {
+		schema.Tables = append(schema.Tables, engine.LagTable())
+	}
+	if err := sc.ApplySchema(ctx, schema); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
 	return nil
 }
 
@@ -192,18 +234,6 @@ func (r *run) teardown() error {
 		return fmt.Errorf("teardown: %w", err)
 	}
 	return nil
-}
-
-func (r *run) newSummary() *report.Summary {
-	sum := &report.Summary{
-		Kind: "run", Name: r.s.Lab.Name, Started: time.Now().UTC(), SpecFile: r.s.File, Engine: r.eng.Kind(),
-		Scheme: r.s.Scheme.Replication, Workload: r.s.Workload.Kind, Replicas: map[string]*report.Replica{},
-		SetupS: r.setupS, Load: r.loaded, Environment: r.env,
-	}
-	if sum.Scheme == "" {
-		sum.Scheme = "default"
-	}
-	return sum
 }
 
 // measure runs the driver once with a lag watcher per replica and
@@ -223,12 +253,9 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	// Every measurement starts its writers' sequences from zero, at every
 	// replica too.
 	r.probe = lagprobe.New(lagprobe.Config{Writers: r.s.Run.Users, Interval: r.s.Run.LagInterval})
-	for _, src := range r.sources {
-		if err := r.execOn(ctx, src, r.probe.SeedStatements(r.eng.Dialect())...); err != nil {
-			return r.sum, fmt.Errorf("seed lag table: %w", err)
-		}
-		if r.s.Scheme.Replication == "multimaster" {
-			break // the seed rows replicate to the other masters
+	if r.stamps != nil {
+		if err := r.stamps.ResetLag(ctx, r.s.Run.Users); err != nil {
+			return r.sum, fmt.Errorf("reset lag stamps: %w", err)
 		}
 	}
 	fmt.Fprintf(r.log, "waiting for every replica to have the data\n")
@@ -236,39 +263,12 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		return r.sum, err
 	}
 
-	// Watchers, engine samples, driver.
-	r.probe = lagprobe.New(lagprobe.Config{Writers: r.s.Run.Users, Interval: r.s.Run.LagInterval})
-	wctx, stopWatch := context.WithCancel(ctx)
+	stopWatch, err := r.watch(ctx)
+	if err != nil {
+		return r.sum, err
+	}
 	defer stopWatch()
-	var wg sync.WaitGroup
-	watchErr := make(chan error, len(r.replicas))
-	for _, n := range r.replicas {
-		q, err := r.querier(ctx, n)
-		if err != nil {
-			return r.sum, err
-		}
-		defer q.close()
-		r.sum.Replicas[n.Name] = r.newReplica(n.Site)
-		opts := lagprobe.WatchOptions{Skip: r.ownWriters(n.Name)}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := r.probe.WatchWith(wctx, n.Name, q, opts); err != nil && wctx.Err() == nil {
-				watchErr <- fmt.Errorf("lag watcher at %s: %w", n.Name, err)
-			}
-		}()
-	}
-	// Transactions already visible at a watcher's first poll would get no
-	// lag: start only once every watcher has looked.
-	var watched []string
-	for _, n := range r.replicas {
-		watched = append(watched, n.Name)
-	}
-	if len(watched) > 0 {
-		if err := r.probe.WaitWatching(ctx, watched...); err != nil {
-			return r.sum, fmt.Errorf("lag watchers: %w", err)
-		}
-	}
+
 	// Monitors: links, processes by role and the engine's replication
 	// state, sampled into dir (roles.csv, replication.csv). Started just
 	// before the driver, so their t_s is close to series.csv's.
@@ -278,16 +278,11 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	}
 	defer r.stopMonitor() // early returns; a no-op after the call below
 
-	dbs := make([]*sql.DB, 0, len(r.sources))
-	for _, src := range r.sources {
-		db, err := r.cluster.Open(ctx, src.Name, r.client)
-		if err != nil {
-			return r.sum, err
-		}
-		db.SetMaxOpenConns(r.s.Run.Users + 2)
-		defer db.Close()
-		dbs = append(dbs, db)
+	targets, closeTargets, err := r.targets(ctx)
+	if err != nil {
+		return r.sum, err
 	}
+	defer closeTargets()
 	cfg := r.driverConfig()
 	mode := fmt.Sprintf("%d users", cfg.Users)
 	if cfg.RatePerSec > 0 {
@@ -295,7 +290,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	}
 	fmt.Fprintf(r.log, "running %s from site %s against %s: warmup %s, measure %s, cooldown %s\n",
 		mode, r.client, names(r.sources), cfg.Warmup, cfg.Duration, cfg.Cooldown)
-	r.res, err = driver.Run(ctx, cfg, r.wl.Transactions(), dbs)
+	r.res, err = driver.Run(ctx, cfg, r.wl.Transactions(), targets)
 	if r.opt.Live {
 		fmt.Fprintln(r.log)
 	}
@@ -305,7 +300,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	r.fillDriver()
 
 	// Replicas catch up; then stop watching.
-	if len(r.replicas) > 0 && ctx.Err() == nil {
+	if len(r.replicas) > 0 && r.stamps != nil && ctx.Err() == nil {
 		fmt.Fprintf(r.log, "waiting for replicas to catch up\n")
 		cctx, cancel := context.WithTimeout(ctx, r.catchUpTimeout())
 		if err := r.probe.WaitCaughtUp(cctx); err != nil {
@@ -313,219 +308,70 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		}
 		cancel()
 	}
-	stopWatch()
-	wg.Wait()
-	close(watchErr)
-	var werrs []error
-	for e := range watchErr {
-		werrs = append(werrs, e)
-	}
+	werr := stopWatch()
 	r.stopMonitor() // after the catch-up, so replication.csv shows it
 	r.fillLag()
 	r.sum.Steady = steadiness(r.res.Series)
 	if !r.res.Complete {
 		return r.sum, errors.New(r.res.StopReason)
 	}
-	return r.sum, errors.Join(werrs...)
+	return r.sum, werr
 }
 
-// sourceNodes are the nodes clients write to: the primary, or every master.
-func (r *run) sourceNodes(nodes []engine.Node) []engine.Node {
-	var out []engine.Node
-	for _, n := range nodes {
-		if n.Role == "primary" || n.Role == "master" {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// replicaNodes are every node that receives changes from a source.
-func (r *run) replicaNodes(nodes []engine.Node) []engine.Node {
-	if r.s.Scheme.Replication == "multimaster" {
-		// Each master is a replica of the others; lag is tracked per
-		// master for the writers whose source is elsewhere.
-		return nodes
-	}
-	var out []engine.Node
-	for _, n := range nodes {
-		if n.Role != "primary" && n.Role != "master" {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// ownWriters is, for a source that is also watched (a multi-master node),
-// the users that write at it: the driver gives user i source i mod n.
-// Their changes are local there, not replicated, so that node skips them.
-func (r *run) ownWriters(node string) func(int) bool {
-	for k, src := range r.sources {
-		if src.Name == node {
-			n := len(r.sources)
-			return func(w int) bool { return w%n == k }
-		}
-	}
-	return nil
-}
-
-func (r *run) clientSite() string {
-	if r.s.Run.Client != "" {
-		return r.s.Run.Client
-	}
-	return r.sources[0].Site
-}
-
-func names(ns []engine.Node) string {
-	var s []string
-	for _, n := range ns {
-		s = append(s, n.Name)
-	}
-	return strings.Join(s, ", ")
-}
-
-// pgConn connects to a node from a site with pgx (for COPY and the lag
-// watcher).
-func (r *run) pgConn(ctx context.Context, n engine.Node, fromSite string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(n.DSN)
-	if err != nil {
-		return nil, err
-	}
-	site := r.lab.Site(fromSite)
-	cfg.DialFunc = site.DialContext
-	c, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s from %s: %w", n.Name, fromSite, err)
-	}
-	return c, nil
-}
-
-func (r *run) execOn(ctx context.Context, n engine.Node, stmts ...string) error {
-	if r.eng.Dialect() != "postgres" {
-		return fmt.Errorf("dialect %s: no executor", r.eng.Dialect())
-	}
-	c, err := r.pgConn(ctx, n, n.Site)
-	if err != nil {
-		return err
-	}
-	defer c.Close(context.Background())
-	for _, q := range stmts {
-		if _, err := c.Exec(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
-		}
-	}
-	return nil
-}
-
-// load fills the initial data from the source's own site, with a progress
-// line (rows/s and ETA).
-func (r *run) load(ctx context.Context, src engine.Node) error {
-	total := r.wl.TotalRows()
-	if total == 0 {
-		return nil
-	}
-	c, err := r.pgConn(ctx, src, src.Site)
-	if err != nil {
-		return err
-	}
-	defer c.Close(context.Background())
-	start := time.Now()
-	last := time.Time{}
-	progress := func(rows int64) {
-		if time.Since(last) < 500*time.Millisecond && rows < total {
-			return
-		}
-		last = time.Now()
-		el := time.Since(start).Seconds()
-		rate := float64(rows) / max(el, 1e-9)
-		eta := time.Duration(float64(total-rows)/max(rate, 1e-9)) * time.Second
-		line := fmt.Sprintf("loading %s: %d/%d rows (%.0f%%), %.0f rows/s, ETA %s", r.wl.Name(), rows, total, 100*float64(rows)/float64(total), rate, eta.Round(time.Second))
-		if r.opt.Live {
-			fmt.Fprintf(r.log, "\r%-100s", line)
-		} else {
-			fmt.Fprintln(r.log, line)
-		}
-	}
-	if err := r.wl.Load(ctx, workload.PostgresLoader(c), progress); err != nil {
-		return fmt.Errorf("load %s: %w", r.wl.Name(), err)
-	}
-	el := time.Since(start).Seconds()
-	if r.opt.Live {
-		fmt.Fprintln(r.log)
-	}
-	r.loaded = &report.Load{Rows: total, Seconds: el, RowsPerS: float64(total) / max(el, 1e-9)}
-	fmt.Fprintf(r.log, "loaded %d rows in %.1f s (%.0f rows/s)\n", total, el, r.loaded.RowsPerS)
-	return nil
-}
-
-func (r *run) driverConfig() driver.Config {
-	rs := r.s.Run
-	cfg := driver.Config{
-		Users: rs.Users, Warmup: rs.Warmup, Duration: rs.Duration, Cooldown: rs.Cooldown,
-		RatePerSec: rs.RatePerSec, Poisson: rs.Arrival != "regular", ThinkMin: rs.ThinkMin, ThinkMax: rs.ThinkMax,
-		Seed: rs.Seed, MaxErrorPct: rs.MaxErrorPct, MaxRetries: 3,
-		Lag:          func(i int) driver.LagJournal { return r.probe.Writer(i) },
-		LagStatement: r.probe.UpdateStatement(r.eng.Dialect()),
-		LagEvery:     rs.LagSample,
-	}
-	var marked sync.Once
-	cfg.Progress = func(p driver.Progress) {
-		marked.Do(func() {
-			// The driver's clock started p.Elapsed ago; the measure phase
-			// follows the warmup. Only it counts in the monitors' summary.
-			start := time.Now().Add(-p.Elapsed).Add(rs.Warmup)
-			if r.mon != nil {
-				r.mon.MarkMeasure(start, start.Add(rs.Duration))
+// watch starts a lag watcher per replica and waits until each has made
+// its first poll (transactions already visible then would get no lag).
+// The returned function stops them and returns their errors; it may be
+// called more than once.
+func (r *run) watch(ctx context.Context) (stop func() error, err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	var readers []engine.LagReader
+	var once sync.Once
+	var joined error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+			for _, rd := range readers {
+				_ = rd.Close()
 			}
+			joined = errors.Join(errs...)
 		})
-		line := fmt.Sprintf("%-8s %5.0fs/%.0fs  %7.0f tps  p99 %7.2f ms  errors %d  %s",
-			p.Phase, p.Elapsed.Seconds(), (p.Elapsed + p.Remaining).Seconds(), p.TPS, p.P99Ms, p.Errors, r.liveLinks())
-		if r.opt.Live {
-			fmt.Fprintf(r.log, "\r%-120s", line)
-		} else {
-			fmt.Fprintln(r.log, line)
+		return joined
+	}
+	if r.stamps == nil {
+		return stop, nil
+	}
+	var watched []string
+	for _, n := range r.replicas {
+		rd, err := r.stamps.LagReader(ctx, n.Name)
+		if err != nil {
+			_ = stop()
+			return nil, fmt.Errorf("lag reader at %s: %w", n.Name, err)
+		}
+		readers = append(readers, rd)
+		r.sum.Replicas[n.Name] = r.newReplica(n.Site)
+		opts := lagprobe.WatchOptions{Skip: r.ownWriters(n.Name)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.probe.WatchWith(wctx, n.Name, rd, opts); err != nil && wctx.Err() == nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("lag watcher at %s: %w", n.Name, err))
+				mu.Unlock()
+			}
+		}()
+		watched = append(watched, n.Name)
+	}
+	if len(watched) > 0 {
+		if err := r.probe.WaitWatching(ctx, watched...); err != nil {
+			_ = stop()
+			return nil, fmt.Errorf("lag watchers: %w", err)
 		}
 	}
-	return cfg
-}
-
-// liveLinks summarises link use for the progress line: the busiest
-// direction's utilisation since the previous call, and the worst lag
-// seen at any replica in the last second.
-func (r *run) liveLinks() string {
-	now := time.Now()
-	stats := r.lab.Emulator().Stats()
-	if r.lastBytes == nil {
-		r.lastBytes = map[string]uint64{}
-	}
-	el := now.Sub(r.lastAt).Seconds()
-	best, bestPct := "", -1.0
-	for _, d := range stats {
-		k := d.From + "->" + d.To
-		delta := d.Counters.DeliveredBytes - r.lastBytes[k]
-		r.lastBytes[k] = d.Counters.DeliveredBytes
-		if r.lastAt.IsZero() || d.Params.RateBps == 0 {
-			continue
-		}
-		if pct := float64(delta) * 8 / el / float64(d.Params.RateBps) * 100; pct > bestPct {
-			best, bestPct = k, pct
-		}
-	}
-	r.lastAt = now
-	out := ""
-	if best != "" {
-		out = fmt.Sprintf("busiest link %s %.1f%%", best, bestPct)
-	}
-	worst := 0.0
-	for _, res := range r.probe.Results() {
-		if n := len(res.Series); n > 0 {
-			worst = max(worst, res.Series[n-1].MaxMs)
-		}
-	}
-	if worst > 0 {
-		out += fmt.Sprintf("  worst lag %.0f ms", worst)
-	}
-	return out
+	return stop, nil
 }
 
 func (r *run) catchUpTimeout() time.Duration {
@@ -533,130 +379,9 @@ func (r *run) catchUpTimeout() time.Duration {
 	for _, l := range r.s.Links {
 		worst = max(worst, l.Forward.Delay+l.Reverse.Delay)
 	}
-	return 30*time.Second + 20*worst + r.s.Scheme.Refresh
-}
-
-func (r *run) fillDriver() {
-	res := r.res
-	s := r.sum
-	s.Complete, s.StopReason = res.Complete, res.StopReason
-	s.Mode, s.Users, s.TargetRate, s.MeasureSeconds = res.Mode, res.Users, res.TargetRate, res.MeasureSeconds
-	s.TPM, s.TPS, s.Transactions, s.RowsChanged = res.TPM, res.TPS, res.Transactions, res.RowsChanged
-	s.Errors, s.Retries, s.CommitLatency, s.Types = res.Errors, res.Retries, res.CommitLatency, res.Types
-	s.BehindScheduleMs, s.Skipped = res.BehindScheduleMs, res.Skipped
-	// The lag sample actually used (chosen by the driver when automatic).
-	for _, rep := range s.Replicas {
-		rep.SampleEvery = res.LagSampleEvery
-		if res.LagSampleAuto {
-			rep.SampleBudgetPerS = res.LagBudgetPerS
-		}
+	t := 30*time.Second + 20*worst
+	if rf, ok := r.cluster.(engine.Refresher); ok {
+		t += rf.RefreshInterval() // snapshot replicas see changes at their next refresh
 	}
-}
-
-// newReplica is a replica's summary before the driver ran: the lag
-// sample as the spec states it (SampleEvery 0 until an automatic one is
-// chosen).
-func (r *run) newReplica(site string) *report.Replica {
-	rep := &report.Replica{Site: site, SampleEvery: r.s.Run.LagSample, Sample: "fixed"}
-	if r.s.Run.LagSample == spec.LagSampleAuto {
-		rep.Sample, rep.SampleBudgetPerS = "auto", driver.DefaultLagBudget
-	}
-	return rep
-}
-
-func (r *run) fillLag() {
-	r.lagHist = map[string]*hdrhistogram.Histogram{}
-	results := r.probe.Results()
-	for name, rep := range r.sum.Replicas {
-		lr, ok := results[name]
-		if !ok {
-			continue
-		}
-		rep.LagMs = stats.Percentiles{
-			Count: lr.LagMs.Count, Mean: lr.LagMs.MeanMs, P50: lr.LagMs.P50Ms, P90: lr.LagMs.P90Ms,
-			P95: lr.LagMs.P95Ms, P99: lr.LagMs.P99Ms, P999: lr.LagMs.P999Ms, Max: lr.LagMs.MaxMs,
-		}
-		rep.NotVisibleAtEnd = lr.NotVisibleAtEnd
-		rep.Tracked = lr.Tracked
-		rep.ResolutionMs = lr.ResolutionMs
-		rep.PollP99Ms = lr.PollP99Ms
-		rep.Polls, rep.FloorMs, rep.WindowHits = lr.Polls, lr.FloorMs, lr.WindowHits
-		rep.VisibleBeforeWatch = lr.VisibleBeforeWatch
-		r.lagHist["lag_"+name] = lr.Histogram
-	}
-}
-
-// writeAll writes one measurement's results into dir.
-func (r *run) writeAll(dir *report.Dir, sum *report.Summary) error {
-	var errs []error
-	if r.res != nil {
-		errs = append(errs, dir.WriteSeries(r.res.Series))
-		hists := map[string]*hdrhistogram.Histogram{"commit_latency": r.res.Hist}
-		for name, t := range r.res.Types {
-			hists["type_"+name] = t.Hist()
-		}
-		for k, h := range r.lagHist {
-			hists[k] = h
-		}
-		errs = append(errs, dir.WriteHistLog("latency.hlog", hists))
-	}
-	if r.probe != nil {
-		errs = append(errs, r.writeLagSeries(dir))
-	}
-	if sum.Environment.Kernel == "" {
-		sum.Environment = report.CaptureEnvironment(r.opt.Version, "")
-	}
-	errs = append(errs, dir.WriteJSON("environment.json", sum.Environment))
-	errs = append(errs, dir.WriteJSON("resolved-spec.json", r.s))
-	errs = append(errs, dir.WriteJSON("summary.json", sum))
-	return errors.Join(errs...)
-}
-
-func (r *run) writeLagSeries(dir *report.Dir) error {
-	var b strings.Builder
-	b.WriteString("t_s,replica,observed,lag_p50_ms,lag_p99_ms,lag_max_ms\n")
-	results := r.probe.Results()
-	reps := make([]string, 0, len(results))
-	for n := range results {
-		reps = append(reps, n)
-	}
-	sort.Strings(reps)
-	for _, n := range reps {
-		for _, s := range results[n].Series {
-			fmt.Fprintf(&b, "%d,%s,%d,%.3f,%.3f,%.3f\n", s.Second, n, s.Count, s.P50Ms, s.P99Ms, s.MaxMs)
-		}
-	}
-	return os.WriteFile(dir.File("lag.csv"), []byte(b.String()), 0o644)
-}
-
-// stopMonitor stops this measurement's monitors and puts their summary of
-// the measure phase into r.sum: bytes and utilization per link direction,
-// bytes on the wire per committed transaction, CPU and I/O wait per node
-// and process role, the engine's replication state and a verdict per
-// replica. Safe to call again.
-func (r *run) stopMonitor() {
-	if r.mon == nil {
-		return
-	}
-	ms, err := r.mon.Stop()
-	r.mon = nil
-	if err != nil {
-		fmt.Fprintf(r.log, "warning: %v\n", err)
-	}
-	for _, w := range ms.Warnings {
-		fmt.Fprintf(r.log, "warning: monitors: %s\n", w)
-	}
-	s := r.sum
-	s.Links, s.Roles, s.Replication, s.Verdicts = ms.Links, ms.Roles, ms.Replicas, ms.Verdicts
-	s.IOWaitMeasured = ms.IOWaitMeasured
-	s.Monitor = &report.MonitorInfo{IntervalS: ms.IntervalS, IOWaitNote: ms.IOWaitNote, Cost: ms.Cost, Warnings: ms.Warnings}
-	if r.res != nil {
-		s.BytesPerTransaction = ms.BytesPerTransaction(r.res.Transactions)
-	}
-	for name, rep := range s.Replicas {
-		if rs, ok := ms.Replicas[name]; ok {
-			rep.EngineReplayLagMs = rs.ReplayLagMs
-			rep.EngineBytesBehind = rs.BytesBehindMax
-		}
-	}
+	return t
 }

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"replab/internal/engine/postgres/pgtest"
 
 	"replab/internal/engine"
 	"replab/internal/engine/postgres"
@@ -101,7 +104,7 @@ cooldown = "1s"
 `
 
 func TestRunWritesTheSummaryContractAndLagIsAtLeastTheLinkDelay(t *testing.T) {
-	labtest.RequirePostgres(t)
+	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	sum, out, err := runSpec(t, ctx, lowLoadSpec)
@@ -126,11 +129,12 @@ func TestRunWritesTheSummaryContractAndLagIsAtLeastTheLinkDelay(t *testing.T) {
 			t.Errorf("commit_latency_ms.%s is not positive", k)
 		}
 	}
-	// Lag at e1, 50 ms away: never below the delay, and at low load
-	// within a few ms of it.
-	p50, maxLag := num(t, sum, "replicas", "e1", "lag_ms", "p50"), num(t, sum, "replicas", "e1", "lag_ms", "max")
-	if p50 < 50 || p50 > 60 || maxLag > 100 {
-		t.Errorf("lag at e1 p50 %.2f max %.2f ms, want p50 in [50, 60] behind a 50 ms link", p50, maxLag)
+	// Lag at e1, 50 ms away: never below the delay, and at low load far
+	// below twice it (a loaded machine delays replay by some ms: the
+	// bound is generous on purpose, the floor is exact).
+	p50, minLag := num(t, sum, "replicas", "e1", "lag_ms", "p50"), num(t, sum, "replicas", "e1", "lag_min_ms")
+	if minLag < 50 || p50 < 50 || p50 >= 100 {
+		t.Errorf("lag at e1 min %.2f p50 %.2f ms, want ≥ 50 and p50 < 100 behind a 50 ms link", minLag, p50)
 	}
 	if num(t, sum, "replicas", "e1", "not_visible_at_end") != 0 {
 		t.Errorf("transactions still not visible at e1 at the end")
@@ -158,7 +162,7 @@ func TestRunWritesTheSummaryContractAndLagIsAtLeastTheLinkDelay(t *testing.T) {
 }
 
 func TestInterruptedRunStillWritesResultsMarkedIncomplete(t *testing.T) {
-	labtest.RequirePostgres(t)
+	pgtest.Require(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -228,7 +232,7 @@ cooldown = "0s"
 `
 
 func TestRepetitionsReportConfidenceIntervals(t *testing.T) {
-	labtest.RequirePostgres(t)
+	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	sum, out, err := runSpec(t, ctx, smallSpec+"repetitions = 3\n")
@@ -280,7 +284,7 @@ func TestRepetitionsReportConfidenceIntervals(t *testing.T) {
 }
 
 func TestSweepRunsEveryCombination(t *testing.T) {
-	labtest.RequirePostgres(t)
+	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	name := labtest.UniqueName("tswp")
@@ -340,7 +344,7 @@ func TestSweepRunsEveryCombination(t *testing.T) {
 }
 
 func TestLagSampleTracksEveryKthTransaction(t *testing.T) {
-	labtest.RequirePostgres(t)
+	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sum, _, err := runSpec(t, ctx, smallSpec+"lag_sample = 4\n")
@@ -362,7 +366,7 @@ func TestLagSampleTracksEveryKthTransaction(t *testing.T) {
 }
 
 func TestPartialLogicalReplicaLagIsMeasured(t *testing.T) {
-	labtest.RequirePostgres(t)
+	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// The partial replica lists only per: the lag probe's table must reach
@@ -415,8 +419,8 @@ cooldown = "0s"
 // other master's user: at least the link's 20 ms, never the ~0 of its own
 // commits, and its tracked count is that user's alone.
 func TestMultiMasterLagSkipsEachMastersOwnUsers(t *testing.T) {
-	labtest.RequirePostgres(t)
-	labtest.RequirePglogical(t)
+	pgtest.Require(t)
+	pgtest.RequirePglogical(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	sum, _, err := runSpec(t, ctx, `
@@ -463,5 +467,30 @@ lag_sample = 1
 		if nv := num(t, sum, "replicas", m, "not_visible_at_end"); nv != 0 {
 			t.Errorf("%s: %v not visible at the end", m, nv)
 		}
+	}
+}
+
+// TestLookupsAtAStandby: personnel's read-only lookup at the standby, its
+// update at the primary. Reads at a hot standby work (they would fail if
+// they carried the lag stamp, an UPDATE), and only updates are tracked.
+func TestLookupsAtAStandby(t *testing.T) {
+	pgtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sum, _, err := runSpec(t, ctx, strings.Replace(smallSpec, `kind = "kv-insert"`, "kind = \"personnel\"\npersons = 300\nread_pct = 50\nreads_at = \"replica\"", 1)+"lag_sample = 1\nclient = \"b\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates, lookups := num(t, sum, "types", "update", "count"), num(t, sum, "types", "lookup", "count")
+	if updates == 0 || lookups == 0 || num(t, sum, "errors") != 0 {
+		t.Fatalf("updates %v, lookups %v, errors %v (%v)", updates, lookups, num(t, sum, "errors"), sum["types"])
+	}
+	if tr := num(t, sum, "replicas", "s1", "tracked"); tr != updates {
+		t.Errorf("tracked %v, want the %v updates only", tr, updates)
+	}
+	// The client sits in b with the standby: a lookup is local, an update
+	// crosses the 5 ms link to the primary and back.
+	if lp, up := num(t, sum, "types", "lookup", "latency_ms", "p50"), num(t, sum, "types", "update", "latency_ms", "p50"); lp >= 10 || up < 10 {
+		t.Errorf("lookup p50 %.2f ms, update p50 %.2f ms: want lookups local at the standby, updates ≥ one 10 ms round trip", lp, up)
 	}
 }

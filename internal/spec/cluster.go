@@ -18,7 +18,7 @@ var (
 	engineKeys  = []string{"kind"}
 	nodeKeys    = []string{"site", "role", "from", "apply_delay", "port", "settings", "table"}
 	tableKeys   = []string{"name", "where", "columns"}
-	schemeKeys  = []string{"replication", "standbys", "commit", "refresh", "conflict", "durability", "fsync", "full_page_writes", "wal_compression"}
+	schemeKeyRE = identRE
 	nodeNameRE  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
 	identRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 	settingRE   = regexp.MustCompile(`^[a-z_][a-z0-9_.]{0,62}$`)
@@ -307,41 +307,23 @@ func (c *decoder) checkUpstreams(s *Spec, nodes []Node) {
 	}
 }
 
+// scheme reads [scheme]: replication, and every other key as an option
+// for the engine to check (Spec.SchemeOptions).
 func (c *decoder) scheme(p path, m map[string]any, s *Spec) {
-	c.checkKeys(p, m, schemeKeys, "[scheme]")
 	sc := &s.Scheme
-	str := func(key, want string) (string, bool) {
-		v, ok := c.get(p, m, key, kString, want)
-		if !ok {
-			return "", false
+	sc.Options = map[string]any{}
+	for _, k := range c.keysByPos(p, m) {
+		c.remember(s, p.child(k))
+		if k == "replication" {
+			continue
 		}
-		c.remember(s, p.child(key))
-		return strings.TrimSpace(v.(string)), true
+		if !schemeKeyRE.MatchString(k) {
+			c.failAt(p.child(k), "not an option name")
+			continue
+		}
+		sc.Options[k] = m[k]
 	}
-	sc.Replication, _ = str("replication", `a string like "async", "sync", "logical", "snapshot" or "multimaster"`)
-	sc.Standbys, _ = str("standbys", `a string like "ANY 1 (e1, a1)" or "FIRST 1 (e1)"`)
-	sc.Commit, _ = str("commit", `a string like "on", "remote_apply", "remote_write", "local" or "off"`)
-	sc.Conflict, _ = str("conflict", `a string like "last_update_wins"`)
-	sc.Durability, _ = str("durability", `one of "sync", "write-nosync", "nosync"`)
-	if v, ok := str("refresh", `a string with a unit, like "60s"`); ok {
-		d, msg := parseDurationMax(v, 24*time.Hour)
-		if msg == "" && d < time.Second {
-			msg = "too short; at least 1s"
-		}
-		if msg != "" {
-			c.fail(p.child("refresh"), m["refresh"], "%s", msg)
-		}
-		sc.Refresh = d
+	if v, ok := c.get(p, m, "replication", kString, `a string like "async", "sync", "logical", "snapshot" or "multimaster"`); ok {
+		sc.Replication = strings.TrimSpace(v.(string))
 	}
-	boolean := func(key string) *bool {
-		if v, ok := c.get(p, m, key, kBool, "true or false"); ok {
-			c.remember(s, p.child(key))
-			b := v.(bool)
-			return &b
-		}
-		return nil
-	}
-	sc.Fsync = boolean("fsync")
-	sc.FullPageWrites = boolean("full_page_writes")
-	sc.WALCompression = boolean("wal_compression")
 }

@@ -27,7 +27,7 @@ func TestPgQuorumExampleParses(t *testing.T) {
 			t.Errorf("node %d = %+v, want %+v", i, n, w)
 		}
 	}
-	if sc := s.Scheme; sc.Replication != "sync" || sc.Standbys != "ANY 1 (e1, a1)" || sc.Commit != "remote_apply" {
+	if sc := s.Scheme; sc.Replication != "sync" || sc.Options["standbys"] != "ANY 1 (e1, a1)" || sc.Options["commit"] != "remote_apply" {
 		t.Errorf("scheme %+v", sc)
 	}
 	if got := s.Errorf("scheme.commit", "x").Error(); got != "../../examples/pg-quorum.toml:39: scheme.commit: x" {
@@ -80,8 +80,9 @@ wal_compression = true
 	if r.ApplyDelay != 30*time.Second || len(r.Tables) != 1 || r.Tables[0].Where != "per_id % 2 = 0" || len(r.Tables[0].Columns) != 2 {
 		t.Errorf("r = %+v", r)
 	}
-	if s.Scheme.Refresh != time.Minute || s.Scheme.WALCompression == nil || !*s.Scheme.WALCompression {
-		t.Errorf("scheme = %+v", s.Scheme)
+	o := s.SchemeOptions("engine test")
+	if d, wc := o.Duration("refresh", 0, time.Second, time.Hour), o.Bool("wal_compression"); d != time.Minute || wc == nil || !*wc || o.Err() != nil {
+		t.Errorf("scheme = %+v: refresh %s, wal_compression %v, %v", s.Scheme, d, wc, o.Err())
 	}
 }
 
@@ -97,7 +98,7 @@ func TestPgPersonnelExampleParses(t *testing.T) {
 	if r.Users != 8 || r.Warmup != 5*time.Second || r.Duration != 20*time.Second || r.RatePerSec != 0 || r.Cooldown != DefaultCooldown {
 		t.Errorf("run %+v", r)
 	}
-	if len(s.Nodes) != 3 || s.Scheme.Standbys != "ANY 1 (e1, a1)" {
+	if len(s.Nodes) != 3 || s.Scheme.Options["standbys"] != "ANY 1 (e1, a1)" {
 		t.Errorf("nodes/scheme differ from pg-quorum: %+v %+v", s.Nodes, s.Scheme)
 	}
 }

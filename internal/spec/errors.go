@@ -81,8 +81,10 @@ func sortErrors(l ErrorList) ErrorList {
 	return out
 }
 
-// didYouMean returns ` (did you mean "x"?)` for the candidate closest to
-// word, or "" when none is close.
+// DidYouMean returns ` (did you mean "x"?)` for the candidate closest to
+// word, or "" when none is close: for error messages about a spec.
+func DidYouMean(word string, candidates []string) string { return didYouMean(word, candidates) }
+
 func didYouMean(word string, candidates []string) string {
 	best, bestD := "", 1<<30
 	lw := strings.ToLower(word)

@@ -63,17 +63,12 @@ type TableFilter struct {
 }
 
 // Scheme is the [scheme] table: how nodes replicate and how durable a
-// commit is. Values are engine vocabulary, checked by the engine.
+// commit is. Replication is common to every engine; every other key
+// belongs to the engine, which reads and checks it through
+// Spec.SchemeOptions (synchronous standbys, commit level, durability, …).
 type Scheme struct {
-	Replication    string        // e.g. "async", "sync", "logical", "snapshot", "multimaster"
-	Standbys       string        // synchronous standbys, e.g. "ANY 1 (e1, a1)"
-	Commit         string        // commit level, e.g. "on", "remote_apply", "local", "off"
-	Refresh        time.Duration // periodic refresh interval of snapshot replicas
-	Conflict       string        // multi-master conflict resolution
-	Durability     string        // "sync", "write-nosync", "nosync"
-	Fsync          *bool
-	FullPageWrites *bool
-	WALCompression *bool
+	Replication string         // e.g. "async", "sync", "logical", "snapshot", "multimaster"; "" = the engine's default
+	Options     map[string]any // every other key, TOML values as parsed
 }
 
 // Lab holds the [lab] table.

@@ -1,8 +1,8 @@
 // Package workload defines what a workload is: its schema, its initial
 // data (deterministic from a seed, loaded through the engine's fastest
-// path) and its transaction types with weights. Workloads live in
-// subpackages and are collected in a Registry; the driver, the lag probe
-// and the reports stay generic.
+// path) and its transaction types with weights, each saying where it runs
+// and whether it writes. Workloads live in subpackages and are collected
+// in a Registry; the driver, the lag probe and the reports stay generic.
 package workload
 
 import (
@@ -10,7 +10,6 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sort"
 	"strings"
 
@@ -32,28 +31,39 @@ type Workload interface {
 	Transactions() []TxType
 }
 
-// Loader is the engine's bulk path (COPY for PostgreSQL).
-type Loader interface {
-	// Copy inserts rows into table's columns.
-	Copy(ctx context.Context, table string, columns []string, rows RowSource) (int64, error)
-	// Exec runs one statement (e.g. ANALYZE after loading).
-	Exec(ctx context.Context, sql string) error
-}
+// Loader is the engine's bulk path (COPY for PostgreSQL, multi-row
+// INSERTs without one: see InsertLoader).
+type Loader = engine.Loader
 
-// RowSource yields rows for Copy (the shape of pgx.CopyFromSource).
-type RowSource interface {
-	Next() bool
-	Values() ([]any, error)
-	Err() error
-}
+// RowSource yields rows for Loader.Copy.
+type RowSource = engine.RowSource
+
+// Where a transaction type runs (TxType.At).
+const (
+	// AtSource is the user's source: the primary, or the master the user
+	// writes at (user i uses source i mod n). The default.
+	AtSource = ""
+	// AtReplica is a replica: the one in the users' own site if there is
+	// one, else replica i mod n for user i. Only read-only types.
+	AtReplica = "replica"
+)
+
+// AtSite is the node in the named site (a replica there, if there are
+// several nodes).
+func AtSite(site string) string { return "site:" + site }
 
 // TxType is one transaction type.
 type TxType struct {
 	Name   string
 	Weight int
-	// Statements are prepared once per user connection, in the order
-	// Run refers to them (Tx.Exec(ctx, i, …)).
-	Statements []string
+	// At says where it runs: AtSource (default), AtReplica, AtSite(name).
+	At string
+	// ReadOnly types change nothing: they carry no lag stamp, and may run
+	// at a replica.
+	ReadOnly bool
+	// Statements are prepared once per user connection; Run addresses
+	// them by name.
+	Statements []Statement
 	// Run executes the transaction's statements inside tx and returns
 	// how many rows it changed. r is the user's own deterministic source.
 	Run func(ctx context.Context, tx *Tx, r *rand.Rand) (int64, error)
@@ -61,33 +71,97 @@ type TxType struct {
 	// do not depend on each other's results, drawing from r exactly as Run
 	// does. The driver can then send BEGIN, them and COMMIT in one round
 	// trip (pipelined) where the engine's connection allows it.
-	Batch func(r *rand.Rand) []Call
+	Batch func(user int, r *rand.Rand) []Call
+}
+
+// Statement is a named SQL statement of a transaction type.
+type Statement struct {
+	Name string
+	SQL  string
 }
 
 // Call is one statement of a batched transaction.
 type Call struct {
-	Stmt int   // index into TxType.Statements
-	Args []any // its arguments
+	Stmt string // a Statement's name
+	Args []any
 	// Rows is how many rows it must change; -1 means any. In a pipelined
 	// transaction the COMMIT is already sent when a count comes back
 	// wrong: the driver then counts an error for a committed transaction.
 	Rows int64
 }
 
-// Tx is a transaction with the user's prepared statements.
+// Tx is one attempt of a transaction, with the user's prepared statements.
 type Tx struct {
-	Tx    *sql.Tx
-	Stmts []*sql.Stmt
+	// User is the number of the user running it (0 … users-1).
+	User  int
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
 }
 
-// Exec runs prepared statement i inside the transaction.
-func (t *Tx) Exec(ctx context.Context, i int, args ...any) (sql.Result, error) {
-	return t.Tx.StmtContext(ctx, t.Stmts[i]).ExecContext(ctx, args...)
+// NewTx binds a database/sql transaction to a user's prepared statements,
+// by name. The driver makes one per attempt.
+func NewTx(user int, tx *sql.Tx, stmts map[string]*sql.Stmt) *Tx {
+	return &Tx{User: user, tx: tx, stmts: stmts}
 }
 
-// QueryRow runs prepared statement i inside the transaction.
-func (t *Tx) QueryRow(ctx context.Context, i int, args ...any) *sql.Row {
-	return t.Tx.StmtContext(ctx, t.Stmts[i]).QueryRowContext(ctx, args...)
+func (t *Tx) stmt(name string) (*sql.Stmt, error) {
+	st, ok := t.stmts[name]
+	if !ok {
+		return nil, fmt.Errorf("no statement %q in this transaction type", name)
+	}
+	return st, nil
+}
+
+// Exec runs the named statement inside the transaction.
+func (t *Tx) Exec(ctx context.Context, name string, args ...any) (sql.Result, error) {
+	st, err := t.stmt(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+}
+
+// QueryRow runs the named statement inside the transaction for one row.
+func (t *Tx) QueryRow(ctx context.Context, name string, args ...any) *Row {
+	st, err := t.stmt(name)
+	if err != nil {
+		return &Row{err: err}
+	}
+	return &Row{row: t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)}
+}
+
+// Row is the result of QueryRow (sql.Row, or the error of naming a
+// statement the type does not have).
+type Row struct {
+	row *sql.Row
+	err error
+}
+
+// Scan copies the row's columns into dest; sql.ErrNoRows when there is none.
+func (r *Row) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.row.Scan(dest...)
+}
+
+// Query runs the named statement inside the transaction for many rows.
+// Close the rows.
+func (t *Tx) Query(ctx context.Context, name string, args ...any) (*sql.Rows, error) {
+	st, err := t.stmt(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+}
+
+// Options are a workload's [workload] keys (spec.Options: typed
+// accessors with file:line errors), its SQL dialect and the run's seed.
+type Options struct {
+	*spec.Options
+	Spec    *spec.Spec
+	Dialect string // "postgres" or "mysql"
+	Seed    int64
 }
 
 // Factory builds a workload from its options.
@@ -101,13 +175,25 @@ type Registry struct {
 	byKind map[string]Factory
 }
 
-// NewRegistry collects workload factories.
+// NewRegistry collects workload factories. Two of one kind are a
+// programming error: it panics, naming the kind.
 func NewRegistry(fs ...Factory) *Registry {
 	r := &Registry{byKind: map[string]Factory{}}
 	for _, f := range fs {
-		r.byKind[f.Kind] = f
+		if err := r.Register(f); err != nil {
+			panic(err)
+		}
 	}
 	return r
+}
+
+// Register adds a factory; it refuses a kind that is taken.
+func (r *Registry) Register(f Factory) error {
+	if _, dup := r.byKind[f.Kind]; dup {
+		return fmt.Errorf("workload kind %q registered twice", f.Kind)
+	}
+	r.byKind[f.Kind] = f
+	return nil
 }
 
 // Kinds lists the registered kinds, sorted.
@@ -130,88 +216,15 @@ func (r *Registry) For(s *spec.Spec, dialect string) (Workload, error) {
 	if !ok {
 		return nil, s.Errorf("workload.kind", "unknown workload %q; workloads: %s", s.Workload.Kind, strings.Join(r.Kinds(), ", "))
 	}
-	o := &Options{Spec: s, Dialect: dialect, Seed: s.Run.Seed, errs: engine.NewErrors(s), used: map[string]bool{}}
+	o := &Options{Options: s.WorkloadOptions("workload " + s.Workload.Kind), Spec: s, Dialect: dialect, Seed: s.Run.Seed}
 	w, err := f.New(o)
-	if err == nil {
-		err = o.Err()
+	if oerr := o.Err(); oerr != nil {
+		return nil, oerr // the options' errors explain a failed New too
 	}
 	if err != nil {
-		return nil, err
+		return nil, s.Errorf("workload.kind", "%v", err)
 	}
 	return w, nil
-}
-
-// Options are a workload's [workload] keys, with typed accessors that
-// record errors pointing at the spec's file:line.
-type Options struct {
-	Spec    *spec.Spec
-	Dialect string // "postgres" or "mysql"
-	Seed    int64
-	errs    *engine.Errors
-	used    map[string]bool
-}
-
-func (o *Options) raw(key string) (any, bool) {
-	o.used[key] = true
-	if o.Spec == nil || o.Spec.Workload == nil {
-		return nil, false
-	}
-	v, ok := o.Spec.Workload.Options[key]
-	return v, ok
-}
-
-// Int reads an integer option in [lo, hi], or def when absent.
-func (o *Options) Int(key string, def, lo, hi int64) int64 {
-	v, ok := o.raw(key)
-	if !ok {
-		return def
-	}
-	n, isInt := v.(int64)
-	if !isInt || n < lo || n > hi {
-		o.errs.Add("workload."+key, "want a whole number from %d to %d", lo, hi)
-		return def
-	}
-	return n
-}
-
-// String reads a string option, one of allowed when given, or def.
-func (o *Options) String(key, def string, allowed ...string) string {
-	v, ok := o.raw(key)
-	if !ok {
-		return def
-	}
-	s, isStr := v.(string)
-	if !isStr || (len(allowed) > 0 && !slices.Contains(allowed, s)) {
-		if len(allowed) > 0 {
-			o.errs.Add("workload."+key, "want one of %s", strings.Join(allowed, ", "))
-		} else {
-			o.errs.Add("workload."+key, "want a string")
-		}
-		return def
-	}
-	return s
-}
-
-// Errorf records an error about an option.
-func (o *Options) Errorf(key, format string, args ...any) {
-	o.errs.Add("workload."+key, format, args...)
-}
-
-// Err reports every option error, and options the workload does not know.
-func (o *Options) Err() error {
-	if o.Spec != nil && o.Spec.Workload != nil {
-		var known []string
-		for k := range o.used {
-			known = append(known, k)
-		}
-		sort.Strings(known)
-		for k := range o.Spec.Workload.Options {
-			if !o.used[k] {
-				o.errs.Add("workload."+k, "unknown option for workload %s; options: %s", o.Spec.Workload.Kind, strings.Join(known, ", "))
-			}
-		}
-	}
-	return o.errs.Err()
 }
 
 // Pick chooses a transaction type by weight.
@@ -235,5 +248,8 @@ func Pick(types []TxType, r *rand.Rand) int {
 
 // ErrNoDialect is returned by workloads asked for a dialect they lack.
 func ErrNoDialect(workload, dialect string) error {
+	if dialect == "" {
+		return fmt.Errorf("workload %s runs SQL, and this engine has no SQL", workload)
+	}
 	return fmt.Errorf("workload %s has no %s schema", workload, dialect)
 }

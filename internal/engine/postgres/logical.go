@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -12,10 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"replab/internal/engine"
-	"replab/internal/lab"
 	"replab/internal/spec"
 )
 
@@ -51,7 +48,6 @@ import (
 type logicalState struct {
 	mu     sync.Mutex   // one refresh round or subscription change at a time
 	rounds atomic.Int64 // completed refresh rounds (tests wait on it)
-	logMu  sync.Mutex
 }
 
 // retryInterval is the replicas' wal_retrieve_retry_interval. The default
@@ -64,10 +60,8 @@ const retryInterval = "500ms"
 // subName names a replica's publication, subscription and slot.
 func subName(r *node) string { return "replab_" + r.Name }
 
-// logf writes one progress line; refreshes of several replicas log at once.
+// logf writes one progress line (c.log is a LockedWriter).
 func (c *cluster) logf(format string, args ...any) {
-	c.lg.logMu.Lock()
-	defer c.lg.logMu.Unlock()
 	fmt.Fprintf(c.log, format, args...)
 }
 
@@ -101,7 +95,7 @@ func (c *cluster) upLogical(ctx, bg context.Context) error {
 			return err
 		}
 	}
-	if err := eachNode(c.replicas(), func(r *node) error { return c.createReplica(ctx, primary, r) }); err != nil {
+	if err := engine.Each(c.replicas(), func(r *node) error { return c.createReplica(ctx, primary, r) }); err != nil {
 		return err
 	}
 	if c.plan.replication != Snapshot || len(c.replicas()) == 0 {
@@ -179,260 +173,6 @@ func pubFilter(f *spec.TableFilter) string {
 	return b.String()
 }
 
-// Refresh makes every snapshot replica catch up with the primary now: it is
-// the optional capability interface{ Refresh(context.Context) error } of a
-// cluster. Other schemes have nothing to refresh and get an error.
-func (c *cluster) Refresh(ctx context.Context) error {
-	if c.plan.replication != Snapshot {
-		return fmt.Errorf("refresh: replication = %q has no snapshot replicas", c.plan.replication)
-	}
-	return c.refreshRound(ctx, "on demand", nil)
-}
-
-// refreshLoop refreshes the snapshot replicas every c.plan.refresh until
-// bg ends. A round that takes longer than the interval delays the next.
-func (c *cluster) refreshLoop(bg context.Context) {
-	defer c.bg.Done()
-	t := time.NewTicker(c.plan.refresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-bg.Done():
-			return
-		case <-t.C:
-		}
-		if err := c.refreshRound(bg, "scheduled", nil); err != nil && bg.Err() == nil {
-			c.logf("refresh failed: %v\n", err)
-		}
-	}
-}
-
-// refreshRound refreshes every snapshot replica in parallel. hook, if set,
-// runs while a replica's subscription is enabled (ALTER SUBSCRIPTION …
-// REFRESH PUBLICATION refuses disabled subscriptions).
-func (c *cluster) refreshRound(ctx context.Context, why string, hook func(context.Context, *node) error) error {
-	c.lg.mu.Lock()
-	defer c.lg.mu.Unlock()
-	p := c.byName[c.plan.primaries[0]]
-	err := eachNode(c.replicas(), func(r *node) error { return c.refreshOne(ctx, why, p, r, hook) })
-	if err == nil {
-		c.lg.rounds.Add(1)
-	}
-	return err
-}
-
-// refreshOne enables r's subscription, waits until r has confirmed the
-// primary's WAL position taken at the start (and every table's initial copy
-// is done), then disables the subscription and waits until its workers
-// and the primary's walsender are gone, so nothing more arrives before the
-// next refresh.
-func (c *cluster) refreshOne(ctx context.Context, why string, p, r *node, hook func(context.Context, *node) error) (err error) {
-	start := time.Now()
-	sub := subName(r)
-	pc, err := p.connect(ctx, "")
-	if err != nil {
-		return err
-	}
-	defer pc.Close(context.Background())
-	rc, err := r.connect(ctx, "")
-	if err != nil {
-		return err
-	}
-	defer rc.Close(context.Background())
-
-	var target string
-	var behind, pending int64
-	if err := pc.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text,
-		pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint
-		FROM pg_replication_slots WHERE slot_name = $1`, sub).Scan(&target, &behind); err != nil {
-		return fmt.Errorf("node %s: read slot %s: %w", p.Name, sub, err)
-	}
-	if err := rc.QueryRow(ctx, pendingTablesSQL, sub).Scan(&pending); err != nil {
-		return fmt.Errorf("node %s: read subscription %s: %w", r.Name, sub, err)
-	}
-	if behind <= 0 && pending == 0 && hook == nil {
-		c.logf("node %s: refresh (%s) from %s: nothing to catch up\n", r.Name, why, p.Name)
-		return nil
-	}
-
-	if _, err := rc.Exec(ctx, "ALTER SUBSCRIPTION "+sub+" ENABLE"); err != nil {
-		return fmt.Errorf("node %s: enable subscription %s: %w", r.Name, sub, err)
-	}
-	defer func() {
-		// Disable even when ctx has ended (Close): the server is still up.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := c.disable(dctx, pc, rc, r); derr != nil && err == nil {
-			err = derr
-		}
-	}()
-	if hook != nil {
-		if err := hook(ctx, r); err != nil {
-			return err
-		}
-	}
-	copies := pending // tables copied whole during this refresh
-	_, err = c.waitFor(ctx, func(ctx context.Context) (bool, string, error) {
-		var left int64
-		if err := pc.QueryRow(ctx, `SELECT pg_wal_lsn_diff($1::pg_lsn, confirmed_flush_lsn)::bigint
-			FROM pg_replication_slots WHERE slot_name = $2`, target, sub).Scan(&left); err != nil {
-			return false, "", err
-		}
-		var pending int64
-		if err := rc.QueryRow(ctx, pendingTablesSQL, sub).Scan(&pending); err != nil {
-			return false, "", err
-		}
-		copies = max(copies, pending)
-		state := fmt.Sprintf("%s of WAL and %d table copies to go", lab.FormatBytes(max(left, 0)), pending)
-		return left <= 0 && pending == 0, state, nil
-	})
-	if err != nil {
-		return fmt.Errorf("node %s: refresh from %s to %s: %w%s", r.Name, p.Name, target, err, c.subscriptionTrouble(r))
-	}
-	var tables string
-	if copies > 0 {
-		tables = fmt.Sprintf(" and %d table(s) copied", copies)
-	}
-	c.logf("node %s: refresh (%s) from %s: %s of WAL caught up%s in %.2f s\n",
-		r.Name, why, p.Name, lab.FormatBytes(max(behind, 0)), tables, time.Since(start).Seconds())
-	return nil
-}
-
-// pendingTablesSQL counts a subscription's tables whose initial copy is not
-// finished and handed over to the apply worker ('r' = ready).
-const pendingTablesSQL = `SELECT count(*) FROM pg_subscription_rel sr
-	JOIN pg_subscription s ON s.oid = sr.srsubid
-	WHERE s.subname = $1 AND sr.srsubstate <> 'r'`
-
-// disable disables r's subscription and waits until its workers have
-// exited and the primary's walsender has released the slot.
-func (c *cluster) disable(ctx context.Context, pc, rc *pgx.Conn, r *node) error {
-	sub := subName(r)
-	if _, err := rc.Exec(ctx, "ALTER SUBSCRIPTION "+sub+" DISABLE"); err != nil {
-		return fmt.Errorf("node %s: disable subscription %s: %w", r.Name, sub, err)
-	}
-	for {
-		var workers int64
-		var active bool
-		err := rc.QueryRow(ctx, `SELECT count(*) FROM pg_stat_subscription WHERE subname = $1 AND pid IS NOT NULL`, sub).Scan(&workers)
-		if err == nil {
-			err = pc.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, sub).Scan(&active)
-		}
-		if err == nil && workers == 0 && !active {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("node %s: subscription %s disabled but its workers did not stop (%d running, slot active %t): %w", r.Name, sub, workers, active, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// waitSynced waits until every table of r's subscription has its initial
-// copy done ('r' ready or 's' sync done) and the apply worker runs.
-func (c *cluster) waitSynced(ctx context.Context, p, r *node) error {
-	sub := subName(r)
-	rc, err := r.connect(ctx, "")
-	if err != nil {
-		return err
-	}
-	defer rc.Close(context.Background())
-	_, err = c.waitFor(ctx, func(ctx context.Context) (bool, string, error) {
-		var pending, workers int64
-		var states string
-		err := rc.QueryRow(ctx, `SELECT count(*) FILTER (WHERE sr.srsubstate NOT IN ('r', 's')),
-			coalesce(string_agg(sr.srrelid::regclass::text || '=' || sr.srsubstate::text, ' ' ORDER BY sr.srrelid), ''),
-			(SELECT count(*) FROM pg_stat_subscription st WHERE st.subname = $1 AND st.pid IS NOT NULL AND st.relid IS NULL)
-			FROM pg_subscription_rel sr JOIN pg_subscription s ON s.oid = sr.srsubid
-			WHERE s.subname = $1`, sub).Scan(&pending, &states, &workers)
-		if err != nil {
-			return false, "", err
-		}
-		return pending == 0 && workers == 1, fmt.Sprintf("table states %s, apply worker running %t", states, workers == 1), nil
-	})
-	if err != nil {
-		return fmt.Errorf("node %s: initial copy from %s: %w%s", r.Name, p.Name, err, c.subscriptionTrouble(r))
-	}
-	return nil
-}
-
-// waitFor polls check until it reports done. It gives up when ctx ends or
-// when the state check describes has not changed for c.flowTimeout(): a
-// long copy over a slow link is fine as long as it moves. Every 10 s
-// without an end it logs the state.
-func (c *cluster) waitFor(ctx context.Context, check func(context.Context) (bool, string, error)) (string, error) {
-	stall := c.flowTimeout()
-	var last string
-	changed, reported := time.Now(), time.Now()
-	var lastErr error
-	for {
-		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		done, state, err := check(qctx)
-		cancel()
-		if err == nil && done {
-			return state, nil
-		}
-		if permanent(err) {
-			return last, err
-		}
-		if err != nil {
-			lastErr = err
-		} else if state != last {
-			last, changed = state, time.Now()
-		}
-		if time.Since(changed) > stall {
-			if last == "" && lastErr != nil {
-				return last, fmt.Errorf("no answer within %s: %w", stall, lastErr)
-			}
-			return last, fmt.Errorf("no progress within %s (%s)", stall, last)
-		}
-		if time.Since(reported) > 10*time.Second && last != "" {
-			c.logf("  … still waiting: %s\n", last)
-			reported = time.Now()
-		}
-		select {
-		case <-ctx.Done():
-			return last, fmt.Errorf("%w (%s)", ctx.Err(), last)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// permanent reports whether a query error will not go away by asking
-// again: the server refused the statement itself, rather than the
-// connection failing or the server shutting down.
-func permanent(err error) bool {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || len(pe.Code) < 2 {
-		return false
-	}
-	switch pe.Code[:2] {
-	case "08", "53", "57", "58": // connection, resources, shutdown, system
-		return false
-	}
-	return true
-}
-
-// subscriptionTrouble describes why a subscription may not be moving: its
-// workers, error counts and the replica's log.
-func (c *cluster) subscriptionTrouble(r *node) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var workers, applyErrs, syncErrs int64
-	var enabled bool
-	err := queryRowOn(ctx, r, `SELECT s.subenabled,
-		(SELECT count(*) FROM pg_stat_subscription st WHERE st.subname = s.subname AND st.pid IS NOT NULL),
-		coalesce(ss.apply_error_count, 0), coalesce(ss.sync_error_count, 0)
-		FROM pg_subscription s LEFT JOIN pg_stat_subscription_stats ss ON ss.subid = s.oid
-		WHERE s.subname = $1`, []any{subName(r)}, &enabled, &workers, &applyErrs, &syncErrs)
-	if err != nil {
-		return "; log: " + r.logTail()
-	}
-	return fmt.Sprintf("; subscription enabled %t, %d workers, %d apply and %d copy errors; log %s: %s",
-		enabled, workers, applyErrs, syncErrs, r.logPath, r.logTail())
-}
-
 // applySchemaLogical creates the schema at the primary and at every
 // replica, publishes each table to the replicas that receive it (with
 // their row filters and column lists), sets each table's replica identity
@@ -478,7 +218,7 @@ func (c *cluster) applySchemaLogical(ctx context.Context, s engine.Schema) error
 	c.warnUnmatched(replicas, s)
 
 	// Replicas: the same tables, minus columns a column list leaves out.
-	if err := eachNode(replicas, func(r *node) error {
+	if err := engine.Each(replicas, func(r *node) error {
 		if err := createTables(ctx, r, s); err != nil {
 			return err
 		}
@@ -541,7 +281,7 @@ func (c *cluster) applySchemaLogical(ctx context.Context, s engine.Schema) error
 	if c.plan.replication == Snapshot {
 		return c.refreshRound(ctx, "new tables", refresh)
 	}
-	return eachNode(targets, func(r *node) error {
+	return engine.Each(targets, func(r *node) error {
 		if err := refresh(ctx, r); err != nil {
 			return err
 		}
@@ -575,263 +315,6 @@ func (c *cluster) warnUnmatched(replicas []*node, s engine.Schema) {
 	}
 }
 
-// tablePlan is one table as logical replication sees it.
-type tablePlan struct {
-	name     string
-	cols     []tableColumn // in attnum order
-	pk       []string
-	feeds    []feed // the replicas that receive it
-	identity string // "default", "full" or "index replab_ri_<table> (a, b)"
-	index    []string
-}
-
-type tableColumn struct {
-	name    string
-	notNull bool
-	pk      bool
-}
-
-// feed is one replica's share of a table.
-type feed struct {
-	r     *node
-	f     *spec.TableFilter // nil: the whole table
-	field string            // the filter's spec field, for errors
-	where []string          // columns the row filter reads
-}
-
-func (tp *tablePlan) feedOf(r *node) *feed {
-	for i := range tp.feeds {
-		if tp.feeds[i].r == r {
-			return &tp.feeds[i]
-		}
-	}
-	return nil
-}
-
-func (tp *tablePlan) filtered() bool {
-	for _, fd := range tp.feeds {
-		if fd.f != nil && (fd.f.Where != "" || len(fd.f.Columns) > 0) {
-			return true
-		}
-	}
-	return false
-}
-
-// planTable reads a new table's columns at the primary, finds the
-// replicas receiving it and the columns their row filters read, and
-// chooses its replica identity (see applySchemaLogical).
-func (c *cluster) planTable(ctx context.Context, p *node, replicas []*node, name string, everywhere bool) (*tablePlan, []error) {
-	tp := &tablePlan{name: name, identity: "default"}
-	conn, err := p.connect(ctx, "")
-	if err != nil {
-		return tp, []error{err}
-	}
-	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT a.attname, a.attnotnull, coalesce(a.attnum = ANY(i.indkey), false)
-		FROM pg_attribute a LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
-		WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, sqlName(name))
-	if err != nil {
-		return tp, []error{fmt.Errorf("node %s: read the columns of %s: %w", p.Name, name, err)}
-	}
-	for rows.Next() {
-		var col tableColumn
-		if err := rows.Scan(&col.name, &col.notNull, &col.pk); err != nil {
-			rows.Close()
-			return tp, []error{err}
-		}
-		tp.cols = append(tp.cols, col)
-		if col.pk {
-			tp.pk = append(tp.pk, col.name)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return tp, []error{err}
-	}
-
-	var errs []error
-	sp := c.lab.Spec
-	for _, r := range replicas {
-		fd := feed{r: r}
-		if len(r.Tables) > 0 && !everywhere {
-			i := slices.IndexFunc(r.Tables, func(f spec.TableFilter) bool { return strings.EqualFold(f.Table, name) })
-			if i < 0 {
-				continue // a partial replica without this table
-			}
-			fd.f = &r.Tables[i]
-			fd.field = fmt.Sprintf("node.%s.table[%d]", r.Name, i+1)
-		}
-		if fd.f != nil {
-			for _, col := range lowerAll(fd.f.Columns) {
-				if !slices.ContainsFunc(tp.cols, func(c tableColumn) bool { return c.name == col }) {
-					errs = append(errs, sp.Errorf(fd.field+".columns", "table %s has no column %s; its columns: %s", name, col, strings.Join(tp.colNames(), ", ")))
-				}
-			}
-			if fd.f.Where != "" {
-				fd.where, err = whereColumns(ctx, conn, name, fd.f.Where)
-				if err != nil {
-					errs = append(errs, sp.Errorf(fd.field+".where", "table %s: where = %q: %v", name, fd.f.Where, err))
-				}
-			}
-		}
-		tp.feeds = append(tp.feeds, fd)
-	}
-	if len(tp.feeds) == 0 || len(errs) > 0 {
-		return tp, errs
-	}
-	if len(tp.pk) == 0 {
-		return tp, []error{fmt.Errorf("table %s has no primary key: logical replication matches rows by it", name)}
-	}
-
-	// Column lists must cover the primary key.
-	var listed []feed
-	for _, fd := range tp.feeds {
-		if fd.f == nil || len(fd.f.Columns) == 0 {
-			continue
-		}
-		listed = append(listed, fd)
-		if miss := missingNames(tp.pk, lowerAll(fd.f.Columns)); len(miss) > 0 {
-			errs = append(errs, sp.Errorf(fd.field+".columns", "table %s: the column list must include the primary key (%s): PostgreSQL 15 refuses UPDATE and DELETE at the primary when a column list does not cover the replica identity; add %s",
-				name, strings.Join(tp.pk, ", "), strings.Join(miss, ", ")))
-		}
-	}
-	// Row filters on columns outside the primary key widen the identity.
-	var extra []string
-	for _, col := range tp.cols {
-		if col.pk {
-			continue
-		}
-		for _, fd := range tp.feeds {
-			if slices.Contains(fd.where, col.name) && !slices.Contains(extra, col.name) {
-				extra = append(extra, col.name)
-			}
-		}
-	}
-	switch {
-	case len(extra) == 0:
-	case len(listed) == 0:
-		tp.identity = "full"
-	default:
-		tp.index = append(slices.Clone(tp.pk), extra...)
-		tp.identity = fmt.Sprintf("index replab_ri_%s (%s)", name, strings.Join(tp.index, ", "))
-		var lists []string
-		for _, fd := range listed {
-			lists = append(lists, fd.r.Name)
-		}
-		for _, col := range tp.cols {
-			if !slices.Contains(extra, col.name) || col.notNull {
-				continue
-			}
-			for _, fd := range tp.feeds {
-				if slices.Contains(fd.where, col.name) {
-					errs = append(errs, sp.Errorf(fd.field+".where", "table %s: the row filter reads %s, which is not in the primary key, and %s has a column list on %s: PostgreSQL 15 allows no column list with REPLICA IDENTITY FULL, and a replica identity index over (%s) needs %s NOT NULL; declare it NOT NULL, filter on primary key columns, or drop the column list",
-						name, col.name, strings.Join(lists, ", "), name, strings.Join(tp.index, ", "), col.name))
-				}
-			}
-		}
-		for _, fd := range listed {
-			if miss := missingNames(extra, lowerAll(fd.f.Columns)); len(miss) > 0 {
-				errs = append(errs, sp.Errorf(fd.field+".columns", "table %s: the column list must include %s: the row filters on %s read it, so it joins the replica identity (%s), and PostgreSQL 15 refuses UPDATE and DELETE when a column list does not cover the replica identity",
-					name, strings.Join(miss, ", "), name, tp.identity))
-			}
-		}
-	}
-	return tp, errs
-}
-
-func (tp *tablePlan) colNames() []string {
-	var out []string
-	for _, c := range tp.cols {
-		out = append(out, c.name)
-	}
-	return out
-}
-
-// setIdentity sets the chosen replica identity at the primary.
-func (tp *tablePlan) setIdentity(ctx context.Context, p *node) error {
-	t := sqlName(tp.name)
-	switch {
-	case tp.identity == "full":
-		return p.exec(ctx, "", "ALTER TABLE "+t+" REPLICA IDENTITY FULL")
-	case len(tp.index) > 0:
-		ix := sqlName("replab_ri_" + tp.name)
-		var cols []string
-		for _, col := range tp.index {
-			cols = append(cols, sqlName(col))
-		}
-		if err := p.exec(ctx, "", fmt.Sprintf("CREATE UNIQUE INDEX %s ON %s (%s)", ix, t, strings.Join(cols, ", "))); err != nil {
-			return err
-		}
-		return p.exec(ctx, "", fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY USING INDEX %s", t, ix))
-	}
-	return nil
-}
-
-// check asks the primary whether UPDATE and DELETE on the table still
-// work under its publications (PostgreSQL checks when a statement starts,
-// even one touching no row).
-func (tp *tablePlan) check(ctx context.Context, p *node) error {
-	if len(tp.feeds) == 0 || len(tp.pk) == 0 {
-		return nil
-	}
-	conn, err := p.connect(ctx, "")
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.Background())
-	t, k := sqlName(tp.name), sqlName(tp.pk[0])
-	for _, q := range []string{"UPDATE " + t + " SET " + k + " = " + k + " WHERE false", "DELETE FROM " + t + " WHERE false"} {
-		if _, err := tx.Exec(ctx, q); err != nil {
-			return fmt.Errorf("node %s: table %s is published but %s fails: %s", p.Name, tp.name, strings.Fields(q)[0], pgMessage(err))
-		}
-	}
-	return nil
-}
-
-// whereColumns returns the columns a row filter reads, as PostgreSQL
-// parses it: a throw-away publication records a dependency on each.
-func whereColumns(ctx context.Context, conn *pgx.Conn, table, where string) ([]string, error) {
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION replab_probe FOR TABLE %s WHERE (%s)", sqlName(table), where)); err != nil {
-		return nil, errors.New(pgMessage(err))
-	}
-	rows, err := tx.Query(ctx, `SELECT DISTINCT a.attname FROM pg_publication p
-		JOIN pg_publication_rel r ON r.prpubid = p.oid
-		JOIN pg_depend d ON d.classid = 'pg_publication_rel'::regclass AND d.objid = r.oid
-			AND d.refclassid = 'pg_class'::regclass AND d.refobjid = r.prrelid AND d.refobjsubid > 0
-		JOIN pg_attribute a ON a.attrelid = r.prrelid AND a.attnum = d.refobjsubid
-		WHERE p.pubname = 'replab_probe'`)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
-}
-
-// pgMessage is a server error's message with its detail and hint.
-func pgMessage(err error) string {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
-		return err.Error()
-	}
-	msg := pe.Message
-	if pe.Detail != "" {
-		msg += ": " + strings.TrimSuffix(pe.Detail, ".")
-	}
-	if pe.Hint != "" {
-		msg += " (" + strings.TrimSuffix(pe.Hint, ".") + ")"
-	}
-	return msg
-}
-
 // logicalReplicationState completes ReplicationState for logical and
 // snapshot replicas: a walsender's row (named after the subscription) gets
 // the replica's name, and a replica without a walsender (a snapshot
@@ -851,10 +334,12 @@ func (c *cluster) logicalReplicationState(ctx context.Context, rows []engine.Rep
 			continue
 		}
 		p := c.byName[r.From]
-		st := engine.ReplicaState{Node: r.Name, From: p.Name, Kind: "logical", State: "inactive", ReplayLagMs: -1}
+		st := engine.ReplicaState{Node: r.Name, From: p.Name, Kind: "logical", State: "inactive", ReplayLagMs: -1, BacklogUnit: engine.UnitBytes}
+		var flush string
 		err := queryRowOn(ctx, p, `SELECT coalesce(confirmed_flush_lsn::text, ''),
 			coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint
-			FROM pg_replication_slots WHERE slot_name = $1`, []any{subName(r)}, &st.FlushLSN, &st.BytesBehind)
+			FROM pg_replication_slots WHERE slot_name = $1`, []any{subName(r)}, &flush, &st.Backlog)
+		st.Positions = lsns("", "", flush, "")
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -868,7 +353,7 @@ func (c *cluster) logicalReplicationState(ctx context.Context, rows []engine.Rep
 
 // checkFilters adds the checks of [[node.NAME.table]] that need no
 // server to a logical or snapshot plan.
-func checkFilters(s *spec.Spec, errs *engine.Errors) {
+func checkFilters(s *spec.Spec, errs *spec.Errors) {
 	for _, n := range s.Nodes {
 		for i, f := range n.Tables {
 			field := fmt.Sprintf("node.%s.table[%d]", n.Name, i+1)
@@ -912,63 +397,4 @@ func balanced(sql string) bool {
 		}
 	}
 	return depth == 0 && quote == 0
-}
-
-// eachNode runs f for every node in parallel and joins the errors.
-func eachNode(nodes []*node, f func(*node) error) error {
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(n)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// queryRowOn scans one row of a query on n into dst.
-func queryRowOn(ctx context.Context, n *node, sql string, args []any, dst ...any) error {
-	conn, err := n.connect(ctx, "")
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	return conn.QueryRow(ctx, sql, args...).Scan(dst...)
-}
-
-var plainName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
-
-// sqlName writes a name as SQL: plain lower-case names as they are (as a
-// workload's DDL writes them), others quoted.
-func sqlName(name string) string {
-	if plainName.MatchString(name) {
-		return name
-	}
-	return pgx.Identifier{name}.Sanitize()
-}
-
-// sqlString writes a SQL string literal.
-func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-// lowerAll lower-cases names from a spec: unquoted SQL identifiers.
-func lowerAll(names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = strings.ToLower(n)
-	}
-	return out
-}
-
-// missingNames returns the names in want that have is lacks.
-func missingNames(want, have []string) []string {
-	var out []string
-	for _, w := range want {
-		if !slices.Contains(have, w) {
-			out = append(out, w)
-		}
-	}
-	return out
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -14,33 +11,41 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/lab"
+	"replab/internal/labtest"
 	"replab/internal/spec"
 )
-
-// requirePostgresLab skips a test that needs root, namespaces and
-// PostgreSQL when the machine lacks them, saying what is missing.
-func requirePostgresLab(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (namespaces, PostgreSQL servers): skipped with -short")
-	}
-	if err := lab.Preflight(); err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-	if _, err := findInstall(context.Background()); err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-}
 
 // labSpec parses TOML text with the lab renamed to a unique name.
 func labSpec(t *testing.T, text string) *spec.Spec {
 	t.Helper()
-	name := fmt.Sprintf("tlog-%d-%04x", os.Getpid()%10000, rand.IntN(0x10000))
-	s, err := spec.Parse("tlog.toml", []byte(strings.Replace(text, `name = "NAME"`, fmt.Sprintf("name = %q", name), 1)))
+	s, err := spec.Parse("tlog.toml", []byte(strings.Replace(text, `name = "NAME"`, fmt.Sprintf("name = %q", labtest.UniqueName("tlog")), 1)))
 	if err != nil {
 		t.Fatalf("parse spec: %v", err)
 	}
 	return s
+}
+
+// requirePostgres skips a test when PostgreSQL is not installed (labtest
+// checks the rest).
+func requirePostgres(t testing.TB) {
+	t.Helper()
+	if _, err := findInstall(context.Background()); err != nil && !testing.Short() {
+		t.Skip("integration test skipped: " + err.Error())
+	}
+}
+
+// testCluster brings up spec text (its lab named NAME) with this engine
+// through labtest, which removes everything when the test ends and checks
+// nothing is left; the engine's progress lines go to the test log.
+func testCluster(t *testing.T, prefix, text string) (*lab.Lab, *cluster, *testLog) {
+	t.Helper()
+	labtest.RequireLab(t)
+	requirePostgres(t)
+	log := &testLog{t: t}
+	start := time.Now()
+	l, c := labtest.ClusterLog(t, Engine{}, prefix, text, log)
+	t.Logf("cluster up in %.1f s", time.Since(start).Seconds())
+	return l, c.(*cluster), log
 }
 
 // testLog passes a cluster's progress lines to the test log.
@@ -62,44 +67,6 @@ func (w *testLog) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.String()
-}
-
-// upCluster builds the lab and its PostgreSQL cluster, and removes both
-// when the test ends, checking that no namespace or server is left.
-func upCluster(t *testing.T, s *spec.Spec) (*cluster, *testLog) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dataRoot := t.TempDir()
-	l, err := lab.Up(ctx, s, lab.Options{StateRoot: t.TempDir(), DataRoot: dataRoot, NoControl: true})
-	if err != nil {
-		t.Fatalf("lab up: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("lab close: %v", err)
-		}
-		out, _ := exec.Command("ip", "netns", "list").Output()
-		if strings.Contains(string(out), s.Lab.Name) {
-			t.Errorf("namespaces left behind: %s", out)
-		}
-		out, _ = exec.Command("ps", "-eo", "pid,args").Output()
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.Contains(line, dataRoot) {
-				t.Errorf("server left behind: %s", line)
-			}
-		}
-	})
-	log := &testLog{t: t}
-	start := time.Now()
-	ec, err := Engine{}.Up(ctx, l, log)
-	if err != nil {
-		t.Fatalf("engine up: %v", err)
-	}
-	c := ec.(*cluster)
-	t.Cleanup(func() { c.Close() })
-	t.Logf("cluster up in %.1f s", time.Since(start).Seconds())
-	return c, log
 }
 
 // open connects to a node from a site, closing the pool when the test ends.
@@ -226,10 +193,8 @@ replication = "logical"
 // partial one (r2: per filtered by row and column, item by row, other not
 // at all) through inserts, updates and deletes.
 func TestLogicalReplicas(t *testing.T) {
-	requirePostgresLab(t)
 	t.Parallel()
-	s := labSpec(t, logicalSpec)
-	c, _ := upCluster(t, s)
+	_, c, _ := testCluster(t, "tlog", logicalSpec)
 	ctx := ctxFor(t, 2*time.Minute)
 
 	start := time.Now()
@@ -396,10 +361,8 @@ refresh = "3s"
 // TestSnapshotRefresh checks that a snapshot replica changes only at its
 // refreshes, scheduled or forced.
 func TestSnapshotRefresh(t *testing.T) {
-	requirePostgresLab(t)
 	t.Parallel()
-	s := labSpec(t, snapshotSpec)
-	c, log := upCluster(t, s)
+	_, c, log := testCluster(t, "tsnap", snapshotSpec)
 	ctx := ctxFor(t, 2*time.Minute)
 	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{
 		table("per", "CREATE TABLE per (id int PRIMARY KEY, name text)"),
@@ -438,7 +401,7 @@ func TestSnapshotRefresh(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rs) != 1 || rs[0].Node != "r1" || rs[0].From != "p1" || rs[0].Kind != "logical" || rs[0].State != "inactive" || rs[0].BytesBehind <= 0 {
+		if len(rs) != 1 || rs[0].Node != "r1" || rs[0].From != "p1" || rs[0].Kind != "logical" || rs[0].State != "inactive" || rs[0].Backlog <= 0 || rs[0].BacklogUnit != engine.UnitBytes {
 			t.Errorf("replication state: %+v", rs)
 		}
 	})

@@ -2,9 +2,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -82,27 +81,10 @@ func (c *cluster) masters() []*node {
 	return out
 }
 
-// eachMaster runs f for every master at once and joins their errors.
-func (c *cluster) eachMaster(f func(n *node) error) error {
-	ms := c.masters()
-	errs := make([]error, len(ms))
-	var wg sync.WaitGroup
-	for i, n := range ms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(n)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
 // upMultimaster creates every master, makes each a pglogical node and
 // subscribes each to every other, then waits until every subscription
 // replicates.
 func (c *cluster) upMultimaster(ctx context.Context) error {
-	c.log = &lockedWriter{w: c.log} // masters start in parallel
 	ms := c.masters()
 	names := map[string]string{}
 	for _, me := range ms {
@@ -121,12 +103,12 @@ func (c *cluster) upMultimaster(ctx context.Context) error {
 		len(ms), strings.Join(c.plan.primaries, ", "))
 	fmt.Fprintf(c.log, "multimaster: conflicts: %s: %s\n", c.plan.conflict, mmConflictPolicy[c.plan.conflict])
 
-	if err := c.eachMaster(func(n *node) error { return c.createPrimary(ctx, n) }); err != nil {
+	if err := engine.Each(c.masters(), func(n *node) error { return c.createPrimary(ctx, n) }); err != nil {
 		return err
 	}
 	var version string
 	var vmu sync.Mutex
-	err := c.eachMaster(func(n *node) error {
+	err := engine.Each(c.masters(), func(n *node) error {
 		if err := n.exec(ctx, "", "CREATE EXTENSION IF NOT EXISTS pglogical"); err != nil {
 			return err
 		}
@@ -152,7 +134,7 @@ func (c *cluster) upMultimaster(ctx context.Context) error {
 	// Subscriptions last: create_subscription asks the provider for its
 	// node, so every master must be a node first.
 	start := time.Now()
-	err = c.eachMaster(func(n *node) error {
+	err = engine.Each(c.masters(), func(n *node) error {
 		for _, other := range ms {
 			if other == n {
 				continue
@@ -169,7 +151,7 @@ func (c *cluster) upMultimaster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := c.eachMaster(func(n *node) error { return c.waitSubscriptions(ctx, n, start) }); err != nil {
+	if err := engine.Each(c.masters(), func(n *node) error { return c.waitSubscriptions(ctx, n, start) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.log, "multimaster: %d subscriptions replicating (%.2f s)\n", len(ms)*(len(ms)-1), time.Since(start).Seconds())
@@ -185,56 +167,50 @@ func (c *cluster) waitSubscriptions(ctx context.Context, n *node, start time.Tim
 			pending[mmSubscription(n.Name, other.Name)] = "not yet listed"
 		}
 	}
-	deadline := time.Now().Add(c.flowTimeout())
-	for {
+	_, err := engine.Poll{Interval: 100 * time.Millisecond, Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		conn, err := n.connect(ctx, "")
-		if err == nil {
-			qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			rows, qerr := conn.Query(qctx, "SELECT subscription_name, status FROM pglogical.show_subscription_status()")
-			if qerr == nil {
-				for rows.Next() {
-					var sub, status string
-					if rows.Scan(&sub, &status) != nil {
-						continue
-					}
-					if _, ok := pending[sub]; !ok {
-						continue
-					}
-					if status == "replicating" {
-						delete(pending, sub)
-						fmt.Fprintf(c.log, "node %s: subscription %s replicating (%.2f s)\n", n.Name, sub, time.Since(start).Seconds())
-					} else {
-						pending[sub] = status
-					}
-				}
-				rows.Close()
+		if err != nil {
+			return false, "", err
+		}
+		defer conn.Close(context.Background())
+		rows, err := conn.Query(ctx, "SELECT subscription_name, status FROM pglogical.show_subscription_status()")
+		if err != nil {
+			return false, "", err
+		}
+		for rows.Next() {
+			var sub, status string
+			if rows.Scan(&sub, &status) != nil {
+				continue
 			}
-			cancel()
-			conn.Close(context.Background())
-		}
-		if len(pending) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			var left []string
-			for sub, status := range pending {
-				left = append(left, fmt.Sprintf("%s is %s", sub, status))
+			if _, ok := pending[sub]; !ok {
+				continue
 			}
-			return fmt.Errorf("node %s: subscriptions not replicating within %s (%s): %s", n.Name, c.flowTimeout(), strings.Join(left, ", "), n.logTail())
+			if status == "replicating" {
+				delete(pending, sub)
+				fmt.Fprintf(c.log, "node %s: subscription %s replicating (%.2f s)\n", n.Name, sub, time.Since(start).Seconds())
+			} else {
+				pending[sub] = status
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		rows.Close()
+		var left []string
+		for sub, status := range pending {
+			left = append(left, fmt.Sprintf("%s is %s", sub, status))
 		}
+		sort.Strings(left)
+		return len(pending) == 0, strings.Join(left, ", "), rows.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: subscriptions not replicating: %w: %s", n.Name, err, n.logTail())
 	}
+	return nil
 }
 
 // applySchemaMultimaster creates every table at every master, then adds
 // each to every master's default replication set (see the comment at
 // the top of this file for why not replicate_ddl_command).
 func (c *cluster) applySchemaMultimaster(ctx context.Context, s engine.Schema) error {
-	if err := c.eachMaster(func(n *node) error { return createTables(ctx, n, s) }); err != nil {
+	if err := engine.Each(c.masters(), func(n *node) error { return createTables(ctx, n, s) }); err != nil {
 		return err
 	}
 	first := c.masters()[0]
@@ -247,7 +223,7 @@ func (c *cluster) applySchemaMultimaster(ctx context.Context, s engine.Schema) e
 			return fmt.Errorf("table %s has no primary key: multi-master matches rows by primary key", t.Name)
 		}
 	}
-	err := c.eachMaster(func(n *node) error {
+	err := engine.Each(c.masters(), func(n *node) error {
 		for _, t := range s.Tables {
 			if err := mmAddTable(ctx, n, t.Name); err != nil {
 				return err
@@ -281,16 +257,4 @@ func (c *cluster) mmSubscriber(up, appName string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// lockedWriter serialises writes from goroutines to one log.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

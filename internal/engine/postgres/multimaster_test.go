@@ -4,10 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +11,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/lab"
-	"replab/internal/spec"
+	"replab/internal/labtest"
 )
 
 // Three masters in three sites, each pair joined by a short link.
@@ -66,49 +62,20 @@ type mmEnv struct {
 // it remains.
 func mmUp(t *testing.T) *mmEnv {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (namespaces, PostgreSQL, pglogical): skipped with -short")
-	}
-	if err := lab.Preflight(); err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-	inst, err := findInstall(context.Background())
-	if err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-	if !inst.hasExtension("pglogical") {
+	labtest.RequireLab(t)
+	requirePostgres(t)
+	if inst, err := findInstall(context.Background()); err == nil && !inst.hasExtension("pglogical") {
 		t.Skipf("integration test skipped: pglogical is missing (apt-get install postgresql-%d-pglogical)", inst.Major)
 	}
-	name := fmt.Sprintf("tmm-%d-%04x", os.Getpid()%10000, rand.IntN(0x10000))
-	s, err := spec.Parse("multimaster.toml", []byte(strings.Replace(mmSpec, "NAME", name, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dataRoot := t.TempDir()
-	t.Cleanup(func() { mmAssertGone(t, name, dataRoot) })
-
+	start := time.Now()
+	l, c := labtest.ClusterLog(t, Engine{}, "tmm", mmSpec, mmLog{t})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	start := time.Now()
-	l, err := lab.Up(ctx, s, lab.Options{StateRoot: t.TempDir(), DataRoot: dataRoot, NoControl: true})
-	if err != nil {
-		t.Fatalf("lab up: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("close lab: %v", err)
-		}
-	})
-	c, err := Engine{}.Up(ctx, l, mmLog{t})
-	if err != nil {
-		t.Fatalf("engine up: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
 	t.Logf("3 masters replicating %.1f s after start", time.Since(start).Seconds())
 
 	e := &mmEnv{lab: l, c: c.(*cluster), db: map[string]*sql.DB{}}
 	for _, n := range e.c.nodes {
-		db, err := c.Open(ctx, n.Name, n.Site)
+		db, err := e.c.Open(ctx, n.Name, n.Site)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,25 +92,6 @@ type mmLog struct{ t *testing.T }
 func (w mmLog) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-// mmAssertGone fails when a namespace of the lab or a server with its
-// data directory is still there.
-func mmAssertGone(t *testing.T, name, dataRoot string) {
-	t.Helper()
-	out, _ := exec.Command("ip", "netns", "list").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, name) {
-			t.Errorf("namespace left behind: %s", line)
-		}
-	}
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err == nil && strings.Contains(string(b), dataRoot) {
-			t.Errorf("process left behind: %s %s", filepath.Base(filepath.Dir(p)), strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
 }
 
 func mmCtx(t *testing.T, d time.Duration) context.Context {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,9 +41,16 @@ type node struct {
 	sockDir string // unique per node, outside the data directory
 	logPath string
 
+	// proc is the running postmaster; nil before the first start. Node
+	// control replaces it while monitors read it.
+	proc  atomic.Pointer[postmaster]
+	admin *pgxpool.Pool // over the unix socket, as the superuser
+}
+
+// postmaster is one run of a node's server.
+type postmaster struct {
 	cmd    *exec.Cmd
-	exited chan struct{}
-	admin  *pgxpool.Pool // over the unix socket, as the superuser
+	exited chan struct{} // closed when it has exited and been reaped
 }
 
 // dsn works from every site: it names the node's lab address.
@@ -176,9 +184,9 @@ func (n *node) start(ctx context.Context) error {
 	if err := n.site.Start(cmd); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
-	n.cmd = cmd
-	n.exited = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(n.exited) }()
+	pm := &postmaster{cmd: cmd, exited: make(chan struct{})}
+	n.proc.Store(pm)
+	go func() { _ = cmd.Wait(); close(pm.exited) }()
 
 	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=postgres", n.sockDir, n.addr.Port(), Superuser))
 	if err != nil {
@@ -200,7 +208,7 @@ func (n *node) start(ctx context.Context) error {
 			pool.Close()
 		}
 		select {
-		case <-n.exited:
+		case <-pm.exited:
 			return fmt.Errorf("postgres exited during start-up: %s", n.logTail())
 		case <-ctx.Done():
 			return ctx.Err()
@@ -220,24 +228,22 @@ func (n *node) logTail() string {
 // stop shuts the server down (fast mode: SIGINT), killing it if it has
 // not stopped within the timeout.
 func (n *node) stop(timeout time.Duration) {
-	if n.admin != nil {
-		n.admin.Close()
-		n.admin = nil
-	}
-	if n.cmd == nil || n.cmd.Process == nil {
+	n.closeAdmin()
+	pm := n.proc.Load()
+	if pm == nil {
 		return
 	}
 	select {
-	case <-n.exited:
+	case <-pm.exited:
 		return
 	default:
 	}
-	_ = n.cmd.Process.Signal(syscall.SIGINT)
+	_ = pm.cmd.Process.Signal(syscall.SIGINT)
 	select {
-	case <-n.exited:
+	case <-pm.exited:
 	case <-time.After(timeout):
-		_ = n.cmd.Process.Kill()
-		<-n.exited
+		_ = pm.cmd.Process.Kill()
+		<-pm.exited
 	}
 }
 

@@ -21,7 +21,6 @@ func (c *cluster) upPhysical(ctx context.Context) error {
 	}
 	// Parents before children: cascaded standbys copy from their upstream.
 	// Siblings copy at the same time, each over its own link.
-	c.log = &lockedWriter{w: c.log}
 	done := map[string]bool{primary.Name: true}
 	for len(done) < len(c.nodes) {
 		var wave []*node

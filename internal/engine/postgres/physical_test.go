@@ -2,10 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,41 +17,8 @@ import (
 // [lab] name is NAME, and removes both when the test ends.
 func physLab(t *testing.T, prefix, text string) (*lab.Lab, *cluster) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (namespaces, PostgreSQL): skipped with -short")
-	}
-	if err := lab.Preflight(); err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-	if _, err := findInstall(context.Background()); err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-	name := fmt.Sprintf("%s-%d-%03x", prefix, os.Getpid()%10000, rand.IntN(0x1000))
-	s, err := spec.Parse(prefix+".toml", []byte(strings.Replace(text, "NAME", name, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	l, err := lab.Up(ctx, s, lab.Options{StateRoot: t.TempDir(), DataRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("close lab: %v", err)
-		}
-	})
-	var log io.Writer = io.Discard
-	if testing.Verbose() {
-		log = os.Stderr
-	}
-	c, err := Engine{}.Up(ctx, l, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return l, c.(*cluster)
+	l, c, _ := testCluster(t, prefix, text)
+	return l, c
 }
 
 // sqlOn runs SQL on a node from its own site, over the lab network.

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"replab/internal/engine"
 	"replab/internal/spec"
 )
 
@@ -48,20 +47,40 @@ type plan struct {
 	walCompress bool
 }
 
+// scheme is the [scheme] options as written.
+type scheme struct {
+	standbys, commit, durability, conflict string
+	refresh                                time.Duration
+	fsync, fullPage, walCompr              *bool
+}
+
 var standbysRE = regexp.MustCompile(`(?i)^\s*(?:(FIRST|ANY)\s+(\d+)\s*)?\(?\s*([^()]*?)\s*\)?\s*$`)
 
-// makePlan validates s for PostgreSQL and resolves its defaults.
+// makePlan validates s for PostgreSQL and resolves its defaults. Every
+// [scheme] key but replication is PostgreSQL's own: standbys, commit,
+// durability, refresh, conflict, fsync, full_page_writes, wal_compression.
 func makePlan(s *spec.Spec) (*plan, error) {
-	errs := engine.NewErrors(s)
-	sc := s.Scheme
-	p := &plan{replication: sc.Replication, fsync: true, fullPage: true}
+	errs := s.NewErrors()
+	o := s.SchemeOptions("engine postgres")
+	p := &plan{replication: s.Scheme.Replication, fsync: true, fullPage: true}
 	if p.replication == "" {
 		p.replication = Async
 	}
 	if !slices.Contains(schemes, p.replication) {
-		errs.Add("scheme.replication", "PostgreSQL has no scheme %q; schemes: %s", p.replication, strings.Join(schemes, ", "))
+		errs.Add("scheme.replication", "PostgreSQL has no scheme %q%s; schemes: %s", p.replication, spec.DidYouMean(p.replication, schemes), strings.Join(schemes, ", "))
 		return nil, errs.Err()
 	}
+	sc := scheme{
+		standbys:   o.String("standbys", ""),
+		commit:     o.String("commit", ""),
+		durability: o.String("durability", "", durabilities...),
+		conflict:   o.String("conflict", ""),
+		refresh:    o.Duration("refresh", 0, time.Second, 24*time.Hour),
+		fsync:      o.Bool("fsync"),
+		fullPage:   o.Bool("full_page_writes"),
+		walCompr:   o.Bool("wal_compression"),
+	}
+	errs.Join(o.Err())
 	var standbys, replicas, masters []string
 	for _, n := range s.Nodes {
 		field := "node." + n.Name
@@ -128,8 +147,8 @@ func makePlan(s *spec.Spec) (*plan, error) {
 	if p.replication == Sync {
 		allowed = syncCommits
 	}
-	p.commit = sc.Commit
-	switch sc.Durability {
+	p.commit = sc.commit
+	switch sc.durability {
 	case "", "sync":
 	case "write-nosync":
 		// WAL is written at commit but never flushed: Berkeley DB's WRITE_NOSYNC.
@@ -140,8 +159,6 @@ func makePlan(s *spec.Spec) (*plan, error) {
 			errs.Add("scheme.commit", "durability = \"nosync\" means synchronous_commit = off; it cannot wait for commit = %q", p.commit)
 		}
 		p.commit = "off"
-	default:
-		errs.Add("scheme.durability", "unknown durability %q; choose one of %s", sc.Durability, strings.Join(durabilities, ", "))
 	}
 	if p.commit == "" {
 		p.commit = "on"
@@ -153,14 +170,14 @@ func makePlan(s *spec.Spec) (*plan, error) {
 			errs.Add("scheme.commit", "unknown commit level %q; with replication = %q choose one of %s", p.commit, p.replication, strings.Join(allowed, ", "))
 		}
 	}
-	if sc.Fsync != nil {
-		p.fsync = *sc.Fsync
+	if sc.fsync != nil {
+		p.fsync = *sc.fsync
 	}
-	p.fullPage = sc.FullPageWrites == nil || *sc.FullPageWrites
-	p.walCompress = sc.WALCompression != nil && *sc.WALCompression
+	p.fullPage = sc.fullPage == nil || *sc.fullPage
+	p.walCompress = sc.walCompr != nil && *sc.walCompr
 
 	// Synchronous standbys.
-	if sc.Standbys != "" && p.replication != Sync {
+	if sc.standbys != "" && p.replication != Sync {
 		errs.Add("scheme.standbys", "standbys names synchronous standbys; it needs replication = \"sync\"")
 	}
 	if p.replication == Sync {
@@ -170,7 +187,7 @@ func makePlan(s *spec.Spec) (*plan, error) {
 				direct = append(direct, n.Name)
 			}
 		}
-		names, err := syncStandbyNames(sc.Standbys, direct)
+		names, err := syncStandbyNames(sc.standbys, direct)
 		if err != "" {
 			errs.Add("scheme.standbys", "%s", err)
 		}
@@ -178,14 +195,14 @@ func makePlan(s *spec.Spec) (*plan, error) {
 	}
 
 	// Refresh and conflicts.
-	p.refresh = sc.Refresh
+	p.refresh = sc.refresh
 	if p.refresh != 0 && p.replication != Snapshot {
 		errs.Add("scheme.refresh", "refresh sets how often snapshot replicas catch up; it needs replication = \"snapshot\"")
 	}
 	if p.replication == Snapshot && p.refresh == 0 {
 		p.refresh = DefaultRefresh
 	}
-	p.conflict = sc.Conflict
+	p.conflict = sc.conflict
 	if p.conflict != "" && p.replication != Multimaster {
 		errs.Add("scheme.conflict", "conflict resolution applies to replication = \"multimaster\"")
 	}

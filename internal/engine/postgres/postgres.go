@@ -8,21 +8,17 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"replab/internal/engine"
 	"replab/internal/lab"
@@ -35,8 +31,24 @@ type Engine struct{}
 // Kind implements engine.Engine.
 func (Engine) Kind() string { return "postgres" }
 
-// Dialect implements engine.Engine.
+// Dialect implements engine.Dialecter.
 func (Engine) Dialect() string { return "postgres" }
+
+// Dialect implements engine.SQL.
+func (c *cluster) Dialect() string { return "postgres" }
+
+// A cluster has every capability replab knows but its own lag stamps: the
+// SQL implementation (package lagprobe's replab_lag table) serves it, read
+// through the faster LagReader.
+var (
+	_ engine.SQL             = (*cluster)(nil)
+	_ engine.BulkLoader      = (*cluster)(nil)
+	_ engine.Pipeliner       = (*cluster)(nil)
+	_ engine.LagReaders      = (*cluster)(nil)
+	_ engine.NodeControl     = (*cluster)(nil)
+	_ engine.Refresher       = (*cluster)(nil)
+	_ engine.ErrorClassifier = (*cluster)(nil)
+)
 
 // Validate implements engine.Engine.
 func (Engine) Validate(s *spec.Spec) error {
@@ -82,7 +94,8 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{lab: l, plan: p, inst: inst, uid: uid, gid: gid, log: log, byName: map[string]*node{}}
+	// Nodes start and copy in parallel: one writer for their lines.
+	c := &cluster{lab: l, plan: p, inst: inst, uid: uid, gid: gid, log: engine.NewLockedWriter(log), byName: map[string]*node{}}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -237,31 +250,27 @@ func (c *cluster) createPrimary(ctx context.Context, n *node) error {
 // markerDDL is the table WaitFlowing writes markers to.
 const markerDDL = `CREATE TABLE IF NOT EXISTS replab_marker (source text PRIMARY KEY, seq bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`
 
-// Nodes implements engine.Cluster.
+// Nodes implements engine.Cluster: the primary (or every master) takes
+// writes; a standby or replica receives from its upstream, a master from
+// every other master.
 func (c *cluster) Nodes() []engine.Node {
 	out := make([]engine.Node, 0, len(c.nodes))
 	for _, n := range c.nodes {
-		out = append(out, engine.Node{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, Addr: n.addr, DSN: n.dsn(), Version: c.inst.Version})
+		en := engine.Node{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, Addr: n.addr, DSN: n.dsn(), Version: c.inst.Version,
+			Writable: slices.Contains(c.plan.primaries, n.Name)}
+		switch {
+		case n.From != "":
+			en.Upstreams = []string{n.From}
+		case c.plan.replication == Multimaster:
+			for _, m := range c.plan.primaries {
+				if m != n.Name {
+					en.Upstreams = append(en.Upstreams, m)
+				}
+			}
+		}
+		out = append(out, en)
 	}
 	return out
-}
-
-// Open implements engine.Cluster.
-func (c *cluster) Open(ctx context.Context, name, fromSite string) (*sql.DB, error) {
-	n := c.byName[name]
-	if n == nil {
-		return nil, fmt.Errorf("no node %q", name)
-	}
-	site := c.lab.Site(fromSite)
-	if site == nil {
-		return nil, fmt.Errorf("no site %q", fromSite)
-	}
-	cfg, err := pgx.ParseConfig(n.dsn())
-	if err != nil {
-		return nil, err
-	}
-	cfg.DialFunc = dialer(site)
-	return stdlib.OpenDB(*cfg), nil
 }
 
 // WaitFlowing implements engine.Cluster: a marker written at every source
@@ -282,29 +291,19 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 			return err
 		}
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, len(c.nodes)*len(c.plan.primaries))
+	type trip struct {
+		n   *node
+		src string
+	}
+	var trips []trip
 	for _, n := range c.nodes {
 		for _, src := range c.plan.primaries {
-			if src == n.Name {
-				continue
+			if src != n.Name {
+				trips = append(trips, trip{n, src})
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs <- c.waitMarker(ctx, n, src, seq)
-			}()
 		}
 	}
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		if err != nil {
-			all = append(all, err)
-		}
-	}
-	return errors.Join(all...)
+	return engine.Each(trips, func(t trip) error { return c.waitMarker(ctx, t.n, t.src, seq) })
 }
 
 // writeMarker upserts the source's marker. It is bounded: under a
@@ -323,27 +322,15 @@ func (c *cluster) writeMarker(ctx context.Context, n *node, seq int64) error {
 
 // waitMarker polls n until src's marker reaches seq.
 func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64) error {
-	deadline := time.Now().Add(c.flowTimeout())
-	for {
+	_, err := engine.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		var got int64
-		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := n.query1(qctx, "", `SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = $1`, &got, src)
-		cancel()
-		if err == nil && got >= seq {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				return fmt.Errorf("node %s: marker from %s not visible within %s: %w", n.Name, src, c.flowTimeout(), err)
-			}
-			return fmt.Errorf("node %s: marker %d from %s not visible within %s (still at %d): replication is not flowing", n.Name, seq, src, c.flowTimeout(), got)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+		err := n.query1(ctx, "", `SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = $1`, &got, src)
+		return err == nil && got >= seq, fmt.Sprintf("still at %d", got), err
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: marker %d from %s not visible: replication is not flowing: %w", n.Name, seq, src, err)
 	}
+	return nil
 }
 
 // flowTimeout bounds a marker's trip: generous for satellite links and for

@@ -64,12 +64,14 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 			return nil, fmt.Errorf("node %s: read pg_stat_replication: %w", up.Name, err)
 		}
 		for rows.Next() {
-			var r engine.ReplicaState
-			if err := rows.Scan(&r.Node, &r.State, &r.SentLSN, &r.WriteLSN, &r.FlushLSN, &r.ReplayLSN, &r.BytesBehind, &r.SyncState, &r.ReplayLagMs); err != nil {
+			r := engine.ReplicaState{BacklogUnit: engine.UnitBytes}
+			var sent, write, flush, replay string
+			if err := rows.Scan(&r.Node, &r.State, &sent, &write, &flush, &replay, &r.Backlog, &r.SyncState, &r.ReplayLagMs); err != nil {
 				rows.Close()
 				conn.Close(ctx)
 				return nil, err
 			}
+			r.Positions = lsns(sent, write, flush, replay)
 			r.From = up.Name
 			r.Kind = "physical"
 			if sub, ok := c.mmSubscriber(up.Name, r.Node); ok {
@@ -93,23 +95,39 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 	return out, nil
 }
 
+// lsns are a stream's positions as pg_stat_replication names them.
+func lsns(sent, write, flush, replay string) []engine.Position {
+	var out []engine.Position
+	for _, p := range []engine.Position{{Name: "sent_lsn", Value: sent}, {Name: "write_lsn", Value: write}, {Name: "flush_lsn", Value: flush}, {Name: "replay_lsn", Value: replay}} {
+		if p.Value != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Processes implements engine.Cluster: the postmaster's children, named by
-// the role PostgreSQL gives them in their process title.
+// the role PostgreSQL gives them in their process title. A node that is
+// down (stopped or killed) has none.
 func (c *cluster) Processes(ctx context.Context) ([]engine.Process, error) {
 	var out []engine.Process
 	children := childrenByParent()
 	for _, n := range c.nodes {
-		if n.cmd == nil || n.cmd.Process == nil {
+		pm := n.pid()
+		if pm == 0 {
 			continue
 		}
-		pm := n.cmd.Process.Pid
 		out = append(out, engine.Process{Node: n.Name, Role: "postmaster", PID: pm})
 		for _, pid := range children[pm] {
-			out = append(out, engine.Process{Node: n.Name, Role: roleOf(cmdline(pid)), PID: pid})
+			role := roleOf(cmdline(pid))
+			out = append(out, engine.Process{Node: n.Name, Role: role, PID: pid, Apply: applyRoles[role]})
 		}
 	}
 	return out, nil
 }
+
+// applyRoles receive or apply changes at a replica.
+var applyRoles = map[string]bool{"walreceiver": true, "startup": true, "logical-apply": true, "pglogical-apply": true}
 
 // childrenByParent maps each PID to its children's PIDs.
 func childrenByParent() map[int][]int {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"replab/internal/clock"
 	"replab/internal/linkem"
 )
 
@@ -260,7 +261,7 @@ func (e *Emulator) readLoop(i int) {
 			pt.unroutable.Add(1)
 			continue
 		}
-		now := Now()
+		now := clock.Now()
 		var woke [8]*direction // directions to wake after this batch (small, deduplicated)
 		nw := 0
 		for j := 0; j < n; j++ {
@@ -336,8 +337,8 @@ func (d *direction) signal() {
 
 func (e *Emulator) deliverLoop(d *direction) {
 	defer e.wg.Done()
-	lockThread()
-	sl := newSleeper()
+	clock.LockThread(0) // for its life: this goroutine only delivers
+	sl := clock.NewSleeper()
 	batch := make([]*packet, 0, maxWriteBatch)
 	w := newWriter()
 	for {
@@ -352,10 +353,10 @@ func (e *Emulator) deliverLoop(d *direction) {
 				return
 			}
 		}
-		now := Now()
+		now := clock.Now()
 		if head.deliverAt > now {
 			d.mu.Unlock()
-			if !sl.sleepUntil(head.deliverAt, d.wake, e.done) {
+			if !sl.Until(head.deliverAt, d.wake, e.done) {
 				return
 			}
 			continue

@@ -5,6 +5,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"replab/internal/clock"
 	"replab/internal/linkem"
 )
 
@@ -128,7 +129,7 @@ func (e *Emulator) SetParams(from, to string, p linkem.Params) error {
 		return err
 	}
 	d.mu.Lock()
-	d.model.SetParams(Now(), p)
+	d.model.SetParams(clock.Now(), p)
 	d.mu.Unlock()
 	d.signal()
 	return nil

@@ -85,18 +85,19 @@ var insertSQL = map[string]string{
 // Transactions implements workload.Workload: "insert", one new record
 // per transaction.
 func (w *Workload) Transactions() []workload.TxType {
-	return []workload.TxType{{Name: "insert", Weight: 100, Statements: []string{insertSQL[w.dialect]}, Run: w.insert, Batch: w.insertBatch}}
+	return []workload.TxType{{Name: "insert", Weight: 100, Statements: []workload.Statement{{Name: "insert", SQL: insertSQL[w.dialect]}},
+		Run: w.insert, Batch: w.insertBatch}}
 }
 
 // insertBatch is insert as one pipelined call.
-func (w *Workload) insertBatch(r *rand.Rand) []workload.Call {
+func (w *Workload) insertBatch(_ int, r *rand.Rand) []workload.Call {
 	k := w.key(r)
-	return []workload.Call{{Stmt: 0, Args: []any{k, fill(r, make([]byte, w.valueBytes))}, Rows: 1}}
+	return []workload.Call{{Stmt: "insert", Args: []any{k, fill(r, make([]byte, w.valueBytes))}, Rows: 1}}
 }
 
 func (w *Workload) insert(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
 	k := w.key(r)
-	res, err := tx.Exec(ctx, 0, k, fill(r, make([]byte, w.valueBytes)))
+	res, err := tx.Exec(ctx, "insert", k, fill(r, make([]byte, w.valueBytes)))
 	if err != nil {
 		return 0, fmt.Errorf("insert key %x: %w", k, err)
 	}

@@ -57,6 +57,8 @@ func (m *memLoader) Copy(_ context.Context, table string, columns []string, src 
 	return n, src.Err()
 }
 
+func (m *memLoader) Close() error { return nil }
+
 func (m *memLoader) Exec(_ context.Context, sql string) error {
 	m.execs = append(m.execs, sql)
 	return nil
@@ -185,7 +187,7 @@ func TestSchemaAndStatementsPerDialect(t *testing.T) {
 				t.Errorf("schema %+v, want %q", s.Tables, tc.create)
 			}
 			types := w.Transactions()
-			if len(types) != 1 || types[0].Name != "insert" || types[0].Weight != 100 || types[0].Statements[0] != tc.insert {
+			if len(types) != 1 || types[0].Name != "insert" || types[0].Weight != 100 || types[0].Statements[0].SQL != tc.insert {
 				t.Errorf("transactions %+v, want insert: %q", types, tc.insert)
 			}
 		})

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"replab/internal/engine"
+	"replab/internal/engine/postgres/pgtest"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"replab/internal/labtest"
 	"replab/internal/workload"
 )
 
@@ -36,7 +38,7 @@ seed = 11
 `
 
 func TestPostgresLoadAndInserts(t *testing.T) {
-	l, c := labtest.Postgres(t, "wkv", kvSpec)
+	l, c := pgtest.Up(t, "wkv", kvSpec)
 	ww, err := workload.NewRegistry(Factory).For(l.Spec, "postgres")
 	if err != nil {
 		t.Fatal(err)
@@ -44,19 +46,24 @@ func TestPostgresLoadAndInserts(t *testing.T) {
 	w := ww.(*Workload)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.ApplySchema(ctx, w.Schema()); err != nil {
+	if err := c.(engine.SQL).ApplySchema(ctx, w.Schema()); err != nil {
 		t.Fatal(err)
 	}
 	node := c.Nodes()[0]
 
-	conn, err := pgx.ConnectConfig(ctx, labtest.ConnConfig(t, l, node, node.Site))
+	conn, err := pgx.ConnectConfig(ctx, pgtest.ConnConfig(t, l, node, node.Site))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
 	var last int64
 	start := time.Now()
-	if err := w.Load(ctx, workload.PostgresLoader(conn), func(n int64) { last = n }); err != nil {
+	ld, err := c.(engine.BulkLoader).Loader(ctx, node.Name, node.Site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Close()
+	if err := w.Load(ctx, ld, func(n int64) { last = n }); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
@@ -74,7 +81,7 @@ func TestPostgresLoadAndInserts(t *testing.T) {
 
 	// The insert 100 times from the client site, prepared once on one
 	// connection, by two users whose streams are seeded alike.
-	db := stdlib.OpenDB(*labtest.ConnConfig(t, l, node, "client"))
+	db := stdlib.OpenDB(*pgtest.ConnConfig(t, l, node, "client"))
 	defer db.Close()
 	typ := w.Transactions()[0]
 	for user := 0; user < 2; user++ {
@@ -82,7 +89,7 @@ func TestPostgresLoadAndInserts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stmt, err := sc.PrepareContext(ctx, typ.Statements[0])
+		stmt, err := sc.PrepareContext(ctx, typ.Statements[0].SQL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +100,7 @@ func TestPostgresLoadAndInserts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, err := typ.Run(ctx, &workload.Tx{Tx: tx, Stmts: []*sql.Stmt{stmt}}, r)
+			n, err := typ.Run(ctx, workload.NewTx(user, tx, map[string]*sql.Stmt{typ.Statements[0].Name: stmt}), r)
 			if err != nil {
 				tx.Rollback()
 				t.Fatalf("user %d, insert #%d: %v", user, i, err)

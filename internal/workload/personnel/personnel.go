@@ -28,6 +28,7 @@ type Workload struct {
 	persons   int64
 	textBytes int
 	readPct   int
+	readsAt   string
 	seed      uint64
 	dialect   string
 
@@ -35,12 +36,13 @@ type Workload struct {
 	total     int64
 }
 
-// New reads the options: persons, text_bytes and read_pct.
+// New reads the options: persons, text_bytes, read_pct and reads_at.
 func New(o *workload.Options) (workload.Workload, error) {
 	w := &Workload{
 		persons:   o.Int("persons", DefaultPersons, 1, MaxPersons),
 		textBytes: int(o.Int("text_bytes", DefaultTextBytes, MinTextBytes, MaxTextBytes)),
 		readPct:   int(o.Int("read_pct", 0, 0, 100)),
+		readsAt:   readsAt(o.String("reads_at", "source", "source", "replica")),
 		seed:      uint64(o.Seed),
 		dialect:   o.Dialect,
 	}
@@ -48,6 +50,14 @@ func New(o *workload.Options) (workload.Workload, error) {
 		return nil, workload.ErrNoDialect("personnel", o.Dialect)
 	}
 	return w, nil
+}
+
+// readsAt maps the reads_at option to where lookups run.
+func readsAt(v string) string {
+	if v == "replica" {
+		return workload.AtReplica
+	}
+	return workload.AtSource
 }
 
 // Name implements workload.Workload.

@@ -59,6 +59,8 @@ func (m *memLoader) Copy(_ context.Context, table string, columns []string, src 
 	return n, src.Err()
 }
 
+func (m *memLoader) Close() error { return nil }
+
 func (m *memLoader) Exec(_ context.Context, sql string) error {
 	m.execs = append(m.execs, sql)
 	return nil
@@ -213,11 +215,11 @@ func TestStatementsUseTheDialectsPlaceholders(t *testing.T) {
 			if len(types) != 2 || types[0].Name != "update" || types[0].Weight != 70 || types[1].Name != "lookup" || types[1].Weight != 30 {
 				t.Fatalf("types %+v", types)
 			}
-			if types[0].Statements[0] != tc.update {
-				t.Errorf("update: %q, want %q", types[0].Statements[0], tc.update)
+			if types[0].Statements[0].SQL != tc.update {
+				t.Errorf("update: %q, want %q", types[0].Statements[0].SQL, tc.update)
 			}
-			if !strings.HasSuffix(types[1].Statements[0], tc.lookup) {
-				t.Errorf("lookup: %q, want …%q", types[1].Statements[0], tc.lookup)
+			if !strings.HasSuffix(types[1].Statements[0].SQL, tc.lookup) {
+				t.Errorf("lookup: %q, want …%q", types[1].Statements[0].SQL, tc.lookup)
 			}
 		})
 	}
@@ -244,7 +246,7 @@ func TestOptionErrorsPointAtTheSpec(t *testing.T) {
 		{"persons not a number", `persons = "many"`, `unit.toml:15:.*persons`},
 		{"text too short", "text_bytes = 99", `unit.toml:15:.*text_bytes.*100 to 4000`},
 		{"read_pct over 100", "read_pct = 101", `unit.toml:15:.*read_pct`},
-		{"unknown option", "users = 3", `unit.toml:15:.*users.*unknown option for workload personnel; options: persons, read_pct, text_bytes`},
+		{"unknown option", "users = 3", `unit.toml:15:.*users.*unknown option for workload personnel; options: persons, read_pct, reads_at, text_bytes`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := build(t, 1, tc.options, "postgres")

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"replab/internal/engine"
+	"replab/internal/engine/postgres/pgtest"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"replab/internal/labtest"
 	"replab/internal/workload"
 )
 
@@ -38,7 +40,7 @@ seed = 11
 `
 
 func TestPostgresLoadAndTransactions(t *testing.T) {
-	l, c := labtest.Postgres(t, "wper", personnelSpec)
+	l, c := pgtest.Up(t, "wper", personnelSpec)
 	ww, err := workload.NewRegistry(Factory).For(l.Spec, "postgres")
 	if err != nil {
 		t.Fatal(err)
@@ -46,20 +48,25 @@ func TestPostgresLoadAndTransactions(t *testing.T) {
 	w := ww.(*Workload)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.ApplySchema(ctx, w.Schema()); err != nil {
+	if err := c.(engine.SQL).ApplySchema(ctx, w.Schema()); err != nil {
 		t.Fatal(err)
 	}
 	node := c.Nodes()[0]
 
 	// Load from the primary's own site, through COPY.
-	conn, err := pgx.ConnectConfig(ctx, labtest.ConnConfig(t, l, node, node.Site))
+	conn, err := pgx.ConnectConfig(ctx, pgtest.ConnConfig(t, l, node, node.Site))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
 	var last int64
 	start := time.Now()
-	if err := w.Load(ctx, workload.PostgresLoader(conn), func(n int64) { last = n }); err != nil {
+	ld, err := c.(engine.BulkLoader).Loader(ctx, node.Name, node.Site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Close()
+	if err := w.Load(ctx, ld, func(n int64) { last = n }); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
@@ -86,7 +93,7 @@ func TestPostgresLoadAndTransactions(t *testing.T) {
 
 	// Each transaction type 100 times, from the client site, with the
 	// statements prepared once on one connection as the driver does.
-	db := stdlib.OpenDB(*labtest.ConnConfig(t, l, node, "client"))
+	db := stdlib.OpenDB(*pgtest.ConnConfig(t, l, node, "client"))
 	defer db.Close()
 	sc, err := db.Conn(ctx)
 	if err != nil {
@@ -94,10 +101,10 @@ func TestPostgresLoadAndTransactions(t *testing.T) {
 	}
 	defer sc.Close()
 	for _, typ := range w.Transactions() {
-		stmts := make([]*sql.Stmt, len(typ.Statements))
-		for i, q := range typ.Statements {
-			if stmts[i], err = sc.PrepareContext(ctx, q); err != nil {
-				t.Fatalf("%s: prepare %q: %v", typ.Name, q, err)
+		stmts := map[string]*sql.Stmt{}
+		for _, q := range typ.Statements {
+			if stmts[q.Name], err = sc.PrepareContext(ctx, q.SQL); err != nil {
+				t.Fatalf("%s: prepare %q: %v", typ.Name, q.SQL, err)
 			}
 		}
 		seed := uint64(len(typ.Name))
@@ -108,7 +115,7 @@ func TestPostgresLoadAndTransactions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n, err := typ.Run(ctx, &workload.Tx{Tx: tx, Stmts: stmts}, r)
+			n, err := typ.Run(ctx, workload.NewTx(0, tx, stmts), r)
 			if err != nil {
 				tx.Rollback()
 				t.Fatalf("%s #%d: %v", typ.Name, i, err)

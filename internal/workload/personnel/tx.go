@@ -26,15 +26,17 @@ func LookupSQL(dialect string) string {
 }
 
 // Transactions implements workload.Workload: "update" (the study's, weight
-// 100 - read_pct) and "lookup" (weight read_pct); a type whose weight is 0
-// is left out.
+// 100 - read_pct, at the source) and "lookup" (weight read_pct, read-only,
+// where reads_at says); a type whose weight is 0 is left out.
 func (w *Workload) Transactions() []workload.TxType {
 	var types []workload.TxType
 	if w.readPct < 100 {
-		types = append(types, workload.TxType{Name: "update", Weight: 100 - w.readPct, Statements: []string{UpdateSQL(w.dialect)}, Run: w.update, Batch: w.updateBatch})
+		types = append(types, workload.TxType{Name: "update", Weight: 100 - w.readPct,
+			Statements: []workload.Statement{{Name: "update", SQL: UpdateSQL(w.dialect)}}, Run: w.update, Batch: w.updateBatch})
 	}
 	if w.readPct > 0 {
-		types = append(types, workload.TxType{Name: "lookup", Weight: w.readPct, Statements: []string{LookupSQL(w.dialect)}, Run: w.lookup})
+		types = append(types, workload.TxType{Name: "lookup", Weight: w.readPct, ReadOnly: true, At: w.readsAt,
+			Statements: []workload.Statement{{Name: "lookup", SQL: LookupSQL(w.dialect)}}, Run: w.lookup})
 	}
 	return types
 }
@@ -46,7 +48,7 @@ func (w *Workload) person(r *rand.Rand) int64 { return 1 + r.Int64N(w.persons) }
 // description; it changes exactly one row.
 func (w *Workload) update(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
 	id := w.person(r)
-	res, err := tx.Exec(ctx, 0, Text(r, w.textBytes), id)
+	res, err := tx.Exec(ctx, "update", Text(r, w.textBytes), id)
 	if err != nil {
 		return 0, fmt.Errorf("update per %d: %w", id, err)
 	}
@@ -61,9 +63,9 @@ func (w *Workload) update(ctx context.Context, tx *workload.Tx, r *rand.Rand) (i
 }
 
 // updateBatch is update as one pipelined call (same draws from r).
-func (w *Workload) updateBatch(r *rand.Rand) []workload.Call {
+func (w *Workload) updateBatch(_ int, r *rand.Rand) []workload.Call {
 	id := w.person(r)
-	return []workload.Call{{Stmt: 0, Args: []any{Text(r, w.textBytes), id}, Rows: 1}}
+	return []workload.Call{{Stmt: "update", Args: []any{Text(r, w.textBytes), id}, Rows: 1}}
 }
 
 // lookup reads a random person; it changes nothing.
@@ -71,7 +73,7 @@ func (w *Workload) lookup(ctx context.Context, tx *workload.Tx, r *rand.Rand) (i
 	id := w.person(r)
 	var last, first, text string
 	var birth any
-	if err := tx.QueryRow(ctx, 0, id).Scan(&last, &first, &birth, &text); err != nil {
+	if err := tx.QueryRow(ctx, "lookup", id).Scan(&last, &first, &birth, &text); err != nil {
 		return 0, fmt.Errorf("look up per %d: %w", id, err)
 	}
 	return 0, nil

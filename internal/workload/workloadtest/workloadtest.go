@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"replab/internal/engine/postgres"
+	"replab/internal/engine"
 	"replab/internal/spec"
 	"replab/internal/workload"
 )
@@ -50,9 +50,9 @@ func Build(t testing.TB, f workload.Factory, seed int, options, dialect string) 
 
 // CheckDocs fails unless docs/workloads.md (at docPath) has a table row
 // for every option and at least minExamples TOML examples of f's kind,
-// each of which validates and builds. An example without [lab] is a
-// [workload] table, checked inside Spec.
-func CheckDocs(t *testing.T, docPath string, f workload.Factory, options []string, minExamples int) {
+// each of which validates (with its engine from engines) and builds. An
+// example without [lab] is a [workload] table, checked inside Spec.
+func CheckDocs(t *testing.T, engines *engine.Registry, docPath string, f workload.Factory, options []string, minExamples int) {
 	t.Helper()
 	data, err := os.ReadFile(docPath)
 	if err != nil {
@@ -80,7 +80,7 @@ func CheckDocs(t *testing.T, docPath string, f workload.Factory, options []strin
 			t.Errorf("block %d: %v", i+1, err)
 			continue
 		}
-		if err := (postgres.Engine{}).Validate(s); err != nil {
+		if _, err := engines.For(s); err != nil {
 			t.Errorf("block %d: %v", i+1, err)
 		}
 		if _, err := workload.NewRegistry(f).For(s, "postgres"); err != nil {

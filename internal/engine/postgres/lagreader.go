@@ -1,4 +1,4 @@
-package lagprobe
+package postgres
 
 import (
 	"context"
@@ -8,12 +8,70 @@ import (
 	"syscall"
 	"time"
 
+	"replab/internal/engine"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 	"golang.org/x/sys/unix"
 )
+
+// LagReader implements engine.LagReaders: replab_lag polled over one
+// connection from the replica's own site, taken over from pgx and spoken
+// to directly (wireConn). A failed poll drops the connection; the next one
+// makes a new one.
+func (c *cluster) LagReader(ctx context.Context, node string) (engine.LagReader, error) {
+	n := c.byName[node]
+	if n == nil {
+		return nil, fmt.Errorf("no node %q", node)
+	}
+	cfg, err := c.connConfig(node, n.Site)
+	if err != nil {
+		return nil, err
+	}
+	return &lagReader{cfg: cfg}, nil
+}
+
+// lagReader is a wireConn that reconnects.
+type lagReader struct {
+	cfg  *pgx.ConnConfig
+	wire *wireConn
+}
+
+// Positions implements engine.LagReader.
+func (r *lagReader) Positions(ctx context.Context, dst []int64) error {
+	if r.wire == nil {
+		conn, err := pgx.ConnectConfig(ctx, r.cfg)
+		if err != nil {
+			return err
+		}
+		w, err := hijackWire(ctx, conn.PgConn(), engine.LagSelectSQL)
+		if err != nil {
+			conn.Close(context.Background())
+			return err
+		}
+		r.wire = w
+	}
+	err := r.wire.poll(ctx, func(w int32, seq int64) {
+		if w >= 0 && int(w) < len(dst) {
+			dst[w] = seq
+		}
+	})
+	if r.wire.fd < 0 {
+		r.wire = nil
+	}
+	return err
+}
+
+// Close implements engine.LagReader.
+func (r *lagReader) Close() error {
+	if r.wire != nil {
+		r.wire.close()
+		r.wire = nil
+	}
+	return nil
+}
 
 // wireConn polls PostgreSQL with one prepared statement over a socket taken
 // over from pgx, in blocking mode. pgx would park the watcher's goroutine
@@ -35,8 +93,7 @@ const wirePollStmt = "replab_lag_poll"
 const wireReadTimeout = 50 * time.Millisecond
 
 // hijackWire prepares query on pc, checks that it returns (int4, int8)
-// rows, and takes the connection over. pc is unusable afterwards (pgx
-// reports it closed, so a database/sql pool discards it).
+// rows, and takes the connection over. pc is unusable afterwards.
 func hijackWire(ctx context.Context, pc *pgconn.PgConn, query string) (*wireConn, error) {
 	sd, err := pc.Prepare(ctx, wirePollStmt, query, nil)
 	if err != nil {

@@ -1,0 +1,258 @@
+package driver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"replab/internal/engine"
+	"replab/internal/workload"
+)
+
+// user is one closed-loop user, or one open-loop worker: its own
+// connections (one per pool its transaction types use), prepared
+// statements and random source.
+type user struct {
+	d     *run
+	id    int
+	conns map[*sql.DB]*userConn
+	types []*userType // per transaction type
+	j     LagJournal
+	r     *rand.Rand
+	n     int64 // writing transactions started, for the lag sample
+}
+
+// userConn is one of a user's connections.
+type userConn struct {
+	conn *sql.Conn
+	lag  *sql.Stmt // the lag stamp, prepared where writing types run
+	pipe bool      // a pipelined transaction has not been refused here
+}
+
+// userType is a transaction type as one user runs it.
+type userType struct {
+	t     *workload.TxType
+	c     *userConn
+	stmts map[string]*sql.Stmt
+}
+
+func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, err error) {
+	u := &user{d: d, id: id, conns: map[*sql.DB]*userConn{}, r: rand.New(rand.NewPCG(uint64(d.cfg.Seed), uint64(id)+1))}
+	defer func() {
+		if err != nil {
+			u.close()
+		}
+	}()
+	for i := range d.types {
+		t := &d.types[i]
+		db, err := targets(id, t.At)
+		if err != nil {
+			return nil, fmt.Errorf("user %d: transaction %s: %w", id, t.Name, err)
+		}
+		c := u.conns[db]
+		if c == nil {
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("user %d: connect: %w", id, err)
+			}
+			c = &userConn{conn: conn, pipe: d.cfg.Pipeliner != nil && !d.cfg.NoPipeline}
+			u.conns[db] = c
+		}
+		ut := &userType{t: t, c: c, stmts: map[string]*sql.Stmt{}}
+		for _, st := range t.Statements {
+			ps, err := c.conn.PrepareContext(ctx, st.SQL)
+			if err != nil {
+				return nil, fmt.Errorf("user %d: prepare %s of %s: %w", id, st.Name, t.Name, err)
+			}
+			ut.stmts[st.Name] = ps
+		}
+		if d.cfg.Lag != nil && !t.ReadOnly && c.lag == nil {
+			if c.lag, err = c.conn.PrepareContext(ctx, d.cfg.LagStatement); err != nil {
+				return nil, fmt.Errorf("user %d: prepare lag update: %w", id, err)
+			}
+		}
+		u.types = append(u.types, ut)
+	}
+	if d.cfg.Lag != nil {
+		u.j = d.cfg.Lag(id)
+	}
+	return u, nil
+}
+
+func (u *user) close() {
+	if u == nil {
+		return
+	}
+	for _, c := range u.conns {
+		_ = c.conn.Close()
+	}
+}
+
+// do runs one transaction (with retries) whose latency counts from
+// `from` (the intended start in open loop).
+func (u *user) do(ctx context.Context, from int64) {
+	ti := workload.Pick(u.d.types, u.r)
+	ut := u.types[ti]
+	phase := u.d.phaseAt(from)
+	measured := phase == Measure
+	track := false
+	if u.j != nil && !ut.t.ReadOnly {
+		u.n++
+		every := u.d.lagEvery(phase)
+		track = every <= 1 || u.n%every == 0
+		if u.d.rateHalf(from) {
+			track = false // the warmup's second half measures the untracked rate
+		}
+	}
+	var retries, conflicts int64
+	for attempt := 0; ; attempt++ {
+		var rows int64
+		var err error
+		if ut.c.pipe && ut.t.Batch != nil {
+			rows, err = u.attemptBatch(ctx, ut, measured, track)
+			if errors.Is(err, engine.ErrNoPipeline) {
+				ut.c.pipe = false // nothing was sent: go statement by statement
+				rows, err = u.attempt(ctx, ut, measured, track)
+			}
+		} else {
+			rows, err = u.attempt(ctx, ut, measured, track)
+		}
+		now := u.d.cfg.Now()
+		if err == nil {
+			u.d.rec.commit(ti, measured, now, now-from, rows, retries, conflicts)
+			if u.d.rateHalf(now) {
+				u.d.warmupCommits.Add(1)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return // shutting down: not the server's fault
+		}
+		class := u.d.cfg.Classify(err)
+		if class.Conflict {
+			conflicts++
+		}
+		if class.Retry && attempt < u.d.cfg.MaxRetries {
+			retries++
+			continue
+		}
+		u.d.rec.fail(ti, measured, now, class.Code, err, retries, conflicts)
+		return
+	}
+}
+
+// stamp starts a tracked transaction's lag record: its seq, or 0 when the
+// transaction is not tracked.
+func (u *user) stamp(track bool) int64 {
+	if !track || u.j == nil {
+		return 0
+	}
+	return u.j.Next()
+}
+
+// attempt runs the transaction once, statement by statement; a tracked
+// one adds the lag probe's update before its COMMIT.
+func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool) (int64, error) {
+	seq := u.stamp(track)
+	tx, err := ut.c.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := ut.t.Run(ctx, workload.NewTx(u.id, tx, ut.stmts), u.r)
+	if err == nil && seq > 0 {
+		var res sql.Result
+		if res, err = tx.StmtContext(ctx, ut.c.lag).ExecContext(ctx, seq, u.id); err == nil {
+			// A missing lag row would make this transaction invisible to
+			// the probe for ever: fail loudly instead.
+			if n, rerr := res.RowsAffected(); rerr == nil && n != 1 {
+				err = u.lagRowErr(n)
+			}
+		}
+	}
+	if err != nil {
+		_ = tx.Rollback()
+		if seq > 0 {
+			u.j.Done(seq, false)
+		}
+		return 0, err
+	}
+	if seq > 0 {
+		u.j.Sending(seq, u.d.cfg.Now(), measured)
+	}
+	err = tx.Commit()
+	if seq > 0 {
+		u.j.Done(seq, err == nil)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return rows, nil
+}
+
+// attemptBatch runs a transaction type that has a Batch as one pipeline:
+// BEGIN, its statements, the lag probe's update and COMMIT leave in one
+// write and their results come back together — one round trip where the
+// statement-by-statement path needs one per statement, as a client that
+// pipelines would. The COMMIT is sent with the rest, so the lag journal
+// records it as sent just before the write.
+func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track bool) (int64, error) {
+	calls := ut.t.Batch(u.id, u.r)
+	stmts := make([]engine.Statement, 0, len(calls)+1)
+	for _, cl := range calls {
+		q, ok := statementSQL(ut.t, cl.Stmt)
+		if !ok {
+			return 0, fmt.Errorf("%s: batch names no statement %q", ut.t.Name, cl.Stmt)
+		}
+		stmts = append(stmts, engine.Statement{SQL: q, Args: cl.Args})
+	}
+	seq := u.stamp(track)
+	if seq > 0 {
+		stmts = append(stmts, engine.Statement{SQL: u.d.cfg.LagStatement, Args: []any{seq, u.id}})
+	}
+	sent := false
+	counts, err := u.d.cfg.Pipeliner.Pipeline(ctx, ut.c.conn, stmts, func() {
+		sent = true
+		if seq > 0 {
+			u.j.Sending(seq, u.d.cfg.Now(), measured)
+		}
+	})
+	if seq > 0 {
+		if sent {
+			u.j.Done(seq, err == nil)
+		} else {
+			u.j.Done(seq, false)
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	// The transaction committed; a wrong count is still an error (the
+	// workload's check), counted against a committed transaction.
+	var rows int64
+	for i, cl := range calls {
+		rows += counts[i]
+		if cl.Rows >= 0 && counts[i] != cl.Rows {
+			return 0, fmt.Errorf("%s: %d rows changed, want %d", ut.t.Name, counts[i], cl.Rows)
+		}
+	}
+	if seq > 0 && counts[len(calls)] != 1 {
+		return 0, u.lagRowErr(counts[len(calls)])
+	}
+	return rows, nil
+}
+
+func (u *user) lagRowErr(n int64) error {
+	return fmt.Errorf("lag probe row of writer %d changed %d rows, want 1 (was the lag table seeded?)", u.id, n)
+}
+
+// statementSQL finds a type's statement by name.
+func statementSQL(t *workload.TxType, name string) (string, bool) {
+	for _, st := range t.Statements {
+		if st.Name == name {
+			return st.SQL, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net"
+	"time"
+)
+
+// The capabilities. A Cluster implements those its system has; callers
+// find them by type assertion (c.(engine.SQL)) and say clearly what is
+// missing when a spec needs one the engine lacks.
+
+// SQL is a cluster that clients reach with SQL through database/sql.
+type SQL interface {
+	// Dialect is the SQL flavour workloads write for it: "postgres" or
+	// "mysql".
+	Dialect() string
+	// Open returns a connection pool to node whose connections are made
+	// from fromSite, so their traffic crosses the links a client there
+	// would use.
+	Open(ctx context.Context, node, fromSite string) (*sql.DB, error)
+	// ApplySchema creates tables wherever the scheme needs them (at the
+	// primary, at every master, at logical replicas) and adds them to
+	// replication. It may be called again with more tables.
+	ApplySchema(ctx context.Context, s Schema) error
+}
+
+// Schema is what a workload needs created.
+type Schema struct {
+	Tables []Table
+}
+
+// Table is one table. Create holds its CREATE TABLE statement per SQL
+// dialect ("postgres", "mysql"); every table needs a primary key, which
+// logical and multi-master replication use to match rows.
+type Table struct {
+	Name   string
+	Create map[string]string
+	// Indexes are extra CREATE INDEX statements per dialect.
+	Indexes map[string][]string
+	// Everywhere replicates the table, whole, to every replica, whatever
+	// its filters: replab's own bookkeeping (the lag probe's table).
+	Everywhere bool
+}
+
+// BulkLoader is an SQL cluster's fast path for initial data (PostgreSQL:
+// COPY). Without it data goes in as multi-row INSERTs.
+type BulkLoader interface {
+	// Loader connects to node from fromSite. Close it after loading.
+	Loader(ctx context.Context, node, fromSite string) (Loader, error)
+}
+
+// Loader inserts a workload's initial data.
+type Loader interface {
+	// Copy inserts rows into table's columns, as one statement committed
+	// on its own.
+	Copy(ctx context.Context, table string, columns []string, rows RowSource) (int64, error)
+	// Exec runs one statement (e.g. ANALYZE after loading).
+	Exec(ctx context.Context, sql string) error
+	Close() error
+}
+
+// RowSource yields rows for Copy. Next is called until it returns false;
+// Values then returns the current row.
+type RowSource interface {
+	Next() bool
+	Values() ([]any, error)
+	Err() error
+}
+
+// Pipeliner sends a whole SQL transaction in one round trip, as a client
+// that pipelines would, over connections of the cluster's pools.
+type Pipeliner interface {
+	// Pipeline sends BEGIN, stmts and COMMIT on conn in one write;
+	// beforeSend is called just before they leave (the moment the COMMIT
+	// is sent). It returns each statement's rows affected. It fails with
+	// ErrNoPipeline, having sent nothing, when conn cannot pipeline.
+	Pipeline(ctx context.Context, conn *sql.Conn, stmts []Statement, beforeSend func()) (rows []int64, err error)
+}
+
+// Statement is one statement of a pipelined transaction.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// ErrNoPipeline says a connection cannot pipeline: send statement by
+// statement.
+var ErrNoPipeline = errors.New("connection cannot pipeline")
+
+// LagStamps is a cluster's own way to carry the lag probe's stamps: every
+// tracked transaction sets its writer's sequence number, and a reader at
+// a replica sees the numbers that arrived. SQL clusters need not bring
+// one: the replab_lag table (package lagprobe) is the SQL implementation,
+// and a key-value store or a pipeline brings its own.
+type LagStamps interface {
+	// ResetLag sets writers 0..writers-1 to sequence 0 at the sources;
+	// WaitFlowing then carries the reset to every replica.
+	ResetLag(ctx context.Context, writers int) error
+	LagReaders
+}
+
+// LagReaders opens readers of the stamps visible at a replica. An SQL
+// cluster may offer it alone: a reader faster than database/sql's.
+type LagReaders interface {
+	// LagReader connects to node from its own site (a poll must not cross
+	// a WAN link).
+	LagReader(ctx context.Context, node string) (LagReader, error)
+}
+
+// LagReader reads the stamps at one replica; one goroutine uses it.
+type LagReader interface {
+	// Positions sets dst[w] to the sequence of writer w visible now;
+	// writers it does not find are left alone.
+	Positions(ctx context.Context, dst []int64) error
+	Close() error
+}
+
+// NodeControl stops, starts, kills and restarts nodes: what faults do to
+// servers.
+type NodeControl interface {
+	// Stop shuts node down cleanly and waits until it is down.
+	Stop(ctx context.Context, node string) error
+	// Start starts a stopped or killed node again and waits until it
+	// accepts connections.
+	Start(ctx context.Context, node string) error
+	// Kill sends SIGKILL to every process of node and waits until they
+	// are gone: a crash, with no chance to flush or say goodbye.
+	Kill(ctx context.Context, node string) error
+	// Restart is Stop then Start.
+	Restart(ctx context.Context, node string) error
+}
+
+// Refresher is a cluster whose replicas are snapshots refreshed at an
+// interval.
+type Refresher interface {
+	// Refresh brings every snapshot replica up to date now.
+	Refresh(ctx context.Context) error
+	// RefreshInterval is how often they refresh by themselves.
+	RefreshInterval() time.Duration
+}
+
+// ErrorClassifier says what a server's error means to a client.
+type ErrorClassifier interface {
+	Classify(err error) ErrorClass
+}
+
+// ErrorClass is what an error means to a client.
+type ErrorClass struct {
+	// Code names it for counting: an SQLSTATE ("40001"), a server error
+	// number ("1213"), or one of "timeout", "canceled", "connection",
+	// "other".
+	Code string
+	// Retry: the same transaction may succeed if tried again.
+	Retry bool
+	// Conflict: it lost to a concurrent transaction (serialization
+	// failure, deadlock, certification failure).
+	Conflict bool
+}
+
+// Classify classifies err with the cluster's classifier when it has one
+// that knows the error, and otherwise by what any client can tell:
+// timeouts, cancellation, broken connections, and errors carrying an
+// SQLSTATE.
+func Classify(c any, err error) ErrorClass {
+	if ec, ok := c.(ErrorClassifier); ok {
+		if cl := ec.Classify(err); cl.Code != "" && cl.Code != "other" {
+			return cl
+		}
+	}
+	return DefaultClass(err)
+}
+
+// DefaultClass classifies err without an engine's help.
+func DefaultClass(err error) ErrorClass {
+	var ne net.Error
+	var coded interface{ SQLState() string }
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrorClass{Code: "timeout"}
+	case errors.Is(err, context.Canceled):
+		return ErrorClass{Code: "canceled"}
+	case errors.As(err, &ne):
+		return ErrorClass{Code: "connection"}
+	case errors.As(err, &coded):
+		return ErrorClass{Code: coded.SQLState()}
+	}
+	return ErrorClass{Code: "other"}
+}
+
+// Dialecter is an Engine (not a cluster) that speaks SQL: its dialect is
+// known before any node is up, so a spec's SQL workload can be checked at
+// once.
+type Dialecter interface {
+	Dialect() string
+}
+
+// DialectOf is e's SQL dialect, or "" for an engine without SQL.
+func DialectOf(e Engine) string {
+	if d, ok := e.(Dialecter); ok {
+		return d.Dialect()
+	}
+	return ""
+}

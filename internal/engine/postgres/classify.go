@@ -1,0 +1,28 @@
+package postgres
+
+import (
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"replab/internal/engine"
+)
+
+// Classify implements engine.ErrorClassifier: a server error is counted by
+// its SQLSTATE; serialization failures (40001) and deadlocks (40P01) lost
+// to a concurrent transaction and may be retried.
+func (c *cluster) Classify(err error) engine.ErrorClass {
+	return classify(err)
+}
+
+func classify(err error) engine.ErrorClass {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return engine.ErrorClass{}
+	}
+	switch pe.Code {
+	case "40001", "40P01":
+		return engine.ErrorClass{Code: pe.Code, Retry: true, Conflict: true}
+	}
+	return engine.ErrorClass{Code: pe.Code}
+}

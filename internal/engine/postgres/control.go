@@ -1,0 +1,166 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Node control (engine.NodeControl): a stopped or killed node keeps its
+// data directory, and Start runs its postmaster again on it (after a kill,
+// PostgreSQL recovers from its WAL, as after a crash).
+
+// pid is the postmaster's PID while it runs; 0 when the node is down.
+func (n *node) pid() int {
+	pm := n.proc.Load()
+	if pm == nil {
+		return 0
+	}
+	select {
+	case <-pm.exited:
+		return 0
+	default:
+		return pm.cmd.Process.Pid
+	}
+}
+
+func (c *cluster) controlled(name string) (*node, error) {
+	n := c.byName[name]
+	if n == nil {
+		var names []string
+		for _, x := range c.nodes {
+			names = append(names, x.Name)
+		}
+		return nil, fmt.Errorf("no node %q; nodes: %s", name, strings.Join(names, ", "))
+	}
+	return n, nil
+}
+
+// Stop implements engine.NodeControl: a fast shutdown (SIGINT: clients are
+// disconnected, the WAL is flushed), waiting until the postmaster exits.
+func (c *cluster) Stop(ctx context.Context, name string) error {
+	n, err := c.controlled(name)
+	if err != nil {
+		return err
+	}
+	pm := n.proc.Load()
+	if n.pid() == 0 {
+		return fmt.Errorf("node %s is not running", name)
+	}
+	n.closeAdmin()
+	_ = pm.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-pm.exited:
+		fmt.Fprintf(c.log, "node %s: stopped\n", name)
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("node %s: not stopped: %w", name, ctx.Err())
+	}
+}
+
+// Kill implements engine.NodeControl: SIGKILL to the postmaster and every
+// one of its children at once, then a wait until all are gone.
+func (c *cluster) Kill(ctx context.Context, name string) error {
+	n, err := c.controlled(name)
+	if err != nil {
+		return err
+	}
+	pm := n.proc.Load()
+	pid := n.pid()
+	if pid == 0 {
+		return fmt.Errorf("node %s is not running", name)
+	}
+	n.closeAdmin()
+	procs := []proc{{pid, startTime(pid)}}
+	for _, k := range childrenByParent()[pid] {
+		procs = append(procs, proc{k, startTime(k)})
+	}
+	for _, p := range procs {
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+	select {
+	case <-pm.exited:
+	case <-ctx.Done():
+		return fmt.Errorf("node %s: killed postmaster %d did not exit: %w", name, pid, ctx.Err())
+	}
+	for _, p := range procs {
+		for p.alive() {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("node %s: killed process %d did not exit: %w", name, p.pid, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	fmt.Fprintf(c.log, "node %s: killed (%d processes)\n", name, len(procs))
+	return nil
+}
+
+// Start implements engine.NodeControl.
+func (c *cluster) Start(ctx context.Context, name string) error {
+	n, err := c.controlled(name)
+	if err != nil {
+		return err
+	}
+	if n.pid() != 0 {
+		return fmt.Errorf("node %s is already running", name)
+	}
+	start := time.Now()
+	if err := n.start(ctx); err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	fmt.Fprintf(c.log, "node %s: started again (%.2f s)\n", name, time.Since(start).Seconds())
+	return nil
+}
+
+// Restart implements engine.NodeControl.
+func (c *cluster) Restart(ctx context.Context, name string) error {
+	if err := c.Stop(ctx, name); err != nil {
+		return err
+	}
+	return c.Start(ctx, name)
+}
+
+func (n *node) closeAdmin() {
+	if n.admin != nil {
+		n.admin.Close()
+		n.admin = nil
+	}
+}
+
+// proc is a process known by PID and start time: PIDs are reused.
+type proc struct {
+	pid   int
+	start string
+}
+
+func (p proc) alive() bool {
+	s := startTime(p.pid)
+	return s != "" && s == p.start
+}
+
+// startTime is field 22 of /proc/PID/stat (clock ticks since boot); "" when
+// the process is gone.
+func startTime(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	if f[0] == "Z" {
+		return "" // a zombie has exited; its parent has not reaped it yet
+	}
+	return f[19]
+}

@@ -1,0 +1,75 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+)
+
+// TestKillAndStartAgain: a primary killed with SIGKILL leaves no process
+// behind and refuses clients; started again it recovers every committed
+// row from its WAL, and its standby streams again. A standby stopped and
+// restarted catches up.
+func TestKillAndStartAgain(t *testing.T) {
+	t.Parallel()
+	_, c := physLab(t, "tctl", physHeader+`
+[node.e1]
+site = "eu"
+role = "standby"
+from = "p1"
+`)
+	ctx := ctxFor(t, 3*time.Minute)
+	p1 := c.byName["p1"]
+	if err := p1.exec(ctx, "", "CREATE TABLE k (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.exec(ctx, "", "INSERT INTO k SELECT generate_series(1, 100)"); err != nil {
+		t.Fatal(err)
+	}
+	pid := p1.pid()
+	if err := c.Kill(ctx, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	procs, _ := c.Processes(ctx)
+	for _, p := range procs {
+		if p.Node == "p1" {
+			t.Errorf("process %+v of the killed node still listed", p)
+		}
+	}
+	if (proc{pid: pid, start: ""}).alive() || startTime(pid) != "" {
+		t.Errorf("postmaster %d still exists after the kill", pid)
+	}
+	if err := sqlOn(t, ctx, c, "p1", "SELECT 1"); err == nil {
+		t.Error("a killed node answered a query")
+	}
+	if err := c.Kill(ctx, "p1"); err == nil {
+		t.Error("killing a node that is down: no error")
+	}
+	if err := c.Start(ctx, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := countOn(t, c, "p1", "SELECT count(*) FROM k"); n != 100 {
+		t.Errorf("%d rows after crash recovery, want 100", n)
+	}
+	if err := c.WaitFlowing(ctx); err != nil {
+		t.Fatalf("the standby does not stream from the restarted primary: %v", err)
+	}
+
+	if err := c.Stop(ctx, "e1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.exec(ctx, "", "INSERT INTO k VALUES (101)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(ctx, "e1"); err == nil {
+		t.Error("restarting a stopped node: no error (it is not running)")
+	}
+	if err := c.Start(ctx, "e1"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the restarted standby catches up", func() bool {
+		return countOn(t, c, "e1", "SELECT count(*) FROM k") == 101
+	})
+	if err := c.Restart(ctx, "e1"); err != nil {
+		t.Errorf("restart of a running standby: %v", err)
+	}
+}

@@ -1,0 +1,84 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"replab/internal/engine"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// waitSynced waits until every table of r's subscription has its initial
+// copy done ('r' ready or 's' sync done) and the apply worker runs.
+func (c *cluster) waitSynced(ctx context.Context, p, r *node) error {
+	sub := subName(r)
+	rc, err := r.connect(ctx, "")
+	if err != nil {
+		return err
+	}
+	defer rc.Close(context.Background())
+	_, err = c.waitFor(ctx, func(ctx context.Context) (bool, string, error) {
+		var pending, workers int64
+		var states string
+		err := rc.QueryRow(ctx, `SELECT count(*) FILTER (WHERE sr.srsubstate NOT IN ('r', 's')),
+			coalesce(string_agg(sr.srrelid::regclass::text || '=' || sr.srsubstate::text, ' ' ORDER BY sr.srrelid), ''),
+			(SELECT count(*) FROM pg_stat_subscription st WHERE st.subname = $1 AND st.pid IS NOT NULL AND st.relid IS NULL)
+			FROM pg_subscription_rel sr JOIN pg_subscription s ON s.oid = sr.srsubid
+			WHERE s.subname = $1`, sub).Scan(&pending, &states, &workers)
+		if err != nil {
+			return false, "", err
+		}
+		return pending == 0 && workers == 1, fmt.Sprintf("table states %s, apply worker running %t", states, workers == 1), nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: initial copy from %s: %w%s", r.Name, p.Name, err, c.subscriptionTrouble(r))
+	}
+	return nil
+}
+
+// waitFor polls check until it reports done (see engine.Poll): it gives
+// up when ctx ends, on a permanent server error, or when the state check
+// describes has not changed for c.flowTimeout(); every 10 s without an end
+// it logs the state.
+func (c *cluster) waitFor(ctx context.Context, check func(context.Context) (bool, string, error)) (string, error) {
+	return engine.Poll{Stall: c.flowTimeout(), Permanent: permanent, Log: func(state string) {
+		c.logf("  … still waiting: %s\n", state)
+	}}.Until(ctx, check)
+}
+
+// permanent reports whether a query error will not go away by asking
+// again: the server refused the statement itself, rather than the
+// connection failing or the server shutting down.
+func permanent(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || len(pe.Code) < 2 {
+		return false
+	}
+	switch pe.Code[:2] {
+	case "08", "53", "57", "58": // connection, resources, shutdown, system
+		return false
+	}
+	return true
+}
+
+// subscriptionTrouble describes why a subscription may not be moving: its
+// workers, error counts and the replica's log.
+func (c *cluster) subscriptionTrouble(r *node) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var workers, applyErrs, syncErrs int64
+	var enabled bool
+	err := queryRowOn(ctx, r, `SELECT s.subenabled,
+		(SELECT count(*) FROM pg_stat_subscription st WHERE st.subname = s.subname AND st.pid IS NOT NULL),
+		coalesce(ss.apply_error_count, 0), coalesce(ss.sync_error_count, 0)
+		FROM pg_subscription s LEFT JOIN pg_stat_subscription_stats ss ON ss.subid = s.oid
+		WHERE s.subname = $1`, []any{subName(r)}, &enabled, &workers, &applyErrs, &syncErrs)
+	if err != nil {
+		return "; log: " + r.logTail()
+	}
+	return fmt.Sprintf("; subscription enabled %t, %d workers, %d apply and %d copy errors; log %s: %s",
+		enabled, workers, applyErrs, syncErrs, r.logPath, r.logTail())
+}

@@ -1,0 +1,128 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"replab/internal/driver"
+	"replab/internal/engine"
+	"replab/internal/workload"
+)
+
+// Where the users' transactions go: the topology comes from the engine
+// (which nodes take writes, which receive from which), never from role
+// names.
+
+// ownWriters is, for a source that is also watched (a multi-master node),
+// the users that write at it: the driver gives user i source i mod n.
+// Their changes are local there, not replicated, so that node skips them.
+func (r *run) ownWriters(node string) func(int) bool {
+	for k, src := range r.sources {
+		if src.Name == node {
+			n := len(r.sources)
+			return func(w int) bool { return w%n == k }
+		}
+	}
+	return nil
+}
+
+func (r *run) clientSite() string {
+	if r.s.Run.Client != "" {
+		return r.s.Run.Client
+	}
+	return r.sources[0].Site
+}
+
+func names(ns []engine.Node) string {
+	var s []string
+	for _, n := range ns {
+		s = append(s, n.Name)
+	}
+	return strings.Join(s, ", ")
+}
+
+// targets opens a pool per node the workload's transaction types use, all
+// dialled from the client site, and says which one each user gets for a
+// type's place (workload.TxType.At):
+//
+//   - the source: user i writes at source i mod n;
+//   - a replica: the one in the client's site if there is one (a reader
+//     near its data), else replica i mod n;
+//   - a named site: the node there that takes no writes, if any, else the
+//     one that does.
+func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
+	sc, ok := r.cluster.(engine.SQL)
+	if !ok {
+		return nil, nil, fmt.Errorf("engine %s has no SQL: the %s workload cannot run on it", r.eng.Kind(), r.wl.Name())
+	}
+	pools := map[string]*sql.DB{}
+	closeAll := func() {
+		for _, db := range pools {
+			db.Close()
+		}
+	}
+	open := func(n engine.Node) (*sql.DB, error) {
+		if db := pools[n.Name]; db != nil {
+			return db, nil
+		}
+		db, err := sc.Open(ctx, n.Name, r.client)
+		if err != nil {
+			return nil, err
+		}
+		db.SetMaxOpenConns(r.s.Run.Users + 2)
+		pools[n.Name] = db
+		return db, nil
+	}
+	pick := func(user int, at string) (engine.Node, error) {
+		switch {
+		case at == workload.AtSource:
+			return r.sources[user%len(r.sources)], nil
+		case at == workload.AtReplica:
+			if len(r.replicas) == 0 {
+				return engine.Node{}, errors.New("transactions at a replica, but no node replicates from another")
+			}
+			for _, n := range r.replicas {
+				if n.Site == r.client {
+					return n, nil
+				}
+			}
+			return r.replicas[user%len(r.replicas)], nil
+		case strings.HasPrefix(at, "site:"):
+			site := strings.TrimPrefix(at, "site:")
+			var found []engine.Node
+			for _, n := range r.nodes {
+				if n.Site == site {
+					found = append(found, n)
+				}
+			}
+			if len(found) == 0 {
+				return engine.Node{}, fmt.Errorf("transactions at site %s, which has no node", site)
+			}
+			for _, n := range found {
+				if !n.Writable {
+					return n, nil
+				}
+			}
+			return found[0], nil
+		}
+		return engine.Node{}, fmt.Errorf("transactions at %q: want the source, a replica or site:NAME", at)
+	}
+	// Check every place now, so that a workload that cannot run here fails
+	// before the clock starts.
+	for _, t := range r.wl.Transactions() {
+		if _, err := pick(0, t.At); err != nil {
+			return nil, nil, fmt.Errorf("transaction %s: %w", t.Name, err)
+		}
+	}
+	targets := func(user int, at string) (*sql.DB, error) {
+		n, err := pick(user, at)
+		if err != nil {
+			return nil, err
+		}
+		return open(n)
+	}
+	return targets, closeAll, nil
+}

@@ -1,0 +1,200 @@
+package spec
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Errors collects the errors of one validation pass over a spec (an
+// engine's or a workload's), each pointing at a field's file:line.
+type Errors struct {
+	s    *Spec
+	list ErrorList
+}
+
+// NewErrors starts a validation pass over s.
+func (s *Spec) NewErrors() *Errors { return &Errors{s: s} }
+
+// Add records an error at field ("scheme.commit", "node.e1.from").
+func (e *Errors) Add(field, format string, args ...any) {
+	e.list = append(e.list, e.s.Errorf(field, format, args...))
+}
+
+// Join adds the errors of another pass (an ErrorList, or one Error);
+// other errors are added without a place.
+func (e *Errors) Join(err error) {
+	switch x := err.(type) {
+	case nil:
+	case ErrorList:
+		e.list = append(e.list, x...)
+	case *Error:
+		e.list = append(e.list, x)
+	default:
+		e.list = append(e.list, &Error{File: e.s.name, Msg: err.Error()})
+	}
+}
+
+// Err returns the errors sorted by line, or nil.
+func (e *Errors) Err() error {
+	if len(e.list) == 0 {
+		return nil
+	}
+	return sortErrors(e.list)
+}
+
+// Options are the free keys of a table that a plug-in owns: an engine's
+// [scheme] keys (all but replication) or a workload's [workload] keys (all
+// but kind). Typed accessors read them and record errors pointing at the
+// key's file:line; Err adds the keys nobody read, with the list of those
+// that were.
+type Options struct {
+	s      *Spec
+	table  string // "scheme" or "workload"
+	owner  string // who reads them, for the unknown-key message: "engine postgres"
+	values map[string]any
+	used   map[string]bool
+	errs   *Errors
+}
+
+// SchemeOptions are the [scheme] keys besides replication, for the engine
+// (owner names it in errors, e.g. "engine postgres").
+func (s *Spec) SchemeOptions(owner string) *Options {
+	return s.newOptions("scheme", owner, s.Scheme.Options)
+}
+
+// WorkloadOptions are the [workload] keys besides kind.
+func (s *Spec) WorkloadOptions(owner string) *Options {
+	var v map[string]any
+	if s.Workload != nil {
+		v = s.Workload.Options
+	}
+	return s.newOptions("workload", owner, v)
+}
+
+func (s *Spec) newOptions(table, owner string, values map[string]any) *Options {
+	return &Options{s: s, table: table, owner: owner, values: values, used: map[string]bool{}, errs: s.NewErrors()}
+}
+
+// Has reports whether key was written (and marks it known).
+func (o *Options) Has(key string) bool {
+	_, ok := o.raw(key)
+	return ok
+}
+
+func (o *Options) raw(key string) (any, bool) {
+	o.used[key] = true
+	v, ok := o.values[key]
+	return v, ok
+}
+
+func (o *Options) field(key string) string { return o.table + "." + key }
+
+// Errorf records an error about key.
+func (o *Options) Errorf(key, format string, args ...any) {
+	o.errs.Add(o.field(key), format, args...)
+}
+
+// Int reads a whole number in [lo, hi], or def when absent.
+func (o *Options) Int(key string, def, lo, hi int64) int64 {
+	v, ok := o.raw(key)
+	if !ok {
+		return def
+	}
+	n, isInt := v.(int64)
+	if !isInt || n < lo || n > hi {
+		o.Errorf(key, "want a whole number from %d to %d", lo, hi)
+		return def
+	}
+	return n
+}
+
+// String reads a string, one of allowed when any are given, or def when
+// absent. Surrounding blanks are trimmed.
+func (o *Options) String(key, def string, allowed ...string) string {
+	v, ok := o.raw(key)
+	if !ok {
+		return def
+	}
+	str, isStr := v.(string)
+	str = strings.TrimSpace(str)
+	switch {
+	case !isStr && len(allowed) > 0:
+		o.Errorf(key, "want one of %s", quoteAll(allowed))
+	case !isStr:
+		o.Errorf(key, "want a string")
+	case len(allowed) > 0 && !slices.Contains(allowed, str):
+		o.Errorf(key, "unknown value %q%s; choose one of %s", str, didYouMean(str, allowed), quoteAll(allowed))
+	default:
+		return str
+	}
+	return def
+}
+
+// Bool reads true or false; nil when absent.
+func (o *Options) Bool(key string) *bool {
+	v, ok := o.raw(key)
+	if !ok {
+		return nil
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		o.Errorf(key, "want true or false")
+		return nil
+	}
+	return &b
+}
+
+// Duration reads a duration written as a string with a unit ("60s",
+// "250ms") in [lo, hi], or def when absent.
+func (o *Options) Duration(key string, def, lo, hi time.Duration) time.Duration {
+	v, ok := o.raw(key)
+	if !ok {
+		return def
+	}
+	str, isStr := v.(string)
+	if !isStr {
+		o.Errorf(key, `want a string with a unit, like "60s"`)
+		return def
+	}
+	d, msg := parseDurationMax(strings.TrimSpace(str), hi)
+	if msg == "" && d < lo {
+		msg = fmt.Sprintf("too short; at least %s", lo)
+	}
+	if msg != "" {
+		o.Errorf(key, "%s", msg)
+		return def
+	}
+	return d
+}
+
+// Err reports every error recorded, and every key nobody read (with the
+// keys that were read, so a misspelt one is easy to fix).
+func (o *Options) Err() error {
+	known := make([]string, 0, len(o.used))
+	for k := range o.used {
+		known = append(known, k)
+	}
+	sort.Strings(known)
+	for k := range o.values {
+		if o.used[k] {
+			continue
+		}
+		list := "none"
+		if len(known) > 0 {
+			list = strings.Join(known, ", ")
+		}
+		o.Errorf(k, "unknown option for %s%s; options: %s", o.owner, didYouMean(k, known), list)
+	}
+	return o.errs.Err()
+}
+
+func quoteAll(v []string) string {
+	q := make([]string, len(v))
+	for i, s := range v {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}

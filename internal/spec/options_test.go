@@ -1,0 +1,104 @@
+package spec
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const optionsSpec = `[lab]
+name = "o"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+[engine]
+kind = "x"
+[node.n]
+site = "a"
+role = "primary"
+[scheme]
+replication = "async"
+commit = "remote_apply"
+users = 7
+big = 70
+flag = true
+notflag = "yes"
+every = "30s"
+fast = "1ms"
+typo_key = 1
+level = "remote_aply"
+`
+
+// TestOptionsReadWhatWasWrittenAndPointAtItsLine: each accessor returns
+// the value written, or its default when absent, and a bad value or an
+// unread key becomes an error at the key's own line.
+func TestOptionsReadWhatWasWrittenAndPointAtItsLine(t *testing.T) {
+	s, err := Parse("o.toml", []byte(optionsSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.SchemeOptions("engine x")
+	if got := o.String("commit", "on", "on", "remote_apply"); got != "remote_apply" {
+		t.Errorf("commit = %q", got)
+	}
+	if got := o.String("standbys", "ANY 1"); got != "ANY 1" {
+		t.Errorf("absent standbys = %q, want the default", got)
+	}
+	if got := o.Int("users", 1, 1, 10); got != 7 {
+		t.Errorf("users = %d", got)
+	}
+	if got := o.Int("big", 5, 1, 10); got != 5 {
+		t.Errorf("out-of-range big = %d, want the default", got)
+	}
+	if b := o.Bool("flag"); b == nil || !*b {
+		t.Errorf("flag = %v", b)
+	}
+	if b := o.Bool("notflag"); b != nil {
+		t.Errorf("a string read as a bool: %v", *b)
+	}
+	if o.Bool("absent") != nil {
+		t.Error("an absent bool is not nil")
+	}
+	if d := o.Duration("every", 0, time.Second, time.Hour); d != 30*time.Second {
+		t.Errorf("every = %s", d)
+	}
+	if d := o.Duration("fast", time.Minute, time.Second, time.Hour); d != time.Minute {
+		t.Errorf("a too short duration = %s, want the default", d)
+	}
+	err = o.Err()
+	if err == nil {
+		t.Fatal("no errors")
+	}
+	got := err.Error()
+	for _, want := range []string{
+		"o.toml:16: scheme.big: want a whole number from 1 to 10",
+		"o.toml:18: scheme.notflag: want true or false",
+		"o.toml:20: scheme.fast: too short; at least 1s",
+		"o.toml:21: scheme.typo_key: unknown option for engine x; options: absent, big, commit, every, fast, flag, notflag, standbys, users",
+		"o.toml:22: scheme.level: unknown option for engine x; options:",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors lack %q:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "\n") + 1; n != 5 {
+		t.Errorf("%d errors, want 5:\n%s", n, got)
+	}
+}
+
+func TestOptionsStringSuggestsTheClosestValue(t *testing.T) {
+	s, err := Parse("o.toml", []byte(optionsSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.SchemeOptions("engine x")
+	_ = o.String("level", "on", "on", "remote_apply", "local")
+	for _, k := range []string{"commit", "users", "big", "flag", "notflag", "every", "fast", "typo_key"} {
+		o.Has(k)
+	}
+	want := `o.toml:22: scheme.level: unknown value "remote_aply" (did you mean "remote_apply"?); choose one of "on", "remote_apply", "local"`
+	if err := o.Err(); err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
