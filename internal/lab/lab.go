@@ -41,6 +41,8 @@ type Options struct {
 	SeriesCSV string
 	// NoControl skips the control socket (tests that drive the Lab directly).
 	NoControl bool
+
+	cgroups cgroupDriver // nil: the one chosen for this machine (tests pick one)
 }
 
 // Lab is a running lab. Close removes it.
@@ -52,6 +54,7 @@ type Lab struct {
 	root     string
 	dataRoot string
 	log      io.Writer
+	cg       cgroupDriver
 	dataMu   sync.Mutex
 	nodesMu  sync.Mutex
 	nodes    []NodeStatus
@@ -102,7 +105,10 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
-	l = &Lab{Spec: s, root: opt.StateRoot, dataRoot: opt.DataRoot, log: opt.Log}
+	l = &Lab{Spec: s, root: opt.StateRoot, dataRoot: opt.DataRoot, log: opt.Log, cg: opt.cgroups}
+	if err := l.checkLimits(); err != nil {
+		return nil, err
+	}
 	if err := l.claim(ctx); err != nil {
 		return nil, err
 	}
@@ -152,6 +158,29 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// checkLimits picks the cgroup hierarchy and refuses, before anything is
+// created, a site limit it cannot apply: a limit is never ignored.
+func (l *Lab) checkLimits() error {
+	if l.cg == nil {
+		d, err := systemCgroupDriver()
+		if err != nil {
+			return err
+		}
+		l.cg = d
+	}
+	var errs []error
+	for _, ss := range l.Spec.Sites {
+		if err := l.cg.check(limitsOf(ss)); err != nil {
+			errs = append(errs, fmt.Errorf("site %s: %w", ss.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func limitsOf(ss spec.Site) siteLimits {
+	return siteLimits{cpuCores: ss.CPUCores, memBytes: ss.MemoryBytes}
 }
 
 // claim takes the lab's name: it refuses when a lab of that name is
@@ -275,7 +304,7 @@ func (l *Lab) createSite(ctx context.Context, ss spec.Site) (emu.Device, *Site, 
 	if err := runIP(ctx, "netns", "add", site.Netns); err != nil {
 		return nil, nil, err
 	}
-	cgs, err := createSiteCgroups(site.Netns, ss.CPUCores, ss.MemoryBytes)
+	cgs, err := l.cg.create(site.Netns, limitsOf(ss))
 	l.rec.Cgroups = append(l.rec.Cgroups, cgs...)
 	site.Cgroups = cgs
 	if serr := l.rec.save(l.root); err == nil {
