@@ -172,8 +172,15 @@ func (l *Lab) checkLimits() error {
 	}
 	var errs []error
 	for _, ss := range l.Spec.Sites {
-		if err := l.cg.check(limitsOf(ss)); err != nil {
-			errs = append(errs, fmt.Errorf("site %s: %w", ss.Name, err))
+		err := l.cg.check(limitsOf(ss))
+		list := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			list = j.Unwrap() // one line per refused limit, each naming the site
+		}
+		for _, e := range list {
+			if e != nil {
+				errs = append(errs, fmt.Errorf("site %s: %w", ss.Name, e))
+			}
 		}
 	}
 	return errors.Join(errs...)
