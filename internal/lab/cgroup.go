@@ -45,10 +45,36 @@ type cgroupMount struct {
 	ctrls []string // v1: its controllers (and "name=…" of a named hierarchy)
 }
 
-// cgroupMounts is what /proc/self/mountinfo says about cgroup file systems.
+// cgroupMounts is what /proc/self/mountinfo says about cgroup file
+// systems, and /proc/cgroups about the kernel's controllers.
 type cgroupMounts struct {
-	v1 []cgroupMount
-	v2 *cgroupMount // the unified hierarchy, nil if it is not mounted
+	v1     []cgroupMount
+	v2     *cgroupMount          // the unified hierarchy, nil if it is not mounted
+	kernel map[string]kernelCtrl // by controller; nil if unknown
+}
+
+// kernelCtrl is a controller's line in /proc/cgroups.
+type kernelCtrl struct {
+	hierarchy int  // the v1 hierarchy it is bound to; 0 if none (free for v2)
+	enabled   bool // false when disabled at boot (cgroup_disable=)
+}
+
+// parseProcCgroups reads /proc/cgroups:
+// "#subsys_name hierarchy num_cgroups enabled" and one line per controller.
+func parseProcCgroups(text string) map[string]kernelCtrl {
+	out := map[string]kernelCtrl{}
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		h, err1 := strconv.Atoi(f[1])
+		e, err2 := strconv.Atoi(f[3])
+		if err1 == nil && err2 == nil {
+			out[f[0]] = kernelCtrl{hierarchy: h, enabled: e == 1}
+		}
+	}
+	return out
 }
 
 // v1Of returns the v1 hierarchy holding controller c, or nil.
@@ -139,7 +165,11 @@ var systemCgroups = sync.OnceValues(func() (cgroupMounts, error) {
 		return cgroupMounts{}, fmt.Errorf("find cgroup mounts: %w", err)
 	}
 	defer f.Close()
-	return parseMountinfo(f)
+	m, err := parseMountinfo(f)
+	if b, err := os.ReadFile("/proc/cgroups"); err == nil {
+		m.kernel = parseProcCgroups(string(b)) // only for messages: newer kernels may drop it
+	}
+	return m, err
 })
 
 // v2Controllers lists the controllers a v2 cgroup offers its children's

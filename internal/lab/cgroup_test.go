@@ -239,25 +239,44 @@ func TestCgroupV2WritesLimitsAndEnablesControllers(t *testing.T) {
 }
 
 func TestCgroupV2RefusesALimitItCannotApply(t *testing.T) {
+	// /proc/cgroups on this project's machine (cpu bound to v1), and with
+	// cpu free for v2 or disabled at boot.
+	const (
+		procHybrid   = "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t1\t1\t1\nmemory\t4\t44\t1\npids\t8\t1\t1\nhugetlb\t0\t1\t1\n"
+		procFree     = "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t0\t90\t1\nmemory\t0\t90\t1\n"
+		procDisabled = "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t0\t1\t0\nmemory\t0\t90\t1\n"
+	)
 	for _, tc := range []struct {
 		name    string
 		offered string
 		v1      []string
+		proc    string // /proc/cgroups; "" unknown
 		lim     siteLimits
 		want    []string
 	}{
-		{"cpu missing from the hierarchy", "memory pids", nil, siteLimits{cpuCores: 0.25}, []string{
+		{"cpu missing from the hierarchy, kernel state unknown", "memory pids", nil, "", siteLimits{cpuCores: 0.25}, []string{
 			"cpu = 0.25 needs the cgroup v2 cpu controller, which ", "/cgroup.controllers does not offer (it offers: memory pids)",
 			"cgroup_disable=cpu", "or remove cpu from the site"}},
-		{"cpu held by a v1 hierarchy", "hugetlb", []string{"cpu"}, siteLimits{cpuCores: 0.25}, []string{
+		{"cpu held by a mounted v1 hierarchy", "hugetlb", []string{"cpu"}, procHybrid, siteLimits{cpuCores: 0.25}, []string{
 			"(it offers: hugetlb)", "it is mounted as cgroup v1 at ", "a controller works in one hierarchy at a time",
 			"systemd.unified_cgroup_hierarchy=1", "or remove cpu from the site"}},
-		{"both limits missing are both reported", "", nil, siteLimits{cpuCores: 1, memBytes: 1 << 30}, []string{
+		{"cpu bound to a v1 hierarchy not mounted here", "hugetlb", nil, procHybrid, siteLimits{cpuCores: 0.25}, []string{
+			"it is bound to cgroup v1 hierarchy 1 (see /proc/cgroups), though not mounted here", "systemd.unified_cgroup_hierarchy=1"}},
+		{"cpu disabled at boot", "memory", nil, procDisabled, siteLimits{cpuCores: 0.25}, []string{
+			"it is disabled at boot: remove cgroup_disable=cpu from the kernel command line"}},
+		{"cpu free in the kernel but not passed on to a container", "memory", nil, procFree, siteLimits{cpuCores: 0.25}, []string{
+			"does not pass it on (in a container: the host did not delegate it)", "write +cpu to that cgroup's cgroup.subtree_control on the host"}},
+		{"a kernel without the controller", "memory", nil, "#subsys_name\thierarchy\tnum_cgroups\tenabled\nmemory\t0\t90\t1\n",
+			siteLimits{cpuCores: 0.25}, []string{"this kernel has no cpu controller (it is not in /proc/cgroups)"}},
+		{"both limits missing are both reported", "", nil, procHybrid, siteLimits{cpuCores: 1, memBytes: 1 << 30}, []string{
 			"cpu = 1 needs", "memory = 1.0 GiB needs the cgroup v2 memory controller", "(it offers: none)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := fakeV2(t, tc.offered, "")
 			m := fakeV1(t, tc.v1...)
+			if tc.proc != "" {
+				m.kernel = parseProcCgroups(tc.proc)
+			}
 			d := &cgroupV2{mounts: m, mount: root}
 			dirs, err := d.create("replab-lab.eu", tc.lim)
 			if err == nil {
@@ -313,6 +332,12 @@ func TestCgroupV1WritesLimits(t *testing.T) {
 		{"a memory limit without the memory hierarchy", func(t *testing.T) cgroupMounts { return fakeV1(t, "cpu", "pids") },
 			siteLimits{memBytes: 256 << 20}, []string{"memory = 256.0 MiB needs the cgroup v1 memory controller, which is not mounted",
 				"mount -t cgroup -o memory", "or remove memory from the site"}},
+		{"a memory limit whose controller is in v2 while cpu is in v1", func(t *testing.T) cgroupMounts {
+			m := fakeV1(t, "cpu")
+			m.v2 = &cgroupMount{dir: fakeV2(t, "memory", "")}
+			return m
+		}, siteLimits{memBytes: 256 << 20}, []string{"needs the memory controller, which is in the cgroup v2 hierarchy at ",
+			"while cpu is mounted as v1 at ", "a lab uses one hierarchy"}},
 		{"a limit with no cgroup file system at all", func(t *testing.T) cgroupMounts { return cgroupMounts{} },
 			siteLimits{cpuCores: 0.5}, []string{"cpu = 0.5 needs the cgroup cpu controller, but no cgroup file system is mounted",
 				"mount -t cgroup2 none /sys/fs/cgroup"}},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -59,6 +60,10 @@ func (d *cgroupV1) missing(ctrl, setting string) error {
 	if d.mounts.v2 == nil && len(d.mounts.v1) == 0 {
 		return fmt.Errorf("%s needs the cgroup %s controller, but no cgroup file system is mounted (see /proc/self/mountinfo): "+
 			"mount one (mount -t cgroup2 none /sys/fs/cgroup), or remove %s from the site", setting, ctrl, ctrl)
+	}
+	if d.mounts.v2 != nil && slices.Contains(v2Controllers(d.mounts.v2.dir), ctrl) {
+		return fmt.Errorf("%s needs the %s controller, which is in the cgroup v2 hierarchy at %s while %s, and a lab uses one hierarchy: "+
+			"move every controller to v2 (boot with systemd.unified_cgroup_hierarchy=1), or remove %s from the site", setting, ctrl, d.mounts.v2.dir, d.why(), ctrl)
 	}
 	return fmt.Errorf("%s needs the cgroup v1 %s controller, which is not mounted (replab uses cgroup v1 here because %s): "+
 		"mount it (mkdir -p /sys/fs/cgroup/%s && mount -t cgroup -o %s cgroup /sys/fs/cgroup/%s), or remove %s from the site",

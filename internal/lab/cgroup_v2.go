@@ -62,15 +62,33 @@ func (d *cgroupV2) check(lim siteLimits) error {
 		}
 		what := fmt.Sprintf("%s needs the cgroup v2 %s controller, which %s does not offer (it offers: %s)",
 			settings[i], c, filepath.Join(d.mount, "cgroup.controllers"), offers)
-		if h := d.mounts.v1Of(c); h != nil {
-			errs = append(errs, fmt.Errorf("%s: it is mounted as cgroup v1 at %s, and a controller works in one hierarchy at a time: "+
-				"boot with every controller in v2 (systemd.unified_cgroup_hierarchy=1, Debian 12's default), or remove %s from the site", what, h.dir, c))
-			continue
-		}
-		errs = append(errs, fmt.Errorf("%s: the kernel may lack it (see /proc/cgroups) or have it disabled (cgroup_disable=%s in /proc/cmdline); "+
-			"enable it, or remove %s from the site", what, c, c))
+		errs = append(errs, fmt.Errorf("%s: %s, or remove %s from the site", what, d.whyMissing(c), c))
 	}
 	return errors.Join(errs...)
+}
+
+// whyMissing says why the hierarchy does not offer controller c, and what
+// to do about it.
+func (d *cgroupV2) whyMissing(c string) string {
+	const oneHierarchy = "a controller works in one hierarchy at a time: boot with every controller in v2 " +
+		"(systemd.unified_cgroup_hierarchy=1, Debian 12's default)"
+	if h := d.mounts.v1Of(c); h != nil {
+		return fmt.Sprintf("it is mounted as cgroup v1 at %s, and %s", h.dir, oneHierarchy)
+	}
+	if d.mounts.kernel == nil {
+		return fmt.Sprintf("the kernel may lack it (see /proc/cgroups) or have it disabled (cgroup_disable=%s in /proc/cmdline): enable it", c)
+	}
+	k, ok := d.mounts.kernel[c]
+	switch {
+	case !ok:
+		return fmt.Sprintf("this kernel has no %s controller (it is not in /proc/cgroups): use a kernel that has it", c)
+	case !k.enabled:
+		return fmt.Sprintf("it is disabled at boot: remove cgroup_disable=%s from the kernel command line", c)
+	case k.hierarchy != 0:
+		return fmt.Sprintf("it is bound to cgroup v1 hierarchy %d (see /proc/cgroups), though not mounted here, and %s", k.hierarchy, oneHierarchy)
+	}
+	return fmt.Sprintf("the cgroup above %s does not pass it on (in a container: the host did not delegate it): "+
+		"enable it there (write +%s to that cgroup's cgroup.subtree_control on the host), or run replab on the host", d.mount, c)
 }
 
 func (d *cgroupV2) create(name string, lim siteLimits) ([]string, error) {
