@@ -118,7 +118,7 @@ func parseMountinfo(r io.Reader) (cgroupMounts, error) {
 		switch f[sep+1] {
 		case "cgroup":
 			for _, o := range strings.Split(f[sep+3], ",") {
-				if o == "rw" || o == "ro" || strings.HasPrefix(o, "release_agent=") || o == "clone_children" || o == "noprefix" || o == "xattr" || o == "cpuset_v2_mode" {
+				if o == "rw" || o == "ro" || strings.HasPrefix(o, "release_agent=") || o == "clone_children" || o == "noprefix" || o == "xattr" || o == "cpuset_v2_mode" || o == "favordynmods" {
 					continue
 				}
 				mt.ctrls = append(mt.ctrls, o)
