@@ -9,8 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -44,21 +42,51 @@ func EnterAndExec(netns string, cgroups []string, argv []string) error {
 }
 
 // Start starts cmd inside site s: it is forked from a thread that is in
-// the site's network namespace and, for the moment of the fork, in the
-// site's cgroups (cgroup v1 moves single threads), so the child is
-// confined before it runs any code.
+// the site's network namespace, directly into the site's cgroups, so the
+// child is confined before it runs any code. On cgroup v2 the kernel puts
+// it there (clone3 with CLONE_INTO_CGROUP); on v1, which moves single
+// threads, the forking thread joins the site's cgroups for the moment of
+// the fork.
 func (s *Site) Start(cmd *exec.Cmd) error {
+	var v1 []string
+	for _, d := range s.Cgroups {
+		if !isV2(d) {
+			v1 = append(v1, d)
+			continue
+		}
+		f, err := os.Open(d)
+		if err != nil {
+			return fmt.Errorf("open cgroup %s: %w", d, err)
+		}
+		defer f.Close()
+		var attr syscall.SysProcAttr
+		if cmd.SysProcAttr != nil {
+			attr = *cmd.SysProcAttr // the caller's credentials stay
+		}
+		attr.UseCgroupFD, attr.CgroupFD = true, int(f.Fd())
+		cmd.SysProcAttr = &attr
+	}
+	if len(v1) == 0 {
+		return s.Do(cmd.Start)
+	}
+	m, err := systemCgroups()
+	if err != nil {
+		return err
+	}
 	return s.Do(func() error {
 		tid := unix.Gettid()
-		orig, err := threadCgroups(s.Cgroups)
+		orig, err := threadCgroupsV1(m, v1)
 		if err != nil {
 			return err
 		}
-		if err := moveThread(tid, s.Cgroups); err != nil {
+		if err := moveThreadV1(tid, v1); err != nil {
+			if moveThreadV1(tid, orig) != nil {
+				runtime.LockOSThread() // retired with the thread, as below
+			}
 			return err
 		}
 		startErr := cmd.Start()
-		if err := moveThread(tid, orig); err != nil {
+		if err := moveThreadV1(tid, orig); err != nil {
 			// Keep the thread locked so Go retires it instead of reusing a
 			// thread confined to the site.
 			runtime.LockOSThread()
@@ -66,44 +94,6 @@ func (s *Site) Start(cmd *exec.Cmd) error {
 		}
 		return startErr
 	})
-}
-
-// threadCgroups returns, for each cgroup dir in dirs, the directory of the
-// same controller that the calling thread is in now.
-func threadCgroups(dirs []string) ([]string, error) {
-	b, err := os.ReadFile("/proc/thread-self/cgroup")
-	if err != nil {
-		return nil, err
-	}
-	cur := map[string]string{} // controller mount dir -> path
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.SplitN(line, ":", 3)
-		if len(f) != 3 {
-			continue
-		}
-		for _, c := range strings.Split(f[1], ",") {
-			cur[c] = f[2]
-		}
-	}
-	out := make([]string, 0, len(dirs))
-	for _, d := range dirs {
-		ctrl := filepath.Base(filepath.Dir(d))
-		p, ok := cur[ctrl]
-		if !ok {
-			return nil, fmt.Errorf("thread is in no %s cgroup", ctrl)
-		}
-		out = append(out, filepath.Join(cgroupRoot, ctrl, p))
-	}
-	return out, nil
-}
-
-func moveThread(tid int, dirs []string) error {
-	for _, d := range dirs {
-		if err := os.WriteFile(filepath.Join(d, "tasks"), []byte(strconv.Itoa(tid)), 0); err != nil {
-			return fmt.Errorf("move thread into cgroup %s: %w", d, err)
-		}
-	}
-	return nil
 }
 
 // DialContext connects from inside the site: the socket is created in the

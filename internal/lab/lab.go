@@ -41,10 +41,13 @@ type Options struct {
 	SeriesCSV string
 	// NoControl skips the control socket (tests that drive the Lab directly).
 	NoControl bool
-	// Offline builds sites without namespaces, links or emulator: a lab
-	// for engines that run in-process (the fake engine of tests), which
-	// needs no root. Only the data directory and the state record exist.
+	// Offline builds sites without namespaces, links, cgroups or
+	// emulator: a lab for engines that run in-process (the fake engine of
+	// tests), which needs no root. Only the data directory and the state
+	// record exist.
 	Offline bool
+
+	cgroups cgroupDriver // nil: the one chosen for this machine (tests pick one)
 }
 
 // Lab is a running lab. Close removes it.
@@ -56,6 +59,7 @@ type Lab struct {
 	root     string
 	dataRoot string
 	log      io.Writer
+	cg       cgroupDriver
 	dataMu   sync.Mutex
 	nodesMu  sync.Mutex
 	nodes    []NodeStatus
@@ -108,7 +112,12 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
-	l = &Lab{Spec: s, root: opt.StateRoot, dataRoot: opt.DataRoot, log: opt.Log}
+	l = &Lab{Spec: s, root: opt.StateRoot, dataRoot: opt.DataRoot, log: opt.Log, cg: opt.cgroups}
+	if !opt.Offline {
+		if err := l.checkLimits(); err != nil {
+			return nil, err
+		}
+	}
 	if err := l.claim(ctx); err != nil {
 		return nil, err
 	}
@@ -164,6 +173,36 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// checkLimits picks the cgroup hierarchy and refuses, before anything is
+// created, a site limit it cannot apply: a limit is never ignored.
+func (l *Lab) checkLimits() error {
+	if l.cg == nil {
+		d, err := systemCgroupDriver()
+		if err != nil {
+			return err
+		}
+		l.cg = d
+	}
+	var errs []error
+	for _, ss := range l.Spec.Sites {
+		err := l.cg.check(limitsOf(ss))
+		list := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			list = j.Unwrap() // one line per refused limit, each naming the site
+		}
+		for _, e := range list {
+			if e != nil {
+				errs = append(errs, fmt.Errorf("site %s: %w", ss.Name, e))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func limitsOf(ss spec.Site) siteLimits {
+	return siteLimits{cpuCores: ss.CPUCores, memBytes: ss.MemoryBytes}
 }
 
 // claim takes the lab's name: it refuses when a lab of that name is
@@ -287,7 +326,7 @@ func (l *Lab) createSite(ctx context.Context, ss spec.Site) (emu.Device, *Site, 
 	if err := runIP(ctx, "netns", "add", site.Netns); err != nil {
 		return nil, nil, err
 	}
-	cgs, err := createSiteCgroups(site.Netns, ss.CPUCores, ss.MemoryBytes)
+	cgs, err := l.cg.create(site.Netns, limitsOf(ss))
 	l.rec.Cgroups = append(l.rec.Cgroups, cgs...)
 	site.Cgroups = cgs
 	if serr := l.rec.save(l.root); err == nil {

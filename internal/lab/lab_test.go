@@ -14,7 +14,7 @@ import (
 	"replab/internal/netcheck"
 )
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
+func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
@@ -300,10 +300,14 @@ delay = "1ms"
 	}
 	var quota, limit string
 	for _, cg := range a.Cgroups {
-		switch filepath.Base(filepath.Dir(cg)) {
-		case "cpu":
+		switch {
+		case isV2(cg): // one directory holds both
+			max, _ := readProc(filepath.Join(cg, "cpu.max"))
+			quota, _, _ = strings.Cut(max, " ")
+			limit, _ = readProc(filepath.Join(cg, "memory.max"))
+		case filepath.Base(filepath.Dir(cg)) == "cpu":
 			quota, _ = readProc(filepath.Join(cg, "cpu.cfs_quota_us"))
-		case "memory":
+		case filepath.Base(filepath.Dir(cg)) == "memory":
 			limit, _ = readProc(filepath.Join(cg, "memory.limit_in_bytes"))
 		}
 	}

@@ -16,7 +16,7 @@ import (
 
 // requireLab skips a test that needs root, ip and /dev/net/tun when the
 // machine lacks them, saying what is missing.
-func requireLab(t *testing.T) {
+func requireLab(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test (namespaces, TUN): skipped with -short")
@@ -32,7 +32,7 @@ func uniqueName(prefix string) string {
 }
 
 // specFrom parses TOML text with the lab renamed to a unique name.
-func specFrom(t *testing.T, prefix, text string) *spec.Spec {
+func specFrom(t testing.TB, prefix, text string) *spec.Spec {
 	t.Helper()
 	name := uniqueName(prefix)
 	text = strings.Replace(text, `name = "NAME"`, fmt.Sprintf("name = %q", name), 1)

@@ -173,6 +173,7 @@ func Down(ctx context.Context, root, name string) ([]string, error) {
 			done = append(done, "cgroup "+cg)
 		}
 	}
+	removeEmptyV2Parent()
 	return done, errors.Join(errs...)
 }
 
