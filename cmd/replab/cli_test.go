@@ -278,6 +278,73 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%v: exit %d: %s", args, code, out)
 		}
 	}
+	// Every command's --help: its own usage, once, naming every option.
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"run", "--help"}, []string{"replab run FILE", "-out"}},
+		{[]string{"version", "--help"}, []string{"replab version"}},
+		{[]string{"link", "show", "--help"}, []string{"replab link show", "-json"}},
+		{[]string{"link", "set", "--help"}, []string{"replab link set", "-lab"}},
+		{[]string{"lab", "check", "--help"}, []string{"[--probes 20]", "-probes"}},
+		{[]string{"lab", "status", "--help"}, []string{"replab lab status"}},
+		{[]string{"validate", "--help"}, []string{"replab validate FILE"}},
+		{[]string{"report", "--help"}, []string{"replab report DIR"}},
+		{[]string{"compare", "--help"}, []string{"replab compare"}},
+	} {
+		out, code := replab(t, "", tc.args...)
+		if code != 0 || strings.Count(out, "Usage:") != 1 {
+			t.Errorf("%v: exit %d, %d usages (want 1):\n%s", tc.args, code, strings.Count(out, "Usage:"), out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: no %q in\n%s", tc.args, w, out)
+			}
+		}
+	}
+}
+
+// TestValidateReportsEveryErrorAtOnce: a spec with an engine error, a
+// workload error and sweep points that are all invalid gets every error
+// in one pass, each at its line.
+func TestValidateReportsEveryErrorAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.toml")
+	if err := os.WriteFile(path, []byte(`[lab]
+name = "x"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+[engine]
+kind = "postgres"
+[node.p]
+site = "a"
+role = "primary"
+[scheme]
+comit = "on"
+[workload]
+kind = "personnel"
+persons = 0
+[sweep]
+"run.users" = [0, -3]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := replab(t, "", "validate", path)
+	if code == 0 {
+		t.Fatalf("exit 0: %s", out)
+	}
+	for _, want := range []string{
+		"bad.toml:13: scheme.comit: unknown option for engine postgres",
+		"bad.toml:16: workload.persons: want a whole number from 1",
+		"sweep point run.users=0",
+		"sweep point run.users=-3",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
 }
 
 func TestPgQuorumExampleNodesHaveDSNsThatWorkFromEverySite(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"replab/internal/engine"
 	"replab/internal/engine/postgres"
 	"replab/internal/lab"
+	"replab/internal/runner"
 	"replab/internal/spec"
 )
 
@@ -16,26 +17,18 @@ func engines() *engine.Registry {
 	return engine.NewRegistry(postgres.Engine{})
 }
 
-// loadChecked loads a spec and validates its engine and workload parts
-// too, reporting the errors of both at once.
+// loadChecked loads a spec and validates it as replab run would: its
+// engine and workload parts and every sweep point, every error at once.
 func loadChecked(path string) (*spec.Spec, engine.Engine, error) {
 	s, err := spec.Load(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	errs := s.NewErrors()
-	e, err := engines().For(s)
-	errs.Join(err)
-	if s.Workload != nil && s.Engine != nil {
-		if known, ok := engines().Get(s.Engine.Kind); ok {
-			_, werr := workloads().For(s, engine.DialectOf(known))
-			errs.Join(werr)
-		}
-	}
-	if err := errs.Err(); err != nil {
+	if err := runner.Validate(s, engines(), workloads()); err != nil {
 		return nil, nil, err
 	}
-	return s, e, nil
+	e, err := engines().For(s)
+	return s, e, err
 }
 
 // startCluster brings up the spec's servers in a running lab and records

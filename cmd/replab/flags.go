@@ -33,8 +33,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if err == flag.ErrHelp {
-				fs.Usage()
-				return nil, errHelp
+				return nil, errHelp // flag has printed fs.Usage
 			}
 			return nil, fmt.Errorf("%s: %w (see replab %s --help)", fs.Name(), err, fs.Name())
 		}

@@ -118,8 +118,17 @@ removes every replab lab on this machine.`)
 }
 
 func cmdLabStatus(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("lab status", "replab lab status [--json] [--lab NAME]",
-		"Prints the running lab: sites with addresses, links with parameters and counters.")
+	return status(newFlags("lab status", "replab lab status [--json] [--lab NAME]",
+		"Prints the running lab: sites with addresses, links with parameters and counters."), args, out)
+}
+
+func cmdLinkShow(ctx context.Context, args []string, out io.Writer) error {
+	return status(newFlags("link show", "replab link show [--json] [--lab NAME]",
+		"Prints the running lab's links with their parameters and live counters (with its sites, as lab status)."), args, out)
+}
+
+// status is lab status and link show.
+func status(fs *flag.FlagSet, args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	name := fs.String("lab", "", "which lab (needed when several run)")
 	state := fs.String("state", lab.DefaultStateRoot, "directory for lab state and control sockets")
@@ -177,7 +186,7 @@ func printLinks(out io.Writer, st lab.Status, counters bool) {
 }
 
 func cmdLabCheck(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("lab check", "replab lab check FILE [--duration 3s]",
+	fs := newFlags("lab check", "replab lab check FILE [--duration 3s] [--probes 20]",
 		`Builds the lab, measures every link direction (RTT by UDP echo, TCP goodput),
 prints measured against configured values, and tears the lab down.`)
 	dur := fs.Duration("duration", 3*time.Second, "TCP goodput measuring time per direction (after warmup)")
@@ -218,7 +227,9 @@ prints measured against configured values, and tears the lab down.`)
 }
 
 func cmdValidate(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("validate", "replab validate FILE", "Checks a spec and prints its sites and links with every default resolved.")
+	fs := newFlags("validate", "replab validate FILE", `Checks a spec as replab run would — the lab, the engine's nodes and scheme,
+the workload, and every point of a sweep — and reports every error at once;
+then prints its sites, links and nodes with every default resolved.`)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -330,7 +341,7 @@ loss trace seed, and the words down / up. Examples:
 		return fmt.Errorf("unknown link command %q", args[0])
 	}
 	if args[0] == "show" {
-		return cmdLabStatus(ctx, args[1:], out)
+		return cmdLinkShow(ctx, args[1:], out)
 	}
 	fs := newFlags("link set", "replab link set [--lab NAME] A->B|A<->B key=value…",
 		"Changes a running link: A->B one direction, A<->B both.")

@@ -32,10 +32,7 @@ func commands() []command {
 		{"link", "show or change running links: link show | link set A->B key=value…", cmdLink},
 		{"presets", "list the link presets usable in specs", cmdPresets},
 		{"validate", "check a spec file and print it resolved", cmdValidate},
-		{"version", "print replab's version", func(context.Context, []string, io.Writer) error {
-			fmt.Println("replab", version)
-			return nil
-		}},
+		{"version", "print replab's version", cmdVersion},
 	}
 }
 
@@ -97,3 +94,12 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 var errHelp = errors.New("help shown")
+
+func cmdVersion(ctx context.Context, args []string, out io.Writer) error {
+	fs := newFlags("version", "replab version", "Prints replab's version (the git commit it was built from).")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "replab", version)
+	return nil
+}

@@ -49,6 +49,9 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, strin
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
+	if err := Validate(s, opt.Engines, opt.Workloads); err != nil {
+		return nil, "", err
+	}
 	eng, wl, err := check(s, opt)
 	if err != nil {
 		return nil, "", err
@@ -65,6 +68,29 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, strin
 	}
 	sum, err := runPoint(ctx, s, opt, eng, wl, dir)
 	return sum, dir.Path, err
+}
+
+// Validate checks a spec as run would, before anything is built: the
+// spec, its engine part and its workload, and with a sweep every point
+// too. It reports every error at once.
+func Validate(s *spec.Spec, engines *engine.Registry, workloads *workload.Registry) error {
+	opt := Options{Engines: engines, Workloads: workloads}
+	var errs []error
+	if _, _, err := check(s, opt); err != nil {
+		errs = append(errs, err)
+	}
+	if len(s.Sweep) > 0 {
+		points, err := s.Points()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, p := range points {
+			if _, _, err := check(p.Spec, opt); err != nil {
+				errs = append(errs, &spec.PointError{Label: p.Label, Err: err})
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // check finds the spec's engine and workload, and reports every error of

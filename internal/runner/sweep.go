@@ -17,20 +17,13 @@ import (
 // keeps sweep.json up to date after each point so an interrupted sweep
 // still shows what it measured.
 func runSweep(ctx context.Context, s *spec.Spec, opt Options, dir *report.Dir) error {
-	points, err := s.Points()
+	points, err := s.Points() // Run validated every point already
 	if err != nil {
 		return err
 	}
 	sw := &report.Sweep{Name: s.Lab.Name}
 	for _, p := range s.Sweep {
 		sw.Parameters = append(sw.Parameters, p.Path)
-	}
-	// Check every point before running any: a bad combination should not
-	// surface an hour into a sweep.
-	for _, p := range points {
-		if _, _, err := check(p.Spec, opt); err != nil {
-			return fmt.Errorf("sweep point %s: %w", p.Label, err)
-		}
 	}
 	var errs []error
 	for i, p := range points {

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -97,33 +98,49 @@ func splitSweepPath(pth string) (path, error) {
 
 // Points expands the sweep into one spec per combination, in order (the
 // last parameter varies fastest). A spec without a sweep has one point:
-// itself. Errors name the sweep line and the combination.
+// itself. Every combination is checked: the error lists each bad one with
+// its errors (naming the sweep line, or the field's line in the file), and
+// the points returned are the good ones.
 func (s *Spec) Points() ([]Point, error) {
 	if len(s.Sweep) == 0 {
 		return []Point{{Spec: s, Values: map[string]any{}}}, nil
 	}
 	var points []Point
+	var bad []error
 	idx := make([]int, len(s.Sweep))
 	for {
 		values := map[string]any{}
 		var label []string
 		root := deepCopy(s.raw.root).(map[string]any)
 		delete(root, "sweep")
+		var setErr error
 		for i, sp := range s.Sweep {
 			v := sp.Values[idx[i]]
 			values[sp.Path] = v
 			label = append(label, sp.Path+"="+showValue(v))
-			if err := setPath(root, sp.Path, v); err != nil {
-				return nil, &Error{File: s.name, Line: sp.Line, Field: "sweep." + showKey(sp.Path), Msg: err.Error()}
+			if err := setPath(root, sp.Path, v); err != nil && setErr == nil {
+				setErr = &Error{File: s.name, Line: sp.Line, Field: "sweep." + showKey(sp.Path), Msg: err.Error()}
 			}
+		}
+		if setErr != nil {
+			return nil, setErr // the path itself is wrong: every point would say so
 		}
 		c := &decoder{file: s.name, d: &doc{root: root, pos: s.raw.pos}, env: s.env}
 		ps := c.spec()
 		ps.name, ps.File = s.name, s.File
 		if len(c.errs) > 0 {
-			return nil, fmt.Errorf("sweep point %s:\n%w", strings.Join(label, ", "), sortErrors(c.errs))
+			// An error about a swept value points at its [sweep] line.
+			for _, e := range c.errs {
+				for _, sp := range s.Sweep {
+					if e.Field == sp.Path { // the value was written there
+						e.Line = sp.Line
+					}
+				}
+			}
+			bad = append(bad, &PointError{Label: strings.Join(label, ", "), Err: sortErrors(c.errs)})
+		} else {
+			points = append(points, Point{Label: strings.Join(label, ", "), Values: values, Spec: ps})
 		}
-		points = append(points, Point{Label: strings.Join(label, ", "), Values: values, Spec: ps})
 		// Next combination.
 		i := len(idx) - 1
 		for ; i >= 0; i-- {
@@ -134,10 +151,19 @@ func (s *Spec) Points() ([]Point, error) {
 			idx[i] = 0
 		}
 		if i < 0 {
-			return points, nil
+			return points, errors.Join(bad...)
 		}
 	}
 }
+
+// PointError is what is wrong with one combination of a sweep.
+type PointError struct {
+	Label string // "run.users=30, link[1].rate=19.2kbit"
+	Err   error
+}
+
+func (e *PointError) Error() string { return fmt.Sprintf("sweep point %s:\n%v", e.Label, e.Err) }
+func (e *PointError) Unwrap() error { return e.Err }
 
 // setPath sets a value in a decoded TOML tree, creating tables on the way.
 func setPath(root map[string]any, pth string, v any) error {

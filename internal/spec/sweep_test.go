@@ -111,3 +111,33 @@ func TestRepetitionTargets(t *testing.T) {
 		t.Errorf("repetitions = 5: %v %+v", err, s.Run)
 	}
 }
+
+// TestPointsReportsEveryBadPoint: each bad combination is reported, with
+// the error at the [sweep] line of the value that caused it, and the good
+// combinations are still returned.
+func TestPointsReportsEveryBadPoint(t *testing.T) {
+	s, err := Parse("sw.toml", []byte(`[lab]
+name = "x"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+[sweep]
+"link[1].delay" = ["5ms", "fast", "10"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := s.Points()
+	if len(points) != 1 || points[0].Label != `link[1].delay="5ms"` {
+		t.Errorf("good points %v", points)
+	}
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{`sweep point link[1].delay="fast":`, `sweep point link[1].delay="10":`, "sw.toml:8: link[1].delay"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("no %q in:\n%v", want, err)
+		}
+	}
+}
