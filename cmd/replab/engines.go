@@ -24,7 +24,7 @@ func loadChecked(path string) (*spec.Spec, engine.Engine, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := runner.Validate(s, engines(), workloads()); err != nil {
+	if err := runner.Validate(s, engines(), workloads(), false); err != nil {
 		return nil, nil, err
 	}
 	e, err := engines().For(s)

@@ -49,10 +49,10 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, strin
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
-	if err := Validate(s, opt.Engines, opt.Workloads); err != nil {
+	if err := Validate(s, opt.Engines, opt.Workloads, true); err != nil {
 		return nil, "", err
 	}
-	eng, wl, err := check(s, opt)
+	eng, wl, err := check(s, opt, true)
 	if err != nil {
 		return nil, "", err
 	}
@@ -70,13 +70,14 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, strin
 	return sum, dir.Path, err
 }
 
-// Validate checks a spec as run would, before anything is built: the
-// spec, its engine part and its workload, and with a sweep every point
-// too. It reports every error at once.
-func Validate(s *spec.Spec, engines *engine.Registry, workloads *workload.Registry) error {
+// Validate checks a spec before anything is built: the spec, its engine
+// part and its workload where it has them, and with a sweep every point
+// too. It reports every error at once. forRun also requires what replab
+// run needs: an engine and a workload.
+func Validate(s *spec.Spec, engines *engine.Registry, workloads *workload.Registry, forRun bool) error {
 	opt := Options{Engines: engines, Workloads: workloads}
 	var errs []error
-	if _, _, err := check(s, opt); err != nil {
+	if _, _, err := check(s, opt, forRun); err != nil {
 		errs = append(errs, err)
 	}
 	if len(s.Sweep) > 0 {
@@ -85,7 +86,7 @@ func Validate(s *spec.Spec, engines *engine.Registry, workloads *workload.Regist
 			errs = append(errs, err)
 		}
 		for _, p := range points {
-			if _, _, err := check(p.Spec, opt); err != nil {
+			if _, _, err := check(p.Spec, opt, forRun); err != nil {
 				errs = append(errs, &spec.PointError{Label: p.Label, Err: err})
 			}
 		}
@@ -94,12 +95,12 @@ func Validate(s *spec.Spec, engines *engine.Registry, workloads *workload.Regist
 }
 
 // check finds the spec's engine and workload, and reports every error of
-// both at once.
-func check(s *spec.Spec, opt Options) (engine.Engine, workload.Workload, error) {
+// both at once; forRun requires both.
+func check(s *spec.Spec, opt Options, forRun bool) (engine.Engine, workload.Workload, error) {
 	errs := s.NewErrors()
 	eng, err := opt.Engines.For(s)
 	errs.Join(err)
-	if eng == nil && err == nil {
+	if forRun && eng == nil && err == nil {
 		errs.Add("engine", "replab run needs [engine], [node.NAME] and [workload] tables; for a network-only lab use `replab lab check`")
 	}
 	var wl workload.Workload
@@ -112,7 +113,7 @@ func check(s *spec.Spec, opt Options) (engine.Engine, workload.Workload, error) 
 		}
 		wl, err = opt.Workloads.For(s, dialect)
 		errs.Join(err)
-		if wl == nil && err == nil {
+		if forRun && wl == nil && err == nil {
 			errs.Add("workload", `replab run needs a [workload] table, e.g. kind = "personnel"`)
 		}
 	}

@@ -37,7 +37,7 @@ func runSweep(ctx context.Context, s *spec.Spec, opt Options, dir *report.Dir) e
 		if err != nil {
 			return err
 		}
-		eng, wl, _ := check(p.Spec, opt)
+		eng, wl, _ := check(p.Spec, opt, true)
 		sum, err := runPoint(ctx, p.Spec, opt, eng, wl, pd)
 		pt := report.SweepPoint{Label: p.Label, Values: p.Values, Dir: name}
 		if sum != nil {
