@@ -151,9 +151,14 @@ type Result struct {
 	CommitLatency stats.Percentiles      `json:"commit_latency_ms"`
 	Types         map[string]*TypeResult `json:"types"`
 	// Open loop: how late transactions started against the schedule, and
-	// how many were skipped because every user was busy.
+	// how many were skipped because every user was busy. A skipped
+	// transaction still counts in CommitLatency (and the series) with the
+	// latency it would at least have had: from its intended start to the
+	// moment the driver could next send one (a user took the next job, or
+	// the run ended); SkippedLatencyMs summarises those alone.
 	BehindScheduleMs *stats.Percentiles `json:"behind_schedule_ms,omitempty"`
 	Skipped          int64              `json:"skipped,omitempty"`
+	SkippedLatencyMs *stats.Percentiles `json:"skipped_latency_ms,omitempty"`
 	// With a lag journal: every LagSampleEvery-th transaction of each user
 	// was tracked in the measure phase (and cooldown); LagSampleAuto when
 	// the driver chose it, for at most LagBudgetPerS tracked per second.
@@ -329,7 +334,7 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 		go func() { defer wg.Done(); open.run(rctx) }()
 		for _, u := range users {
 			wg.Add(1)
-			go func() { defer wg.Done(); u.openLoop(rctx, open.jobs) }()
+			go func() { defer wg.Done(); u.openLoop(rctx, open) }()
 		}
 	} else {
 		for _, u := range users {
@@ -351,6 +356,9 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 		<-done
 	}
 	cancel()
+	if open != nil {
+		open.drain(d.cfg.Now()) // skipped ones no user could take before the end
+	}
 
 	res := d.rec.result(d)
 	res.Users = d.cfg.Users
@@ -361,6 +369,8 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 		bs := stats.FromMicros(open.behind)
 		res.BehindScheduleMs = &bs
 		res.Skipped = open.skipped.Load()
+		sl := stats.FromMicros(d.rec.skippedHist)
+		res.SkippedLatencyMs = &sl
 	}
 	if d.cfg.Lag != nil {
 		res.LagSampleEvery = int(d.lagSampleEvery())
@@ -440,16 +450,18 @@ func (u *user) think() time.Duration {
 	return lo + time.Duration(u.r.Int64N(int64(hi-lo)+1))
 }
 
-func (u *user) openLoop(ctx context.Context, jobs <-chan int64) {
+func (u *user) openLoop(ctx context.Context, s *scheduler) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case intended, ok := <-jobs:
+		case intended, ok := <-s.jobs:
 			if !ok {
 				return
 			}
-			u.d.rec.behind(u.d.cfg.Now()-intended, u.d.phaseAt(intended) == Measure)
+			now := u.d.cfg.Now()
+			s.drain(now) // this user could have sent the skipped ones now, at the earliest
+			u.d.rec.behind(now-intended, u.d.phaseAt(intended) == Measure)
 			u.do(ctx, intended)
 		}
 	}
@@ -462,6 +474,21 @@ type scheduler struct {
 	jobs    chan int64
 	skipped atomic.Int64
 	behind  *hdrhistogram.Histogram
+
+	mu      sync.Mutex
+	pending []int64 // intended starts of skipped transactions, not yet recorded
+}
+
+// drain records every skipped transaction still pending with the latency
+// it would at least have had, had it been sent at now.
+func (s *scheduler) drain(now int64) {
+	s.mu.Lock()
+	p := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	for _, at := range p {
+		s.d.rec.skip(now-at, s.d.phaseAt(at) == Measure)
+	}
 }
 
 func newScheduler(d *run, end int64) *scheduler {
@@ -498,6 +525,9 @@ func (s *scheduler) run(ctx context.Context) {
 			if s.d.phaseAt(at) == Measure {
 				s.skipped.Add(1)
 			}
+			s.mu.Lock()
+			s.pending = append(s.pending, at)
+			s.mu.Unlock()
 		}
 	}
 }

@@ -24,11 +24,12 @@ type recorder struct {
 
 	committed, rows, errs, retries, conflicts int64 // measure phase
 
-	behindHist *hdrhistogram.Histogram
+	behindHist  *hdrhistogram.Histogram
+	skippedHist *hdrhistogram.Histogram // measure phase, µs
 }
 
 func newRecorder(types []workload.TxType) *recorder {
-	r := &recorder{all: stats.NewLatencyHist(), sec: stats.NewLatencyHist(), behindHist: stats.NewLatencyHist()}
+	r := &recorder{all: stats.NewLatencyHist(), sec: stats.NewLatencyHist(), behindHist: stats.NewLatencyHist(), skippedHist: stats.NewLatencyHist()}
 	for _, t := range types {
 		r.names = append(r.names, t.Name)
 		r.types = append(r.types, &TypeResult{Errors: map[string]int64{}, hist: stats.NewLatencyHist()})
@@ -74,6 +75,20 @@ func (r *recorder) fail(ti int, measured bool, now int64, kind string, err error
 	r.errs++
 	r.retries += retries
 	r.conflicts += conflicts
+}
+
+// skip records an open-loop transaction that was never sent, with the
+// latency it would at least have had: in the overall latency (and the
+// second's), not in any type's (none was chosen) nor in the commits.
+func (r *recorder) skip(latencyNs int64, measured bool) {
+	us := micros(latencyNs)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = r.sec.RecordValue(us)
+	if measured {
+		_ = r.all.RecordValue(us)
+		_ = r.skippedHist.RecordValue(us)
+	}
 }
 
 func (r *recorder) behind(lateNs int64, measured bool) {

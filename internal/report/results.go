@@ -52,6 +52,7 @@ type Summary struct {
 	Types            map[string]*driver.TypeResult `json:"types"`
 	BehindScheduleMs *stats.Percentiles            `json:"behind_schedule_ms,omitempty"`
 	Skipped          int64                         `json:"skipped,omitempty"`
+	SkippedLatencyMs *stats.Percentiles            `json:"skipped_latency_ms,omitempty"`
 
 	Replicas map[string]*Replica `json:"replicas"`
 

@@ -37,7 +37,7 @@ func (r *run) fillDriver() {
 	s.Mode, s.Users, s.TargetRate, s.MeasureSeconds = res.Mode, res.Users, res.TargetRate, res.MeasureSeconds
 	s.TPM, s.TPS, s.Transactions, s.RowsChanged = res.TPM, res.TPS, res.Transactions, res.RowsChanged
 	s.Errors, s.Retries, s.Conflicts, s.CommitLatency, s.Types = res.Errors, res.Retries, res.Conflicts, res.CommitLatency, res.Types
-	s.BehindScheduleMs, s.Skipped = res.BehindScheduleMs, res.Skipped
+	s.BehindScheduleMs, s.Skipped, s.SkippedLatencyMs = res.BehindScheduleMs, res.Skipped, res.SkippedLatencyMs
 	// The lag sample actually used (chosen by the driver when automatic).
 	for _, rep := range s.Replicas {
 		rep.SampleEvery = res.LagSampleEvery

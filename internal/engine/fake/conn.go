@@ -119,6 +119,9 @@ type tx struct {
 // its replicas. At a source, the injected errors of the scheme fire here.
 func (t *tx) Commit() error {
 	t.c.tx = nil
+	if err := t.c.n.waitPaused(context.Background()); err != nil {
+		return err
+	}
 	return t.commit()
 }
 
@@ -176,6 +179,9 @@ func (p *pstmt) Query(args []driver.Value) (driver.Rows, error) {
 }
 
 func (p *pstmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	if err := p.c.n.waitPaused(ctx); err != nil {
+		return nil, err
+	}
 	aff, _, _, err := p.c.run(p.s, args)
 	if err != nil {
 		return nil, err
@@ -184,6 +190,9 @@ func (p *pstmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driv
 }
 
 func (p *pstmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	if err := p.c.n.waitPaused(ctx); err != nil {
+		return nil, err
+	}
 	_, cols, rows, err := p.c.run(p.s, args)
 	if err != nil {
 		return nil, err

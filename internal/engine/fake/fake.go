@@ -126,6 +126,10 @@ type node struct {
 	children []*node // nodes that receive its changes
 	ups      []string
 
+	// pause, when not nil, is closed when a paused node resumes: every
+	// statement waits on it (a SIGSTOPped server).
+	pause atomic.Pointer[chan struct{}]
+
 	mu   sync.Mutex // guards st and seq; held while a change is forwarded
 	st   *store
 	seq  int64 // changes committed here
@@ -269,6 +273,7 @@ func (n *node) applier() {
 			t.Stop()
 			continue
 		}
+		_ = n.waitPaused(n.c.ctx)
 		n.qmu.Lock()
 		q := n.queue[0]
 		n.queue = n.queue[1:]
@@ -449,6 +454,46 @@ func (c *cluster) setDown(name string, down bool) error {
 	select {
 	case n.wake <- struct{}{}:
 	default:
+	}
+	return nil
+}
+
+// Pause makes every statement at the node wait until Resume, as a server
+// stopped with SIGSTOP would (the fault "pause"); its applier waits too.
+func (c *cluster) Pause(name string) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	ch := make(chan struct{})
+	if !n.pause.CompareAndSwap(nil, &ch) {
+		return fmt.Errorf("node %s is already paused", name)
+	}
+	return nil
+}
+
+// Resume lets a paused node go on.
+func (c *cluster) Resume(name string) error {
+	n, err := c.node(name)
+	if err != nil {
+		return err
+	}
+	ch := n.pause.Swap(nil)
+	if ch == nil {
+		return fmt.Errorf("node %s is not paused", name)
+	}
+	close(*ch)
+	return nil
+}
+
+// waitPaused blocks while the node is paused, or until ctx ends.
+func (n *node) waitPaused(ctx context.Context) error {
+	if ch := n.pause.Load(); ch != nil {
+		select {
+		case <-*ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }

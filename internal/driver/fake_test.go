@@ -1,0 +1,148 @@
+package driver
+
+import (
+	"context"
+	"database/sql"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/engine/fake"
+	"replab/internal/lab"
+	"replab/internal/spec"
+	"replab/internal/workload"
+)
+
+// The driver against the fake engine, in this process: no root needed.
+
+// fakeDB brings up one fake primary (with the given [scheme] lines) and a
+// table kv; it returns a pool and the cluster.
+func fakeDB(t *testing.T, scheme string) (*sql.DB, engine.Cluster) {
+	t.Helper()
+	s, err := spec.Parse("drv.toml", []byte(`[lab]
+name = "drv"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+[engine]
+kind = "fake"
+[node.p]
+site = "a"
+role = "primary"
+[scheme]
+`+scheme+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := lab.Up(ctx, s, lab.Options{Offline: true, StateRoot: t.TempDir(), DataRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	c, err := fake.Engine{}.Up(ctx, l, discard{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	sc := c.(engine.SQL)
+	if err := sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "kv", Create: map[string]string{
+		"postgres": "CREATE TABLE kv (k bigint PRIMARY KEY, v bigint NOT NULL)"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sc.Open(ctx, "p", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, c
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// upsertTx writes a random key: every attempt changes one row.
+func upsertTx() workload.TxType {
+	return workload.TxType{Name: "put", Weight: 1,
+		Statements: []workload.Statement{{Name: "put", SQL: "INSERT INTO kv (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"}},
+		Run: func(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
+			res, err := tx.Exec(ctx, "put", r.Int64N(1000), int64(tx.User))
+			if err != nil {
+				return 0, err
+			}
+			return res.RowsAffected()
+		}}
+}
+
+func TestFakeRetriesConflictsAndCountsThem(t *testing.T) {
+	db, c := fakeDB(t, "conflict_every = 4")
+	res, err := Run(context.Background(), withEngine(c, Config{Users: 2, Duration: time.Second, Seed: 3, MaxRetries: 3}), []workload.TxType{upsertTx()}, Sources(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Complete || res.Errors != 0 || res.Retries == 0 || res.Conflicts != res.Retries {
+		t.Errorf("complete %v, errors %d, retries %d, conflicts %d: every conflict retried, none failed", res.Complete, res.Errors, res.Retries, res.Conflicts)
+	}
+	if tr := res.Types["put"]; tr.Conflicts != res.Conflicts || tr.Retries != res.Retries {
+		t.Errorf("type put: %d conflicts, %d retries", tr.Conflicts, tr.Retries)
+	}
+}
+
+func TestFakeWithoutRetriesConflictsAreErrorsByCode(t *testing.T) {
+	db, c := fakeDB(t, "conflict_every = 4")
+	res, err := Run(context.Background(), withEngine(c, Config{Users: 1, Duration: time.Second, Seed: 3, MaxRetries: 0}), []workload.TxType{upsertTx()}, Sources(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := res.Types["put"].Errors["40001"]; n == 0 || n != res.Errors || res.Conflicts != res.Errors || res.Retries != 0 {
+		t.Errorf("errors %v (total %d), conflicts %d, retries %d", res.Types["put"].Errors, res.Errors, res.Conflicts, res.Retries)
+	}
+}
+
+// TestFakeOpenLoopCountsSkippedTransactions: a node paused for 600 ms in
+// the middle of an open-loop run at 200/s. The transactions scheduled
+// meanwhile that found every connection busy were skipped; each still
+// counts in the latency, from its intended start to when the driver could
+// next send, so the stall shows in the tail as the transactions it held
+// back.
+func TestFakeOpenLoopCountsSkippedTransactions(t *testing.T) {
+	db, c := fakeDB(t, "")
+	pauser := c.(interface {
+		Pause(string) error
+		Resume(string) error
+	})
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		_ = pauser.Pause("p")
+		time.Sleep(600 * time.Millisecond)
+		_ = pauser.Resume("p")
+	}()
+	cfg := withEngine(c, Config{Users: 2, Duration: 2 * time.Second, RatePerSec: 200, Seed: 5})
+	res, err := Run(context.Background(), cfg, []workload.TxType{upsertTx()}, Sources(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d commits, %d skipped; latency p50 %.1f p90 %.1f max %.1f ms; skipped p50 %.1f max %.1f ms; commits alone p90 %.1f ms",
+		res.Transactions, res.Skipped, res.CommitLatency.P50, res.CommitLatency.P90, res.CommitLatency.Max,
+		res.SkippedLatencyMs.P50, res.SkippedLatencyMs.Max, res.Types["put"].LatencyMs.P90)
+	if res.Skipped == 0 {
+		t.Fatal("nothing skipped during a 600 ms pause at 200/s with 2 connections")
+	}
+	// Every intended transaction of the measure phase counts once.
+	if res.CommitLatency.Count != res.Transactions+res.Skipped || res.SkippedLatencyMs.Count != res.Skipped {
+		t.Errorf("latency count %d, skipped latencies %d; want %d commits + %d skipped", res.CommitLatency.Count, res.SkippedLatencyMs.Count, res.Transactions, res.Skipped)
+	}
+	// The first transaction caught by the pause waited all of it; a
+	// tenth of the 2 s run's schedule fell in it, and each of those waited
+	// on average half of it, so the stall reaches the 90th percentile.
+	if res.CommitLatency.Max < 500 || res.CommitLatency.P90 < 100 {
+		t.Errorf("latency max %.1f ms, p90 %.1f ms after a 600 ms pause: want max ≥ 500 and p90 ≥ 100", res.CommitLatency.Max, res.CommitLatency.P90)
+	}
+	if !strings.Contains(res.Mode, "open") {
+		t.Errorf("mode %s", res.Mode)
+	}
+}
