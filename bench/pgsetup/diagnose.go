@@ -34,12 +34,17 @@ type bbVariant struct {
 }
 
 var bbVariants = []bbVariant{
-	{"plain", []string{"-X", "stream", "-c", "fast", "--no-sync"}, false, "uncompressed (the engine before issue 10)"},
+	{"plain", []string{"-X", "stream", "-c", "fast", "--no-sync"}, false, "uncompressed, WAL streamed on a second connection (the engine before issue 10, but from a primary with 1 MB WAL segments)"},
 	{"server-lz4", []string{"-X", "stream", "-c", "fast", "--no-sync", "--compress=server-lz4"}, false, "the server compresses with LZ4, pg_basebackup decompresses into the plain copy"},
 	{"server-zstd", []string{"-X", "stream", "-c", "fast", "--no-sync", "--compress=server-zstd:level=1"}, false, "the server compresses with zstd level 1"},
-	{"engine", []string{"-X", "stream", "-c", "fast", "--no-sync", "--compress=server-zstd:level=1", "--no-manifest", "--progress"}, false, "the engine's options (without its replication slot): zstd, no manifest, progress"},
-	{"parallel", []string{"-X", "stream", "-c", "fast", "--no-sync", "--compress=server-zstd:level=1", "--no-manifest", "--progress"}, true, "the engine's options towards every standby at the same time, each over its own link"},
+	{"engine", engineArgs, false, "the engine's options (without its replication slot): zstd, WAL fetched at the end inside the archive, no manifest, progress"},
+	{"parallel-stream", []string{"-X", "stream", "-c", "fast", "--no-sync", "--compress=server-zstd:level=1", "--no-manifest"}, true, "zstd with WAL streamed, towards every standby at the same time: each copy's WAL stream carries the zeros the other's end pads its segment with"},
+	{"parallel", engineArgs, true, "the engine's options towards every standby at the same time, each over its own link"},
 }
+
+// engineArgs are the engine's pg_basebackup options besides the
+// connection, the directory and its slot.
+var engineArgs = []string{"-X", "fetch", "-c", "fast", "--no-sync", "--compress=server-zstd:level=1", "--no-manifest", "--progress"}
 
 // bbRun is one variant's measurement.
 type bbRun struct {
@@ -136,6 +141,11 @@ func (b *bench) diagnose(ctx context.Context) error {
 		wg.Wait()
 		secs := time.Since(tl.start).Seconds()
 		tl.end()
+		if samplesDir != "" {
+			if err := tl.writeCSV(filepath.Join(samplesDir, "diagnose-"+v.id+".csv")); err != nil {
+				logf("      warning: %v", err)
+			}
+		}
 		for _, err := range errs {
 			if err != nil {
 				return fmt.Errorf("%s: %w", v.id, err)
