@@ -18,47 +18,72 @@ import (
 	"replab/internal/spec"
 )
 
-// The diagnose step (not run by default) copies the same primary with
-// pg_basebackup run by hand in the standbys' sites, across the issue's
-// links, changing one thing at a time: what the engine runs, without the
-// final fsync, with server-side LZ4 compression, and two copies at once
-// over their two links.
+// The diagnose step (not run by default) starts only the primary of the
+// issue's lab and copies it with pg_basebackup run by hand in the
+// standbys' sites, changing one thing at a time: towards the slowest
+// standby uncompressed, with server-side LZ4, with server-side zstd, then
+// with every option the engine uses; last, the engine's options towards
+// every standby at once, each over its own link.
 
 // bbVariant is one way of taking the base backups.
 type bbVariant struct {
 	id       string
 	args     []string // besides -h -p -U -D
-	parallel bool     // s1 and s2 at once, else s1 only
+	parallel bool     // every standby at once, else the slowest only
 	note     string
 }
 
 var bbVariants = []bbVariant{
-	{"engine", []string{"-X", "stream", "-c", "fast"}, false, "what the engine runs (without its replication slot)"},
-	{"no-sync", []string{"-X", "stream", "-c", "fast", "--no-sync"}, false, "without pg_basebackup's final fsync of the copy"},
+	{"plain", []string{"-X", "stream", "-c", "fast", "--no-sync"}, false, "uncompressed, WAL streamed on a second connection (the engine before issue 10, but from a primary with 1 MB WAL segments)"},
 	{"server-lz4", []string{"-X", "stream", "-c", "fast", "--no-sync", "--compress=server-lz4"}, false, "the server compresses with LZ4, pg_basebackup decompresses into the plain copy"},
-	{"parallel", []string{"-X", "stream", "-c", "fast"}, true, "the engine's command towards s1 and s2 at the same time, each over its own link"},
+	{"server-zstd", []string{"-X", "stream", "-c", "fast", "--no-sync", "--compress=server-zstd:level=1"}, false, "the server compresses with zstd level 1"},
+	{"engine", engineArgs, false, "the engine's options (without its replication slot): zstd, WAL fetched at the end inside the archive, no manifest, progress"},
+	{"parallel-stream", []string{"-X", "stream", "-c", "fast", "--no-sync", "--compress=server-zstd:level=1", "--no-manifest"}, true, "zstd with WAL streamed, towards every standby at the same time: each copy's WAL stream carries the zeros the other's end pads its segment with"},
+	{"parallel", engineArgs, true, "the engine's options towards every standby at the same time, each over its own link"},
 }
+
+// engineArgs are the engine's pg_basebackup options besides the
+// connection, the directory and its slot.
+var engineArgs = []string{"-X", "fetch", "-c", "fast", "--no-sync", "--compress=server-zstd:level=1", "--no-manifest", "--progress"}
 
 // bbRun is one variant's measurement.
 type bbRun struct {
-	Variant   string  `json:"variant"`
-	Seconds   float64 `json:"seconds"` // until every copy ended
-	LinkBytes uint64  `json:"link_bytes"`
-	transfer  `json:"s1_transfer"`
-	S2        *transfer `json:"s2_transfer,omitempty"`
-	Note      string    `json:"note"`
+	Variant   string   `json:"variant"`
+	Seconds   float64  `json:"seconds"` // until every copy ended
+	LinkBytes uint64   `json:"link_bytes"`
+	Copies    []bbCopy `json:"copies"`
+	Note      string   `json:"note"`
+}
+
+// bbCopy is one copy of a variant.
+type bbCopy struct {
+	Node string `json:"node"`
+	transfer
 }
 
 func (b *bench) diagnose(ctx context.Context) error {
-	lc := linkConfs[0]
-	name := "bench-pgsetup"
-	body := lc.spec()
-	// Only the primary: the standbys' sites receive copies by hand.
-	body = body[:strings.Index(body, "[node.s1]")]
-	s, err := spec.Parse(name+".toml", []byte(fmt.Sprintf("[lab]\nname = %q\n%s", name, body)))
+	t := topologies[0]
+	s, err := t.load()
 	if err != nil {
+		return err
+	}
+	links, err := standbyLinks(s)
+	if err != nil {
+		return err
+	}
+	text, err := t.toml()
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, sl := range links {
+		names = append(names, sl.Node)
+	}
+	// Only the primary: the standbys' sites receive copies by hand.
+	if s, err = spec.Parse(t.describe(), []byte(primaryOnly(text, names))); err != nil {
 		return fmt.Errorf("spec: %w", err)
 	}
+	s.Lab.Name = labName
 	l, err := benchkit.StartLab(ctx, s, logf)
 	if err != nil {
 		return fmt.Errorf("start lab: %w", err)
@@ -75,58 +100,73 @@ func (b *bench) diagnose(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	slowest := 0
+	for i, sl := range links {
+		if sl.RateBps < links[slowest].RateBps {
+			slowest = i
+		}
+	}
+	var dirs []string
+	for _, sl := range links {
+		dirs = append(dirs, sl.Dir)
+	}
 
 	var runs []bbRun
 	for _, v := range bbVariants {
 		if _, err := benchkit.WaitQuiet(ctx, quiet); err != nil {
 			return err
 		}
-		sites := []string{"s1"}
+		which := []int{slowest}
 		if v.parallel {
-			sites = standbys
+			which = nil
+			for i := range links {
+				which = append(which, i)
+			}
 		}
-		tl := newTimeline(l.Emulator(), os.Stderr, "db->s1", "db->s2")
+		tl := newTimeline(l.Emulator(), os.Stderr, dirs...)
 		tl.begin()
 		var wg sync.WaitGroup
-		errs := make([]error, len(sites))
-		for i, site := range sites {
+		errs := make([]error, len(which))
+		for k, i := range which {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				site := strings.SplitN(links[i].Dir, "->", 2)[1]
 				dir := filepath.Join(tmp, v.id+"-"+site)
 				args := append([]string{"-h", node.Addr.Addr().String(), "-p", strconv.Itoa(int(node.Addr.Port())), "-U", postgres.Superuser, "-D", dir, "--no-password"}, v.args...)
-				errs[i] = runIn(ctx, l.Site(site), filepath.Join(filepath.Dir(postgresBin()), "pg_basebackup"), args...)
+				errs[k] = runIn(ctx, l.Site(site), filepath.Join(filepath.Dir(postgresBin()), "pg_basebackup"), args...)
 				_ = os.RemoveAll(dir)
 			}()
 		}
 		wg.Wait()
 		secs := time.Since(tl.start).Seconds()
 		tl.end()
+		if samplesDir != "" {
+			if err := tl.writeCSV(filepath.Join(samplesDir, "diagnose-"+v.id+".csv")); err != nil {
+				logf("      warning: %v", err)
+			}
+		}
 		for _, err := range errs {
 			if err != nil {
 				return fmt.Errorf("%s: %w", v.id, err)
 			}
 		}
-		r := bbRun{Variant: v.id, Seconds: benchkit.Round(secs, 3), transfer: tl.transfer(0, 0, secs, lc.rateBps), Note: v.note}
-		r.LinkBytes = r.transfer.LinkBytes
-		if v.parallel {
-			t2 := tl.transfer(1, 0, secs, lc.rateBps)
-			r.S2 = &t2
-			r.LinkBytes += t2.LinkBytes
+		r := bbRun{Variant: v.id, Seconds: benchkit.Round(secs, 3), Note: v.note}
+		line := fmt.Sprintf("      %-11s %.2f s", v.id, r.Seconds)
+		for _, i := range which {
+			cp := bbCopy{Node: links[i].Node, transfer: tl.transfer(i, 0, secs, links[i].RateBps)}
+			r.Copies = append(r.Copies, cp)
+			r.LinkBytes += cp.LinkBytes
+			line += fmt.Sprintf(" (%s: %.1f MB over the link, first data after %.2f s, ramp %.2f s, bulk %.1f Mbit/s, tail %.2f s, %d drops)",
+				cp.Node, float64(cp.LinkBytes)/1e6, cp.FirstDataS, cp.RampS, cp.BulkMbps, cp.TailS, cp.QueueDrops)
 		}
 		runs = append(runs, r)
-		line := fmt.Sprintf("      %-10s %.2f s for %.1f MB over the link(s) (s1: first data after %.2f s, ramp %.2f s, bulk %.1f Mbit/s, tail %.2f s, %d drops)",
-			v.id, r.Seconds, float64(r.LinkBytes)/1e6, r.FirstDataS, r.RampS, r.BulkMbps, r.TailS, r.QueueDrops)
-		if r.S2 != nil {
-			line += fmt.Sprintf(" (s2: %.1f MB, first data after %.2f s, ramp %.2f s, bulk %.1f Mbit/s, tail %.2f s, %d drops)",
-				float64(r.S2.LinkBytes)/1e6, r.S2.FirstDataS, r.S2.RampS, r.S2.BulkMbps, r.S2.TailS, r.S2.QueueDrops)
-		}
 		logf("%s", line)
 	}
 	for _, r := range runs {
 		b.r.Add(Figure{
 			Name: "diag_basebackup_" + strings.ReplaceAll(r.Variant, "-", "_") + "_s", Value: r.Seconds,
-			Configured: map[string]any{"link": lc.describe(), "variant": r.Variant},
+			Configured: map[string]any{"topology": t.describe(), "variant": r.Variant},
 			Note:       r.Note, Details: map[string]any{"run": r},
 		})
 	}

@@ -15,7 +15,7 @@ type Figure = benchkit.Figure
 
 // summary lays out the summary table.
 var summary = benchkit.Summary{
-	ConfiguredKeys: []string{"link", "standbys", "repetitions"},
+	ConfiguredKeys: []string{"topology", "repetitions"},
 	CPUHeading:     "\nCPU per step (setup times stretch when other work shares the machine):",
 	IDWidth:        10,
 }

