@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"replab/internal/lab"
+	"replab/internal/runner"
 	"replab/internal/spec"
 )
 
@@ -55,6 +56,9 @@ link, then "ready", and keeps it up until SIGINT/SIGTERM; then removes everythin
 	s, eng, err := loadChecked(pos[0])
 	if err != nil {
 		return err
+	}
+	for _, w := range runner.ProvisionWarnings(s, engines(), workloads()) {
+		fmt.Fprintf(out, "warning: %s\n", w)
 	}
 	fmt.Fprintf(out, "lab %s: building %d sites and %d links\n", s.Lab.Name, len(s.Sites), len(s.Links))
 	l, err := lab.Up(ctx, s, lab.Options{StateRoot: *state, Log: out, SeriesCSV: *series})
@@ -251,6 +255,9 @@ then prints its sites, links and nodes with every default resolved.`)
 	}
 	for _, n := range s.Nodes {
 		fmt.Fprintf(out, "node %-10s %-8s site %s %s\n", n.Name, n.Role, n.Site, n.From)
+	}
+	for _, w := range runner.ProvisionWarnings(s, engines(), workloads()) {
+		fmt.Fprintf(out, "warning: %s\n", w)
 	}
 	return nil
 }

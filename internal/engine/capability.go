@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"replab/internal/spec"
 )
 
 // The capabilities. A Cluster implements those its system has; callers
@@ -203,4 +205,11 @@ func DialectOf(e Engine) string {
 		return d.Dialect()
 	}
 	return ""
+}
+
+// CopySizer is an Engine that can say, from the spec alone, how many bytes
+// a node receives from its upstream to start (a base backup), besides the
+// workload's data: how long provisioning across a slow link would take.
+type CopySizer interface {
+	InitialCopyBytes(s *spec.Spec, node string) int64
 }

@@ -194,3 +194,40 @@ func (s *Site) TunTxDropped() (uint64, error) {
 	})
 	return n, err
 }
+
+// Unshape takes every link direction out of the way — no delay, jitter,
+// rate limit or loss, up — keeping its MTU and seed: the lab can be built
+// and loaded at LAN speed. Shape puts the spec's parameters back.
+func (l *Lab) Unshape() error {
+	if l.emu == nil {
+		return nil
+	}
+	for _, lk := range l.Spec.Links {
+		for _, d := range []struct {
+			from, to string
+			p        linkem.Params
+		}{{lk.A, lk.B, lk.Forward}, {lk.B, lk.A, lk.Reverse}} {
+			if err := l.emu.SetParams(d.from, d.to, linkem.Params{MTU: d.p.MTU, Seed: d.p.Seed}); err != nil {
+				return fmt.Errorf("unshape %s->%s: %w", d.from, d.to, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Shape applies the spec's link parameters (after Unshape, or runtime
+// changes).
+func (l *Lab) Shape() error {
+	if l.emu == nil {
+		return nil
+	}
+	for _, lk := range l.Spec.Links {
+		if err := l.emu.SetParams(lk.A, lk.B, lk.Forward); err != nil {
+			return fmt.Errorf("shape %s->%s: %w", lk.A, lk.B, err)
+		}
+		if err := l.emu.SetParams(lk.B, lk.A, lk.Reverse); err != nil {
+			return fmt.Errorf("shape %s->%s: %w", lk.B, lk.A, err)
+		}
+	}
+	return nil
+}

@@ -83,8 +83,12 @@ type Summary struct {
 	// confidence target was set.
 	RepetitionsNeeded int `json:"repetitions_needed,omitempty"`
 
-	Load        *Load       `json:"load,omitempty"`
-	SetupS      float64     `json:"setup_s"`
+	Load   *Load   `json:"load,omitempty"`
+	SetupS float64 `json:"setup_s"`
+	// Provision says over which links the lab was built and loaded:
+	// "link" (the configured ones) or "fast" (unshaped, the configured
+	// conditions applied when the measurement started).
+	Provision   string      `json:"provision,omitempty"`
 	Environment Environment `json:"environment"`
 }
 

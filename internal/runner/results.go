@@ -22,7 +22,7 @@ func (r *run) newSummary() *report.Summary {
 	sum := &report.Summary{
 		Kind: "run", Name: r.s.Lab.Name, Started: time.Now().UTC(), SpecFile: r.s.File, Engine: r.eng.Kind(),
 		Scheme: r.s.Scheme.Replication, Workload: r.s.Workload.Kind, Replicas: map[string]*report.Replica{},
-		SetupS: r.setupS, Load: r.loaded, Environment: r.env,
+		SetupS: r.setupS, Load: r.loaded, Environment: r.env, Provision: r.provision(),
 	}
 	if sum.Scheme == "" {
 		sum.Scheme = "default"
@@ -151,4 +151,12 @@ func (r *run) stopMonitor() {
 			rep.EngineBacklogMax, rep.EngineBacklogUnit = rs.BacklogMax, rs.BacklogUnit
 		}
 	}
+}
+
+// provision says over which links the lab was built: "link" or "fast".
+func (r *run) provision() string {
+	if r.fast {
+		return spec.ProvisionFast
+	}
+	return spec.ProvisionLink
 }

@@ -166,6 +166,7 @@ type run struct {
 	sources  []engine.Node
 	replicas []engine.Node
 	client   string
+	fast     bool             // built and loaded over unshaped links (provision)
 	stamps   engine.LagStamps // nil: lag cannot be measured on this cluster
 	stampSQL string           // the SQL a tracked transaction runs
 	setupS   float64
@@ -190,6 +191,9 @@ func (r *run) setup(ctx context.Context) (err error) {
 	r.lab, err = lab.Up(ctx, r.s, lab.Options{StateRoot: r.opt.StateRoot, DataRoot: r.opt.DataRoot, Log: r.log,
 		SeriesCSV: r.seriesCSV(), Offline: r.opt.Offline})
 	if err != nil {
+		return err
+	}
+	if err := r.unshapeForSetup(); err != nil {
 		return err
 	}
 	r.cluster, err = r.eng.Up(ctx, r.lab, r.log)
@@ -218,7 +222,42 @@ func (r *run) setup(ctx context.Context) (err error) {
 	if err := r.load(ctx, r.sources[0]); err != nil {
 		return err
 	}
+	if err := r.shapeForMeasuring(ctx); err != nil {
+		return err
+	}
 	r.setupS = time.Since(start).Seconds()
+	return nil
+}
+
+// unshapeForSetup takes the links out of the way while the lab is built
+// and loaded, when provision says so.
+func (r *run) unshapeForSetup() error {
+	est := CopyEstimates(r.s, r.eng, r.wl)
+	if r.opt.Offline || !provisionFast(r.s, est) {
+		return nil
+	}
+	r.fast = true
+	why := `provision = "fast"`
+	if w, ok := slowestCopy(est); ok && r.s.Run.Provision == spec.ProvisionAuto {
+		why = w.describe()
+	}
+	fmt.Fprintf(r.log, "links: unshaped while the lab is built and loaded (%s); the configured conditions apply when the measurement starts (provision = \"link\" copies across them)\n", why)
+	return r.lab.Unshape()
+}
+
+// shapeForMeasuring waits until every replica has what setup made over the
+// unshaped links, then applies the configured ones.
+func (r *run) shapeForMeasuring(ctx context.Context) error {
+	if !r.fast {
+		return nil
+	}
+	if err := r.cluster.WaitFlowing(ctx); err != nil {
+		return err
+	}
+	if err := r.lab.Shape(); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.log, "links: the configured conditions from now on\n")
 	return nil
 }
 

@@ -494,3 +494,58 @@ func TestLookupsAtAStandby(t *testing.T) {
 		t.Errorf("lookup p50 %.2f ms, update p50 %.2f ms: want lookups local at the standby, updates ≥ one 10 ms round trip", lp, up)
 	}
 }
+
+// TestSerialLineLabIsProvisionedFastAndMeasuredSlow: a standby behind a
+// 9.6 kbit/s line. Its base backup would take over an hour across it; the
+// lab is built over unshaped links instead, then measured across the
+// serial line: the lag shows its serialisation (a ~600-byte change takes
+// ≥ 0.5 s at 9.6 kbit/s), and the link carried the stream at its rate.
+func TestSerialLineLabIsProvisionedFastAndMeasuredSlow(t *testing.T) {
+	pgtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sum, _, err := runSpec(t, ctx, `
+[lab]
+name = "%s"
+[site.master]
+[site.snap]
+[[link]]
+sites = ["master", "snap"]
+preset = "serial-9600"
+[engine]
+kind = "postgres"
+[node.m1]
+site = "master"
+role = "primary"
+[node.s1]
+site = "snap"
+role = "standby"
+from = "m1"
+[workload]
+kind = "personnel"
+persons = 200
+[run]
+rate = "30/min"
+arrival = "regular"
+users = 2
+warmup = "2s"
+duration = "6s"
+cooldown = "1s"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum["provision"] != "fast" {
+		t.Errorf("provision %v, want fast", sum["provision"])
+	}
+	// Built in seconds, not the hour and more the copy takes at 9.6 kbit/s.
+	if s := num(t, sum, "setup_s"); s > 600 {
+		t.Errorf("setup took %.0f s", s)
+	}
+	if lag := num(t, sum, "replicas", "s1", "lag_min_ms"); lag < 300 {
+		t.Errorf("lag min %.0f ms at 9.6 kbit/s: the run was not measured across the serial line", lag)
+	}
+	if util := num(t, sum, "links", "master->snap", "rate_bps"); util != 9600 {
+		t.Errorf("link rate %v in the measure phase, want 9600", util)
+	}
+}

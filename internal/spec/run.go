@@ -10,7 +10,8 @@ import (
 var (
 	workloadKeyRE = identRE
 	runKeys       = []string{"users", "warmup", "duration", "cooldown", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval",
-		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample"}
+		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample", "provision"}
+	provisions = []string{ProvisionAuto, ProvisionFast, ProvisionLink}
 	arrivals = []string{"poisson", "regular"}
 )
 
@@ -18,7 +19,7 @@ var (
 func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 	s.Run = Run{Users: DefaultUsers, Warmup: DefaultWarmup, Duration: DefaultDuration, Cooldown: DefaultCooldown,
 		Arrival: "poisson", Seed: s.Lab.Seed, MaxErrorPct: DefaultMaxErrorPct, LagInterval: DefaultLagInterval,
-		Repetitions: 1, MaxRepetitions: DefaultMaxRepetitions, LagSample: LagSampleAuto}
+		Repetitions: 1, MaxRepetitions: DefaultMaxRepetitions, LagSample: LagSampleAuto, Provision: ProvisionAuto}
 	if v, present := root["workload"]; present {
 		p := path{"workload"}
 		c.remember(s, p)
@@ -139,6 +140,15 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 	}
 	c.repetitions(s, p, m)
 	c.lagSample(s, p, m)
+	if v, ok := c.get(p, m, "provision", kString, `"auto", "fast" or "link"`); ok {
+		c.remember(s, p.child("provision"))
+		pv := strings.TrimSpace(v.(string))
+		if !contains(provisions, pv) {
+			c.fail(p.child("provision"), v, `want "auto" (over unshaped links when the configured ones would take long), "fast" (always over unshaped links) or "link" (across the configured links)%s`, didYouMean(pv, provisions))
+		} else {
+			r.Provision = pv
+		}
+	}
 	if v, ok := c.get(p, m, "max_error_pct", kNumber, "a percentage as a number, like 20"); ok {
 		c.remember(s, p.child("max_error_pct"))
 		if f := v.(float64); f <= 0 || f > 100 {

@@ -146,6 +146,13 @@ type Run struct {
 	// number of tracked transactions per second (driver.Config.LagEvery).
 	LagSample int
 
+	// Provision says over which links the lab is built and loaded: the
+	// configured ones (ProvisionLink), unshaped ones with the configured
+	// conditions applied when the measurement starts (ProvisionFast), or
+	// unshaped ones only when copying across the configured ones would
+	// take long (ProvisionAuto, the default).
+	Provision string
+
 	// Repetitions runs the measurement this many times (default 1). With
 	// Confidence > 0 it is the pilot, and more repetitions follow until the
 	// mean tpm is known within RelativeError at that confidence level, or
@@ -171,4 +178,11 @@ const (
 	// LagSampleAuto is Run.LagSample for lag_sample = "auto".
 	LagSampleAuto = 0
 	MaxLagSample  = 1000000
+)
+
+// Run.Provision values.
+const (
+	ProvisionAuto = "auto"
+	ProvisionFast = "fast"
+	ProvisionLink = "link"
 )

@@ -31,6 +31,12 @@ type Workload interface {
 	Transactions() []TxType
 }
 
+// Sizer is a workload that can say roughly how many bytes its initial data
+// takes (to estimate how long copying it across a link would take).
+type Sizer interface {
+	DataBytes() int64
+}
+
 // Loader is the engine's bulk path (COPY for PostgreSQL, multi-row
 // INSERTs without one: see InsertLoader).
 type Loader = engine.Loader

@@ -75,3 +75,19 @@ func TestStandbysSkipTheTLSRoundTripUnlessTheSpecTurnsSSLOn(t *testing.T) {
 		}
 	}
 }
+
+func TestCopyRateSaysBytesRateAndTimeLeft(t *testing.T) {
+	for _, tc := range []struct {
+		done, total int64
+		el          time.Duration
+		want        string
+	}{
+		{0, 10e6, time.Second, "about 0.0 of 10.0 MB copied, waiting for data"},
+		{2e6, 10e6, 4 * time.Second, "about 2.0 of 10.0 MB copied, 0.50 MB/s, about 16s left"},
+		{10e6, 10e6, 5 * time.Second, "about 10.0 of 10.0 MB copied, 2.00 MB/s"},
+	} {
+		if got := copyRate(tc.done, tc.total, tc.el); got != tc.want {
+			t.Errorf("copyRate(%d, %d, %s) = %q, want %q", tc.done, tc.total, tc.el, got, tc.want)
+		}
+	}
+}

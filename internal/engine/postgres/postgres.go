@@ -31,6 +31,18 @@ type Engine struct{}
 // Kind implements engine.Engine.
 func (Engine) Kind() string { return "postgres" }
 
+// InitialCopyBytes implements engine.CopySizer: a standby starts from a
+// base backup of a fresh cluster, about 32 MB of files that cross the link
+// zstd-compressed as about 4–5 MB (bench/results/pgsetup.json; 32 MB
+// where the server has no compression); a logical replica or a master
+// copies only the workload's data.
+func (Engine) InitialCopyBytes(s *spec.Spec, node string) int64 {
+	if n := s.Node(node); n != nil && n.Role == "standby" {
+		return 5 << 20
+	}
+	return 0
+}
+
 // Dialect implements engine.Dialecter.
 func (Engine) Dialect() string { return "postgres" }
 

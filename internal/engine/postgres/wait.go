@@ -12,7 +12,10 @@ import (
 )
 
 // waitSynced waits until every table of r's subscription has its initial
-// copy done ('r' ready or 's' sync done) and the apply worker runs.
+// copy done ('r' ready or 's' sync done) and the apply worker runs. While
+// it waits, every 10 s it logs the bytes copied (the tables done, at their
+// size at the primary, and what the running copies have read), the rate
+// and the time left.
 func (c *cluster) waitSynced(ctx context.Context, p, r *node) error {
 	sub := subName(r)
 	rc, err := r.connect(ctx, "")
@@ -20,23 +23,69 @@ func (c *cluster) waitSynced(ctx context.Context, p, r *node) error {
 		return err
 	}
 	defer rc.Close(context.Background())
+	sizes := map[string]int64{} // table -> bytes at the primary
+	var total int64
+	if pc, err := p.connect(ctx, ""); err == nil {
+		rows, err := pc.Query(ctx, `SELECT pt.schemaname || '.' || pt.tablename, pg_table_size(format('%I.%I', pt.schemaname, pt.tablename)::regclass)
+			FROM pg_publication_tables pt WHERE pt.pubname = $1`, sub)
+		if err == nil {
+			for rows.Next() {
+				var name string
+				var size int64
+				if rows.Scan(&name, &size) == nil {
+					sizes[name] = size
+					total += size
+				}
+			}
+			rows.Close()
+		}
+		pc.Close(context.Background())
+	}
+	start := time.Now()
 	_, err = c.waitFor(ctx, func(ctx context.Context) (bool, string, error) {
-		var pending, workers int64
+		var pending, workers, copying int64
 		var states string
+		var ready []string
 		err := rc.QueryRow(ctx, `SELECT count(*) FILTER (WHERE sr.srsubstate NOT IN ('r', 's')),
 			coalesce(string_agg(sr.srrelid::regclass::text || '=' || sr.srsubstate::text, ' ' ORDER BY sr.srrelid), ''),
-			(SELECT count(*) FROM pg_stat_subscription st WHERE st.subname = $1 AND st.pid IS NOT NULL AND st.relid IS NULL)
+			coalesce(array_agg(n.nspname || '.' || cl.relname) FILTER (WHERE sr.srsubstate IN ('r', 's')), '{}'),
+			(SELECT count(*) FROM pg_stat_subscription st WHERE st.subname = $1 AND st.pid IS NOT NULL AND st.relid IS NULL),
+			(SELECT coalesce(sum(bytes_processed), 0) FROM pg_stat_progress_copy)::bigint
 			FROM pg_subscription_rel sr JOIN pg_subscription s ON s.oid = sr.srsubid
-			WHERE s.subname = $1`, sub).Scan(&pending, &states, &workers)
+			JOIN pg_class cl ON cl.oid = sr.srrelid JOIN pg_namespace n ON n.oid = cl.relnamespace
+			WHERE s.subname = $1`, sub).Scan(&pending, &states, &ready, &workers, &copying)
 		if err != nil {
 			return false, "", err
 		}
-		return pending == 0 && workers == 1, fmt.Sprintf("table states %s, apply worker running %t", states, workers == 1), nil
+		done := copying
+		for _, t := range ready {
+			done += sizes[t]
+		}
+		state := fmt.Sprintf("table states %s, apply worker running %t", states, workers == 1)
+		if total > 0 {
+			state += "; " + copyRate(done, total, time.Since(start))
+		}
+		return pending == 0 && workers == 1, state, nil
 	})
 	if err != nil {
 		return fmt.Errorf("node %s: initial copy from %s: %w%s", r.Name, p.Name, err, c.subscriptionTrouble(r))
 	}
 	return nil
+}
+
+// copyRate says how far a copy of total bytes is after el: bytes, rate and
+// time left (the rate is the average so far).
+func copyRate(done, total int64, el time.Duration) string {
+	line := fmt.Sprintf("about %.1f of %.1f MB copied", float64(done)/1e6, float64(total)/1e6)
+	rate := float64(done) / max(el.Seconds(), 1e-9)
+	if rate <= 0 {
+		return line + ", waiting for data"
+	}
+	line += fmt.Sprintf(", %.2f MB/s", rate/1e6)
+	if done < total {
+		line += fmt.Sprintf(", about %s left", time.Duration(float64(total-done)/rate*float64(time.Second)).Round(time.Second))
+	}
+	return line
 }
 
 // waitFor polls check until it reports done (see engine.Poll): it gives

@@ -74,6 +74,12 @@ func (w *Workload) Schema() engine.Schema {
 	}}}
 }
 
+// DataBytes implements workload.Sizer: the preloaded rows, about 40 bytes
+// of overhead each.
+func (w *Workload) DataBytes() int64 {
+	return w.preload * int64(w.keyBytes+w.valueBytes+40)
+}
+
 // TotalRows implements workload.Workload: the preloaded rows.
 func (w *Workload) TotalRows() int64 { return w.preload }
 

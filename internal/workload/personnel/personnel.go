@@ -105,3 +105,9 @@ func (w *Workload) TableRows() map[string]int64 {
 	}
 	return m
 }
+
+// DataBytes implements workload.Sizer, roughly: each person's description
+// and about 60 bytes for every row of every table.
+func (w *Workload) DataBytes() int64 {
+	return w.persons*int64(w.textBytes) + 60*w.TotalRows()
+}
