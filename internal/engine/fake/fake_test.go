@@ -3,6 +3,7 @@ package fake
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"strings"
 	"testing"
@@ -168,10 +169,15 @@ func TestProcessesAreTheAppliersThreads(t *testing.T) {
 	if err != nil || len(procs) != 2 {
 		t.Fatalf("%d processes, %v", len(procs), err)
 	}
+	tids := map[int]bool{}
 	for _, p := range procs {
-		if p.TID == 0 || p.TID == p.PID || p.Apply != (p.Node == "s") {
-			t.Errorf("process %+v: want a thread of its own, apply only at the standby", p)
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d/stat", p.PID, p.TID)); err != nil || p.TID == 0 || p.Apply != (p.Node == "s") {
+			t.Errorf("process %+v: want a thread of this process (%v), apply only at the standby", p, err)
 		}
+		tids[p.TID] = true
+	}
+	if len(tids) != 2 {
+		t.Errorf("the appliers share a thread: %+v", procs)
 	}
 }
 
