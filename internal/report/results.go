@@ -107,6 +107,9 @@ type Repetition struct {
 	// LagSampleEvery is the repetition's SampleEvery (the same at every
 	// replica).
 	LagSampleEvery int `json:"lag_sample_every,omitempty"`
+	// Verdicts are the repetition's own, per replica (the aggregate's
+	// Verdicts tally them).
+	Verdicts map[string]string `json:"verdicts,omitempty"`
 }
 
 // Replica is one replica's replication latency.
