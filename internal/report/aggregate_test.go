@@ -206,7 +206,7 @@ func sdOf(xs ...float64) float64 {
 
 func TestAggregateFigures(t *testing.T) {
 	type check struct {
-		key    string  // in CI; "" checks only the value
+		key    string // in CI; "" checks only the value
 		got    func(*Summary) float64
 		want   float64 // the aggregate's value, and the CI's mean
 		halfCI float64 // the CI's half-width; NaN: no CI expected

@@ -59,9 +59,9 @@ var reportCases = []reportCase{
 		text:    []string{"Throughput", "Commit latency (ms)"},
 	},
 	{
-		name:    "repetitions",
-		dir:     func(t *testing.T) string { return fixture(t, "reps-async") },
-		charts:  []string{"rep-tpm", "rep-throughput", "rep-latency-cdf", "rep-lag-cdf", "link-util"},
+		name:   "repetitions",
+		dir:    func(t *testing.T) string { return fixture(t, "reps-async") },
+		charts: []string{"rep-tpm", "rep-throughput", "rep-latency-cdf", "rep-lag-cdf", "link-util"},
 		text: []string{"3 repetitions", "rep-01/report.html", "95 %", "confidence interval of the mean",
 			"written before replab averaged every figure"},
 		browser: true,
