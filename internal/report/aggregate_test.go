@@ -209,7 +209,7 @@ func TestAggregateFigures(t *testing.T) {
 		key    string // in CI; "" checks only the value
 		got    func(*Summary) float64
 		want   float64 // the aggregate's value, and the CI's mean
-		halfCI float64 // the CI's half-width; NaN: no CI expected
+		halfCI float64 // the CI's half-width (checked when key is set)
 	}
 	for _, tc := range []struct {
 		name   string
