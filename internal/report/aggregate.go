@@ -39,6 +39,9 @@ func Aggregate(sums []*Summary, dirs []string, level float64) *Summary {
 		return agg
 	}
 	first := sums[0]
+	if first == nil {
+		first = &Summary{}
+	}
 	agg.Name, agg.Started, agg.SpecFile = first.Name, first.Started, first.SpecFile
 	agg.Engine, agg.Scheme, agg.Workload = first.Engine, first.Scheme, first.Workload
 	agg.Mode, agg.Users, agg.TargetRate = first.Mode, first.Users, first.TargetRate
@@ -47,6 +50,9 @@ func Aggregate(sums []*Summary, dirs []string, level float64) *Summary {
 	var complete []*Summary
 	var completeDirs []string
 	for i, s := range sums {
+		if s == nil { // a repetition that left no summary counts as incomplete
+			s = &Summary{StopReason: "no summary"}
+		}
 		dir := fmt.Sprintf("rep-%02d", i+1)
 		if i < len(dirs) {
 			dir = dirs[i]

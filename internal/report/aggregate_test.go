@@ -390,4 +390,8 @@ func TestAggregateWords(t *testing.T) {
 	if got := agg.Verdicts["r"]; got != "keeping up (2 of 2 repetitions)" {
 		t.Errorf("verdict over the complete repetitions: %q", got)
 	}
+	agg = Aggregate([]*Summary{nil, reps[0]}, []string{"rep-01", "rep-02"}, 0.95)
+	if agg.Complete || agg.StopReason != "repetition rep-01: no summary" || len(agg.Repetitions) != 2 {
+		t.Errorf("a repetition without a summary: complete %v, %q, %d repetitions", agg.Complete, agg.StopReason, len(agg.Repetitions))
+	}
 }
