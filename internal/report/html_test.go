@@ -59,11 +59,21 @@ var reportCases = []reportCase{
 		text:    []string{"Throughput", "Commit latency (ms)"},
 	},
 	{
-		name:    "repetitions",
-		dir:     func(t *testing.T) string { return fixture(t, "reps-async") },
-		charts:  []string{"rep-tpm", "rep-throughput", "rep-latency-cdf", "rep-lag-cdf", "link-util"},
-		text:    []string{"3 repetitions", "rep-01/report.html", "95 %", "confidence interval of the mean"},
+		name:   "repetitions",
+		dir:    func(t *testing.T) string { return fixture(t, "reps-async") },
+		charts: []string{"rep-tpm", "rep-throughput", "rep-latency-cdf", "rep-lag-cdf", "link-util"},
+		text: []string{"3 repetitions", "rep-01/report.html", "95 %", "confidence interval of the mean",
+			"written before replab averaged every figure"},
 		browser: true,
+	},
+	{
+		name:   "repetitions aggregated by report.Aggregate",
+		dir:    reAggregated,
+		charts: []string{"rep-tpm", "rep-throughput", "rep-latency-cdf", "rep-lag-cdf", "link-util"},
+		// p99.9 25.81 is the mean of 20.43, 29.87 and 27.12; link bytes and
+		// CPU s carry their CI; verdicts are tallied.
+		text: []string{"Commit latency (ms): means of 3 repetitions", "<td class=\"n\" title=\"mean of 3 repetitions ± 12.06 (95 % confidence)\">25.81</td>",
+			"959.2 KiB ± 162.6 KiB", "keeping up (3 of 3 repetitions)", "0.90 ± 0.57", "Where the time goes"},
 	},
 	{
 		name:    "a two-dimensional sweep",
@@ -72,6 +82,17 @@ var reportCases = []reportCase{
 		text:    []string{"run.users × scheme.replication", "p04/report.html", "scheme.replication=sync"},
 		browser: true,
 	},
+}
+
+// reAggregated is testdata/reps-async with its summary.json rewritten by
+// Aggregate from its repetitions.
+func reAggregated(t *testing.T) string {
+	dir := fixture(t, "reps-async")
+	sums, dirs := repSums(t, "reps-async")
+	if err := (&Dir{Path: dir}).WriteJSON("summary.json", Aggregate(sums, dirs, 0.95)); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 var (

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"replab/internal/monitor"
 	"replab/internal/stats"
 )
 
@@ -208,20 +209,57 @@ func throughputTable(s *Summary) htmlTable {
 	return t
 }
 
+// fig is a table cell for figure key of s, whose value is v, written by
+// f. For an aggregate of repetitions it is the figure's mean over them
+// with its confidence interval on hover, and with pm also in the cell;
+// "—" when the aggregate has no CI for it (older aggregates copied some
+// figures from their last repetition).
+func fig(s *Summary, key string, v float64, f func(float64) string, pm bool) tcell {
+	if s.Kind != "repetitions" {
+		return num(f(v))
+	}
+	c, ok := s.CI[key]
+	if !ok {
+		return tcell{Text: "—", Class: "n", Title: "not recorded as a mean of the repetitions (an older aggregate)"}
+	}
+	cell := num(f(c.Mean))
+	if c.Bounded() {
+		cell.Title = fmt.Sprintf("mean of %d repetitions ± %s (%.0f %% confidence)", c.N, f(c.HalfWidth), 100*c.Level)
+		if pm {
+			cell.Text += " ± " + f(c.HalfWidth)
+		}
+	}
+	return cell
+}
+
+// meansCaption adds to an aggregate's table caption what its figures are.
+func meansCaption(s *Summary, caption string) string {
+	if s.Kind != "repetitions" {
+		return caption
+	}
+	return fmt.Sprintf("%s: means of %d repetitions (hover a figure for its confidence interval)", caption, completeRepetitions(s))
+}
+
 func latencyTable(s *Summary) (htmlTable, bool) {
-	t := htmlTable{Caption: "Commit latency (ms)", Head: []tcell{txt("transaction type"), numHead("count"), numHead("mean"),
+	t := htmlTable{Caption: meansCaption(s, "Commit latency (ms)"), Head: []tcell{txt("transaction type"), numHead("count"), numHead("mean"),
 		numHead("p50"), numHead("p90"), numHead("p95"), numHead("p99"), numHead("p99.9"), numHead("max")}}
-	row := func(name string, p stats.Percentiles) {
-		t.Rows = append(t.Rows, []tcell{txt(name), num(group(float64(p.Count))), num(ms(p.Mean)), num(ms(p.P50)), num(ms(p.P90)),
-			num(ms(p.P95)), num(ms(p.P99)), num(ms(p.P999)), num(ms(p.Max))})
+	count := func(v float64) string { return group(v) }
+	row := func(name, key string, p stats.Percentiles) {
+		f := func(q string, v float64) tcell { return fig(s, key+"."+q, v, ms, false) }
+		t.Rows = append(t.Rows, []tcell{txt(name), fig(s, key+".count", float64(p.Count), count, false), f("mean", p.Mean), f("p50", p.P50),
+			f("p90", p.P90), f("p95", p.P95), f("p99", p.P99), f("p99_9", p.P999), f("max", p.Max)})
 	}
 	for _, n := range sortedKeys(s.Types) {
 		if tr := s.Types[n]; tr != nil {
-			row(n, tr.LatencyMs)
+			row(n, "types."+n+".latency_ms", tr.LatencyMs)
 		}
 	}
 	if len(s.Types) != 1 && s.CommitLatency.Count > 0 {
-		row("all", s.CommitLatency)
+		name := "all"
+		if s.Kind == "repetitions" {
+			name = "all (mean of repetitions)"
+		}
+		row(name, "commit_latency_ms", s.CommitLatency)
 	}
 	return t, len(t.Rows) > 0
 }
@@ -231,9 +269,13 @@ func lagTable(s *Summary) (htmlTable, bool) {
 	if note := LagSampleNote(s); note != "" {
 		caption += "; " + note
 	}
-	t := htmlTable{Caption: caption, Head: []tcell{txt("replica"), txt("site"),
+	notVisible := "transactions committed in the measure phase never seen at the replica"
+	if s.Kind == "repetitions" {
+		notVisible += ", summed over the repetitions"
+	}
+	t := htmlTable{Caption: meansCaption(s, caption), Head: []tcell{txt("replica"), txt("site"),
 		numHead("p50"), numHead("p95"), numHead("p99"), numHead("p99.9"), numHead("max"),
-		{Text: "not visible at end", Class: "n", Title: "transactions committed in the measure phase never seen at the replica"},
+		{Text: "not visible at end", Class: "n", Title: notVisible},
 		{Text: "resolution", Class: "n", Title: "the lag watcher's poll interval: each lag is at most this (plus one poll) above the true one"},
 		{Text: "engine replay lag p50", Class: "n", Title: "the engine's own estimate, sampled each second"},
 		{Text: "bytes behind max", Class: "n", Title: "the engine's backlog for this replica"}}}
@@ -250,15 +292,17 @@ func lagTable(s *Summary) (htmlTable, bool) {
 		if r.NotVisibleAtEnd > 0 {
 			nv.Class = "n bad"
 		}
-		eng, behind := "—", "—"
+		k := "replicas." + n + "."
+		eng, behind := num("—"), num("—")
 		if r.EngineReplayLagMs != nil {
-			eng = ms(r.EngineReplayLagMs.P50)
+			eng = fig(s, k+"engine_replay_lag_ms.p50", r.EngineReplayLagMs.P50, ms, false)
 		}
 		if r.EngineBytesBehind > 0 {
-			behind = fmtBytes(float64(r.EngineBytesBehind))
+			behind = fig(s, k+"engine_bytes_behind_max", float64(r.EngineBytesBehind), fmtBytes, false)
 		}
-		row := []tcell{txt(n), txt(r.Site), num(ms(r.LagMs.P50)), num(ms(r.LagMs.P95)), num(ms(r.LagMs.P99)), num(ms(r.LagMs.P999)),
-			num(ms(r.LagMs.Max)), nv, num(ms(r.ResolutionMs) + " ms"), num(eng), num(behind)}
+		f := func(q string, v float64) tcell { return fig(s, k+"lag_ms."+q, v, ms, false) }
+		row := []tcell{txt(n), txt(r.Site), f("p50", r.LagMs.P50), f("p95", r.LagMs.P95), f("p99", r.LagMs.P99), f("p99_9", r.LagMs.P999),
+			f("max", r.LagMs.Max), nv, fig(s, k+"resolution_ms", r.ResolutionMs, func(v float64) string { return ms(v) + " ms" }, false), eng, behind}
 		if hasVerdict {
 			row = append(row, tcell{Text: s.Verdicts[n], Class: "wrap"})
 		}
@@ -268,32 +312,57 @@ func lagTable(s *Summary) (htmlTable, bool) {
 }
 
 func linksTable(s *Summary) (htmlTable, bool) {
-	t := htmlTable{Caption: "Links over the measure phase", Head: []tcell{txt("direction"), numHead("bytes"), numHead("packets"),
+	t := htmlTable{Caption: meansCaption(s, "Links over the measure phase"), Head: []tcell{txt("direction"), numHead("bytes"), numHead("packets"),
 		numHead("throughput"), numHead("rate"), numHead("utilization avg"), numHead("peak"), numHead("dropped"), numHead("queue peak")}}
 	for _, d := range sortedKeys(s.Links) {
 		l := s.Links[d]
-		util, peak, rate := "unlimited", "", "unlimited"
+		k := "links." + d + "."
+		util, peak, rate := num("unlimited"), num(""), "unlimited"
 		if l.UtilizationAvgPct != nil {
-			util = pct(*l.UtilizationAvgPct)
+			util = fig(s, k+"utilization_avg_pct", *l.UtilizationAvgPct, pct, true)
 		}
 		if l.UtilizationPeakPct != nil {
-			peak = pct(*l.UtilizationPeakPct)
+			peak = fig(s, k+"utilization_peak_pct", *l.UtilizationPeakPct, pct, false)
 		}
 		if l.RateBps > 0 {
 			rate = fmtBits(float64(l.RateBps))
 		}
-		f := func(v uint64) string { return group(float64(v)) }
-		dc := num(f(l.DroppedQueuePackets + l.DroppedLossPackets + l.DroppedOtherPackets))
-		dc.Title = fmt.Sprintf("queue %s, loss %s, other %s", f(l.DroppedQueuePackets), f(l.DroppedLossPackets), f(l.DroppedOtherPackets))
-		t.Rows = append(t.Rows, []tcell{txt(d), num(fmtBytes(float64(l.Bytes))), num(f(l.Packets)), num(fmtBits(l.ThroughputAvgBps)),
-			num(rate), num(util), num(peak), dc, num(fmtBytes(float64(l.QueuePeakBytes)))})
+		t.Rows = append(t.Rows, []tcell{txt(d), fig(s, k+"bytes", float64(l.Bytes), fmtBytes, true), fig(s, k+"packets", float64(l.Packets), group, false),
+			fig(s, k+"throughput_avg_bps", l.ThroughputAvgBps, fmtBits, false), num(rate), util, peak, droppedCell(s, k, l),
+			fig(s, k+"queue_peak_bytes", float64(l.QueuePeakBytes), fmtBytes, false)})
 	}
 	return t, len(t.Rows) > 0
 }
 
+// droppedCell is a link's dropped packets, by cause on hover; for an
+// aggregate of repetitions the sum of the causes' means.
+func droppedCell(s *Summary, k string, l monitor.LinkSummary) tcell {
+	causes := []struct {
+		key string
+		v   uint64
+	}{{"dropped_queue_packets", l.DroppedQueuePackets}, {"dropped_loss_packets", l.DroppedLossPackets}, {"dropped_other_packets", l.DroppedOtherPackets}}
+	var total float64
+	var text [3]string
+	for i, c := range causes {
+		cell := fig(s, k+c.key, float64(c.v), group, false)
+		if cell.Text == "—" {
+			return cell
+		}
+		v := float64(c.v)
+		if ci, ok := s.CI[k+c.key]; ok && s.Kind == "repetitions" {
+			v = ci.Mean
+		}
+		total += v
+		text[i] = cell.Text
+	}
+	dc := num(group(total))
+	dc.Title = fmt.Sprintf("queue %s, loss %s, other %s", text[0], text[1], text[2])
+	return dc
+}
+
 func rolesTable(r *Results) (htmlTable, bool) {
 	x := r.Summary
-	t := htmlTable{Caption: "CPU and I/O wait by process role (measure phase)", Head: []tcell{txt("node"), txt("role"), numHead("CPU s"),
+	t := htmlTable{Caption: meansCaption(x, "CPU and I/O wait by process role (measure phase)"), Head: []tcell{txt("node"), txt("role"), numHead("CPU s"),
 		numHead("user s"), numHead("system s"), numHead("I/O wait s"), numHead("avg cores"), numHead("RSS peak"), numHead("processes")}}
 	idle := 0
 	for _, node := range sortedKeys(x.Roles) {
@@ -303,8 +372,10 @@ func rolesTable(r *Results) (htmlTable, bool) {
 				idle++
 				continue
 			}
-			t.Rows = append(t.Rows, []tcell{txt(node), txt(role), num(ms(f.CPUS)), num(ms(f.CPUUserS)), num(ms(f.CPUSysS)),
-				num(ms(f.IOWaitS)), num(ms(f.CPUCores)), num(fmtBytes(float64(f.RSSPeakBytes))), num(strconv.Itoa(f.Processes))})
+			k := "roles." + node + "." + role + "."
+			t.Rows = append(t.Rows, []tcell{txt(node), txt(role), fig(x, k+"cpu_s", f.CPUS, ms, true), fig(x, k+"cpu_user_s", f.CPUUserS, ms, false),
+				fig(x, k+"cpu_sys_s", f.CPUSysS, ms, false), fig(x, k+"io_wait_s", f.IOWaitS, ms, false), fig(x, k+"cpu_cores", f.CPUCores, ms, false),
+				fig(x, k+"rss_peak_bytes", float64(f.RSSPeakBytes), fmtBytes, false), fig(x, k+"processes", float64(f.Processes), fmtNum, false)})
 		}
 	}
 	if idle > 0 {
@@ -459,6 +530,21 @@ func ciValue(k string, v float64) string {
 	return fmtTable(v)
 }
 
+// headlineCI says whether a key of summary.json's "ci" belongs in the
+// repetitions page's headline table: throughput, commit latency, lag and
+// bytes per transaction (the tables below show the others).
+func headlineCI(k string) bool {
+	parts := strings.Split(k, ".")
+	switch {
+	case k == "tpm", k == "tps", k == "bytes_per_transaction":
+		return true
+	case len(parts) == 2 && parts[0] == "commit_latency_ms",
+		len(parts) == 4 && parts[0] == "replicas" && parts[2] == "lag_ms":
+		return parts[len(parts)-1] != "count"
+	}
+	return false
+}
+
 // ciOrder sorts CI keys: throughput, commit latency, then replicas.
 func ciOrder(keys []string) {
 	rank := func(k string) int {
@@ -478,7 +564,7 @@ func ciOrder(keys []string) {
 		}
 		return 6
 	}
-	pr := map[string]int{"p50": 0, "p90": 1, "p95": 2, "p99": 3, "p99_9": 4, "max": 5}
+	pr := map[string]int{"p50": 0, "p90": 1, "p95": 2, "p99": 3, "p99_9": 4, "max": 5, "mean": 6}
 	sort.SliceStable(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
 		if rank(a) != rank(b) {
@@ -518,6 +604,10 @@ func repetitionsPage(r *Results) *page {
 	}
 	p.Cards = runCards(s)
 	for i := range p.Cards {
+		if p.Cards[i].Label == "Errors" { // a sum, like the retries under it
+			p.Cards[i].Label = "Errors in all repetitions"
+			continue
+		}
 		p.Cards[i].Label = "Mean " + strings.ToLower(p.Cards[i].Label[:1]) + p.Cards[i].Label[1:]
 	}
 	if c, ok := s.CI["commit_latency_ms.p99"]; ok && len(p.Cards) > 1 && c.N >= 2 {
@@ -539,8 +629,14 @@ func repetitionsPage(r *Results) *page {
 		head.Notes = append(head.Notes, fmt.Sprintf("The pilot asked for %d repetitions to reach the confidence target (Jain's formula).", s.RepetitionsNeeded))
 	}
 	if len(s.CI) > 0 {
-		t := htmlTable{Head: []tcell{txt("figure"), numHead("mean"), numHead("± half-width"), numHead("relative"), numHead("confidence"), numHead("n"), numHead("std dev")}}
-		keys := sortedKeys(s.CI)
+		t := htmlTable{Head: []tcell{txt("figure"), numHead("mean"), numHead("± half-width"), numHead("relative"), numHead("confidence"), numHead("n"), numHead("std dev")},
+			Note: "The tables below give every other figure's mean, its interval on hover; summary.json's ci holds them all."}
+		var keys []string
+		for _, k := range sortedKeys(s.CI) {
+			if headlineCI(k) {
+				keys = append(keys, k)
+			}
+		}
 		ciOrder(keys)
 		for _, k := range keys {
 			c := s.CI[k]
@@ -554,6 +650,15 @@ func repetitionsPage(r *Results) *page {
 		head.Tables = append(head.Tables, t)
 	} else {
 		head.Tables = append(head.Tables, throughputTable(s))
+	}
+	if olderAggregate(s) {
+		head.Notes = append(head.Notes, "This aggregate was written before replab averaged every figure over the repetitions: figures it has no confidence interval for show as —, and its verdicts are the last repetition's.")
+	}
+	if t, ok := latencyTable(s); ok {
+		head.Tables = append(head.Tables, t)
+	}
+	if t, ok := lagTable(s); ok {
+		head.Tables = append(head.Tables, t)
 	}
 	p.Sections = append(p.Sections, head)
 
@@ -582,10 +687,20 @@ func repetitionsPage(r *Results) *page {
 		addFigure(&reps, &p.Missing, c)
 	}
 	p.Sections = append(p.Sections, reps)
+	net := section{ID: "network", Title: "Network", Intro: "The lab stays up across the repetitions: its links carry all of them in turn."}
+	if t, ok := linksTable(s); ok {
+		net.Tables = append(net.Tables, t)
+	}
 	if len(r.Links) > 0 {
-		net := section{ID: "network", Title: "Network", Intro: "The lab stays up across the repetitions: its links carry all of them in turn."}
 		addFigure(&net, &p.Missing, linkUtilChart("link-util", r))
+	}
+	if len(net.Tables)+len(net.Figures) > 0 {
 		p.Sections = append(p.Sections, net)
+	}
+	if t, ok := rolesTable(r); ok {
+		p.Sections = append(p.Sections, section{ID: "cpu", Title: "Where the time goes: CPU and I/O wait",
+			Intro:  "CPU seconds in user and kernel mode, and time spent waiting for block I/O (kernel delay accounting), summed over each role's processes.",
+			Tables: []htmlTable{t}})
 	}
 	p.Sections = append(p.Sections, section{ID: "environment", Title: "Environment", Tables: []htmlTable{envTable(s, r.Env)}})
 	return p

@@ -113,6 +113,9 @@ type Repetition struct {
 	// LagSampleEvery is the repetition's SampleEvery (the same at every
 	// replica).
 	LagSampleEvery int `json:"lag_sample_every,omitempty"`
+	// Verdicts are the repetition's own, per replica (the aggregate's
+	// Verdicts tally them).
+	Verdicts map[string]string `json:"verdicts,omitempty"`
 }
 
 // Replica is one replica's replication latency.
@@ -241,8 +244,13 @@ func (d *Dir) WriteHistLog(name string, hists map[string]*hdrhistogram.Histogram
 	return nil
 }
 
-// PrintSummary writes the end-of-run table.
+// PrintSummary writes the end-of-run table. For an aggregate of
+// repetitions (Kind "repetitions") the tables hold means over the
+// complete repetitions, with a row of confidence half-widths (±) under
+// the headline ones, and the counts are sums over them.
 func PrintSummary(w io.Writer, s *Summary) {
+	agg := s.Kind == "repetitions"
+	n := completeRepetitions(s)
 	state := "complete"
 	if !s.Complete {
 		state = "INCOMPLETE: " + s.StopReason
@@ -252,45 +260,75 @@ func PrintSummary(w io.Writer, s *Summary) {
 	if s.Mode == "open" {
 		loop = fmt.Sprintf("open loop, target %.2f/s, %d connections", s.TargetRate, s.Users)
 	}
-	fmt.Fprintf(w, "  %s, measured %.0f s\n", loop, s.MeasureSeconds)
-	fmt.Fprintf(w, "  throughput  %.0f tpm (%.1f tps), %d transactions, %d errors, %d retries\n", s.TPM, s.TPS, s.Transactions, s.Errors, s.Retries)
+	measured := fmt.Sprintf("measured %.0f s", s.MeasureSeconds)
+	if agg && n > 0 {
+		measured = fmt.Sprintf("measured %.0f s × %d repetitions", s.MeasureSeconds/float64(n), n)
+	}
+	fmt.Fprintf(w, "  %s, %s\n", loop, measured)
+	if agg {
+		fmt.Fprintf(w, "  throughput  %.0f tpm (%.1f tps), mean of %d repetitions\n", s.TPM, s.TPS, n)
+	} else {
+		fmt.Fprintf(w, "  throughput  %.0f tpm (%.1f tps), %d transactions, %d errors, %d retries\n", s.TPM, s.TPS, s.Transactions, s.Errors, s.Retries)
+	}
 	if s.TPMCI != nil {
 		fmt.Fprintf(w, "  over %d repetitions: tpm %.0f ± %.0f (%.0f%% confidence)\n", s.TPMCI.N, s.TPMCI.Mean, s.TPMCI.HalfWidth, 100*s.TPMCI.Level)
+	}
+	if agg {
+		fmt.Fprintf(w, "  in all      %d transactions, %d errors, %d retries (sums over the repetitions)\n", s.Transactions, s.Errors, s.Retries)
+		fmt.Fprintf(w, "  tables: means of the repetitions; ± rows: their %s confidence half-widths\n", levelText(s))
+		if olderAggregate(s) {
+			fmt.Fprintf(w, "  —: not recorded as a mean of the repetitions (an aggregate written before replab averaged every figure)\n")
+		}
 	}
 	if s.Steady != nil && !s.Steady.Steady {
 		fmt.Fprintf(w, "  warning: throughput was not steady in the measure phase: %s\n", s.Steady.Reason)
 	}
-	if s.BehindScheduleMs != nil {
-		fmt.Fprintf(w, "  schedule    behind p99 %.2f ms, max %.2f ms, %d skipped\n", s.BehindScheduleMs.P99, s.BehindScheduleMs.Max, s.Skipped)
+	if b := s.BehindScheduleMs; b != nil {
+		fmt.Fprintf(w, "  schedule    behind p99 %s ms, max %s ms, %d skipped\n", shown(s, "behind_schedule_ms.p99", b.P99, "%.2f"),
+			shown(s, "behind_schedule_ms.max", b.Max, "%.2f"), s.Skipped)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\ncommit latency ms\tcount\tp50\tp95\tp99\tp99.9\tmax\t")
-	names := make([]string, 0, len(s.Types))
-	for n := range s.Types {
-		names = append(names, n)
+	names := slices.Sorted(maps.Keys(s.Types))
+	row := func(label, key, countKey string, count int64, p stats.Percentiles) {
+		f := func(q string, v float64) string { return shown(s, key+"."+q, v, "%.2f") }
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", label, shown(s, countKey, float64(count), "%.0f"),
+			f("p50", p.P50), f("p95", p.P95), f("p99", p.P99), f("p99_9", p.P999), f("max", p.Max))
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		t := s.Types[n]
-		p := t.LatencyMs
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", n, t.Count, p.P50, p.P95, p.P99, p.P999, p.Max)
+	if !agg || len(names) > 1 { // one type's figures are the "all" row's
+		for _, n := range names {
+			if t := s.Types[n]; t != nil {
+				row(n, "types."+n+".latency_ms", "types."+n+".count", t.Count, t.LatencyMs)
+			}
+		}
 	}
-	if len(names) == 0 {
-		// An aggregate of repetitions: means of each repetition's figures.
-		p := s.CommitLatency
-		fmt.Fprintf(tw, "all (mean of repetitions)\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", s.Transactions, p.P50, p.P95, p.P99, p.P999, p.Max)
+	switch {
+	case agg:
+		row("all (mean of repetitions)", "commit_latency_ms", "commit_latency_ms.count", s.CommitLatency.Count, s.CommitLatency)
+		h := func(q string) string { return halfWidth(s, "commit_latency_ms."+q, "%.2f") }
+		fmt.Fprintf(tw, "±\t%s\t%s\t%s\t%s\t%s\t%s\t\n", halfWidth(s, "commit_latency_ms.count", "%.0f"), h("p50"), h("p95"), h("p99"), h("p99_9"), h("max"))
+	case len(names) == 0:
+		row("all", "commit_latency_ms", "commit_latency_ms.count", s.CommitLatency.Count, s.CommitLatency)
 	}
 	if len(s.Replicas) > 0 {
-		fmt.Fprintln(tw, "\nreplication lag ms\tsite\tp50\tp95\tp99\tmax\tnot visible\tresolution\t")
-		reps := make([]string, 0, len(s.Replicas))
-		for n := range s.Replicas {
-			reps = append(reps, n)
+		notVisible := "not visible"
+		if agg {
+			notVisible += " (sum)"
 		}
-		sort.Strings(reps)
-		for _, n := range reps {
+		fmt.Fprintf(tw, "\nreplication lag ms\tsite\tp50\tp95\tp99\tmax\t%s\tresolution\t\n", notVisible)
+		for _, n := range slices.Sorted(maps.Keys(s.Replicas)) {
 			r := s.Replicas[n]
-			p := r.LagMs
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f ms\t\n", n, r.Site, p.P50, p.P95, p.P99, p.Max, r.NotVisibleAtEnd, r.ResolutionMs)
+			if r == nil {
+				continue
+			}
+			k := "replicas." + n + "."
+			f := func(q string, v float64) string { return shown(s, k+"lag_ms."+q, v, "%.2f") }
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", n, r.Site, f("p50", r.LagMs.P50), f("p95", r.LagMs.P95), f("p99", r.LagMs.P99),
+				f("max", r.LagMs.Max), r.NotVisibleAtEnd, shown(s, k+"resolution_ms", r.ResolutionMs, "%.2f ms"))
+			if agg {
+				h := func(q string) string { return halfWidth(s, k+"lag_ms."+q, "%.2f") }
+				fmt.Fprintf(tw, "±\t\t%s\t%s\t%s\t%s\t\t%s\t\n", h("p50"), h("p95"), h("p99"), h("max"), halfWidth(s, k+"resolution_ms", "%.2f ms"))
+			}
 		}
 	}
 	_ = tw.Flush()
@@ -301,6 +339,67 @@ func PrintSummary(w io.Writer, s *Summary) {
 		fmt.Fprintf(w, "  warning: %s\n", few)
 	}
 	printMonitors(w, s)
+}
+
+// completeRepetitions counts an aggregate's complete repetitions.
+func completeRepetitions(s *Summary) int {
+	n := 0
+	for _, r := range s.Repetitions {
+		if r.Complete {
+			n++
+		}
+	}
+	if n == 0 && s.TPMCI != nil {
+		n = s.TPMCI.N
+	}
+	return n
+}
+
+// levelText is the confidence level of an aggregate's intervals: "95%".
+func levelText(s *Summary) string {
+	l := 0.95
+	if s.TPMCI != nil {
+		l = s.TPMCI.Level
+	}
+	return fmt.Sprintf("%.0f%%", 100*l)
+}
+
+// shown prints figure key of s (value v) for the summary tables. In an
+// aggregate of repetitions only a mean with its CI is shown: aggregates
+// written before every figure had one copied some figures from their
+// last repetition, and those print as "—".
+func shown(s *Summary, key string, v float64, format string) string {
+	if s.Kind == "repetitions" {
+		c, ok := s.CI[key]
+		if !ok {
+			return "—"
+		}
+		v = c.Mean // the same, but older aggregates kept a repetition's value beside some CIs
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// olderAggregate says whether s is an aggregate written before every
+// figure of one was a mean with a CI.
+func olderAggregate(s *Summary) bool {
+	_, ok := s.CI["commit_latency_ms.p99_9"]
+	return s.Kind == "repetitions" && len(s.CI) > 0 && !ok
+}
+
+// isShown says whether figure key of s is shown (see shown).
+func isShown(s *Summary, key string) bool {
+	_, ok := s.CI[key]
+	return ok || s.Kind != "repetitions"
+}
+
+// halfWidth prints the confidence half-width of figure key ("" without
+// one, or with a single repetition).
+func halfWidth(s *Summary, key, format string) string {
+	c, ok := s.CI[key]
+	if !ok || !c.Bounded() {
+		return ""
+	}
+	return fmt.Sprintf(format, c.HalfWidth)
 }
 
 // minLagSamples is how many lags a replica needs before its p99 means
@@ -388,13 +487,24 @@ func strconvFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64)
 // process role (busiest first, like the GoldenGate study's table by
 // session type), bytes per transaction and each replica's verdict.
 func printMonitors(w io.Writer, s *Summary) {
+	agg := s.Kind == "repetitions"
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(s.Links) > 0 {
 		fmt.Fprintln(tw, "\nlink\tbytes\tpackets\tdropped\tutil avg\tutil peak\tqueue peak B\t")
 		for _, k := range slices.Sorted(maps.Keys(s.Links)) {
 			l := s.Links[k]
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%d\t\n", k, l.Bytes, l.Packets,
-				l.DroppedQueuePackets+l.DroppedLossPackets+l.DroppedOtherPackets, pctText(l.UtilizationAvgPct), pctText(l.UtilizationPeakPct), l.QueuePeakBytes)
+			p := "links." + k + "."
+			dropped := "—"
+			if isShown(s, p+"dropped_queue_packets") && isShown(s, p+"dropped_loss_packets") && isShown(s, p+"dropped_other_packets") {
+				dropped = strconv.FormatUint(l.DroppedQueuePackets+l.DroppedLossPackets+l.DroppedOtherPackets, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", k, shown(s, p+"bytes", float64(l.Bytes), "%.0f"), shown(s, p+"packets", float64(l.Packets), "%.0f"),
+				dropped, utilText(s, p+"utilization_avg_pct", l.UtilizationAvgPct), utilText(s, p+"utilization_peak_pct", l.UtilizationPeakPct),
+				shown(s, p+"queue_peak_bytes", float64(l.QueuePeakBytes), "%.0f"))
+			if agg {
+				fmt.Fprintf(tw, "±\t%s\t%s\t\t%s\t%s\t%s\t\n", halfWidth(s, p+"bytes", "%.0f"), halfWidth(s, p+"packets", "%.0f"),
+					halfWidth(s, p+"utilization_avg_pct", "%.1f%%"), halfWidth(s, p+"utilization_peak_pct", "%.1f%%"), halfWidth(s, p+"queue_peak_bytes", "%.0f"))
+			}
 		}
 	}
 	if len(s.Roles) > 0 {
@@ -412,23 +522,34 @@ func printMonitors(w io.Writer, s *Summary) {
 				if rs.CPUS == 0 && rs.IOWaitS == 0 {
 					continue // idle helpers
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.0f\t\n", node, role, rs.Processes, rs.CPUS, rs.CPUCores, rs.IOWaitS, float64(rs.RSSPeakBytes)/(1<<20))
+				p := "roles." + node + "." + role + "."
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", node, role, shown(s, p+"processes", float64(rs.Processes), "%.0f"),
+					shown(s, p+"cpu_s", rs.CPUS, "%.2f"), shown(s, p+"cpu_cores", rs.CPUCores, "%.2f"), shown(s, p+"io_wait_s", rs.IOWaitS, "%.2f"),
+					shown(s, p+"rss_peak_bytes", float64(rs.RSSPeakBytes)/(1<<20), "%.0f"))
 			}
 		}
 	}
 	_ = tw.Flush()
 	if s.BytesPerTransaction > 0 {
-		fmt.Fprintf(w, "  on the wire %.0f bytes per transaction (every link direction)\n", s.BytesPerTransaction)
+		pm := ""
+		if h := halfWidth(s, "bytes_per_transaction", "%.0f"); h != "" {
+			pm = " ± " + h
+		}
+		fmt.Fprintf(w, "  on the wire %s%s bytes per transaction (every link direction)\n", shown(s, "bytes_per_transaction", s.BytesPerTransaction, "%.0f"), pm)
 	}
 	for _, n := range slices.Sorted(maps.Keys(s.Verdicts)) {
-		fmt.Fprintf(w, "  verdict     %s: %s\n", n, s.Verdicts[n])
+		v := s.Verdicts[n]
+		if olderAggregate(s) {
+			v += " (the last repetition's: an older aggregate)"
+		}
+		fmt.Fprintf(w, "  verdict     %s: %s\n", n, v)
 	}
 }
 
-// pctText writes a utilization, or "-" for an unlimited link.
-func pctText(p *float64) string {
+// utilText writes a utilization, or "-" for an unlimited link.
+func utilText(s *Summary, key string, p *float64) string {
 	if p == nil {
 		return "-"
 	}
-	return fmt.Sprintf("%.1f%%", *p)
+	return shown(s, key, *p, "%.1f%%")
 }
