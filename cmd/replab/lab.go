@@ -13,6 +13,7 @@ import (
 	"replab/internal/lab"
 	"replab/internal/runner"
 	"replab/internal/spec"
+	"replab/internal/units"
 )
 
 func cmdLab(ctx context.Context, args []string, out io.Writer) error {
@@ -169,7 +170,7 @@ func printSites(out io.Writer, st lab.Status) {
 			extra += fmt.Sprintf(" cpu=%g", s.CPUCores)
 		}
 		if s.MemoryBytes > 0 {
-			extra += " memory=" + lab.FormatBytes(s.MemoryBytes)
+			extra += " memory=" + units.Bytes(float64(s.MemoryBytes))
 		}
 		fmt.Fprintf(out, "site %-12s %-15s netns %s tcp=%s%s\n", s.Name, s.Address, s.Netns, s.TCPCongestion, extra)
 	}
@@ -182,8 +183,8 @@ func printLinks(out io.Writer, st lab.Status, counters bool) {
 			if counters {
 				c := d.Counters
 				fmt.Fprintf(out, "     delivered %d pkts / %s, dropped queue %d loss %d other %d, queue %s (max %s), lateness p99 %.0f µs\n",
-					c.DeliveredPackets, lab.FormatBytes(int64(c.DeliveredBytes)), c.DroppedQueuePackets, c.DroppedLossPackets,
-					c.DroppedOtherPackets, lab.FormatBytes(c.QueueBytes), lab.FormatBytes(c.QueueHighWaterBytes), d.Lateness.P99Us)
+					c.DeliveredPackets, units.Bytes(float64(int64(c.DeliveredBytes))), c.DroppedQueuePackets, c.DroppedLossPackets,
+					c.DroppedOtherPackets, units.Bytes(float64(c.QueueBytes)), units.Bytes(float64(c.QueueHighWaterBytes)), d.Lateness.P99Us)
 			}
 		}
 	}

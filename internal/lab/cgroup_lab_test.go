@@ -215,7 +215,7 @@ delay = "1ms"
 		t.Fatal("lab up applied no cpu limit and said nothing")
 	}
 	t.Logf("lab up: %v", err)
-	for _, w := range []string{"site a: cpu = 0.25 needs the cgroup v2 cpu controller", "site a: memory = 256.0 MiB needs the cgroup v2 memory controller",
+	for _, w := range []string{"site a: cpu = 0.25 needs the cgroup v2 cpu controller", "site a: memory = 256 MiB needs the cgroup v2 memory controller",
 		filepath.Join(d.mount, "cgroup.controllers"), "remove cpu from the site"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error lacks %q", w)

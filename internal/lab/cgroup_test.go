@@ -269,7 +269,7 @@ func TestCgroupV2RefusesALimitItCannotApply(t *testing.T) {
 		{"a kernel without the controller", "memory", nil, "#subsys_name\thierarchy\tnum_cgroups\tenabled\nmemory\t0\t90\t1\n",
 			siteLimits{cpuCores: 0.25}, []string{"this kernel has no cpu controller (it is not in /proc/cgroups)"}},
 		{"both limits missing are both reported", "", nil, procHybrid, siteLimits{cpuCores: 1, memBytes: 1 << 30}, []string{
-			"cpu = 1 needs", "memory = 1.0 GiB needs the cgroup v2 memory controller", "(it offers: none)"}},
+			"cpu = 1 needs", "memory = 1 GiB needs the cgroup v2 memory controller", "(it offers: none)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := fakeV2(t, tc.offered, "")
@@ -330,7 +330,7 @@ func TestCgroupV1WritesLimits(t *testing.T) {
 		want []string
 	}{
 		{"a memory limit without the memory hierarchy", func(t *testing.T) cgroupMounts { return fakeV1(t, "cpu", "pids") },
-			siteLimits{memBytes: 256 << 20}, []string{"memory = 256.0 MiB needs the cgroup v1 memory controller, which is not mounted",
+			siteLimits{memBytes: 256 << 20}, []string{"memory = 256 MiB needs the cgroup v1 memory controller, which is not mounted",
 				"mount -t cgroup -o memory", "or remove memory from the site"}},
 		{"a memory limit whose controller is in v2 while cpu is in v1", func(t *testing.T) cgroupMounts {
 			m := fakeV1(t, "cpu")

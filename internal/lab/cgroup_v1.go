@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"replab/internal/units"
 )
 
 // siteControllersV1 get a cgroup per site on v1: pids always (so every
@@ -46,7 +48,7 @@ func (d *cgroupV1) check(lim siteLimits) error {
 		set           bool
 	}{
 		{"cpu", "cpu = " + formatCores(lim.cpuCores), lim.cpuCores > 0},
-		{"memory", "memory = " + FormatBytes(lim.memBytes), lim.memBytes > 0},
+		{"memory", "memory = " + units.Bytes(float64(lim.memBytes)), lim.memBytes > 0},
 	} {
 		if l.set && d.mounts.v1Of(l.ctrl) == nil {
 			errs = append(errs, d.missing(l.ctrl, l.setting))

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"replab/internal/units"
 )
 
 // v2Parent is replab's cgroup at the top of the unified hierarchy; each
@@ -38,7 +40,7 @@ func limitControllers(lim siteLimits) (ctrls, settings []string) {
 		ctrls, settings = append(ctrls, "cpu"), append(settings, "cpu = "+formatCores(lim.cpuCores))
 	}
 	if lim.memBytes > 0 {
-		ctrls, settings = append(ctrls, "memory"), append(settings, "memory = "+FormatBytes(lim.memBytes))
+		ctrls, settings = append(ctrls, "memory"), append(settings, "memory = "+units.Bytes(float64(lim.memBytes)))
 	}
 	return ctrls, settings
 }

@@ -5,21 +5,8 @@ import (
 	"strings"
 
 	"replab/internal/linkem"
+	"replab/internal/units"
 )
-
-// FormatBytes prints a byte count with a binary unit.
-func FormatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
 
 // FormatRate prints bits per second with a decimal unit, as specs write it.
 func FormatRate(bps int64) string {
@@ -63,7 +50,7 @@ func DescribeParams(p linkem.Params) string {
 		add("rate=%s", FormatRate(p.RateBps))
 	}
 	if q := queueBytes(p); q > 0 {
-		add("queue=%s", FormatBytes(q))
+		add("queue=%s", units.Bytes(float64(q)))
 	}
 	if p.Loss > 0 {
 		add("loss=%s%%", trimFloat(p.Loss*100))

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/units"
 )
 
 // Verdict thresholds. A replica's verdict is the first rule that holds, in
@@ -133,14 +134,14 @@ func verdict(in verdictInput) string {
 		// delivers per round trip is what TCP kept in flight.
 		d := in.path[0]
 		inFlight := d.link.ThroughputAvgBps / 8 * in.rtt.Seconds()
-		use := FormatBps(d.link.ThroughputAvgBps)
+		use := units.Bits(d.link.ThroughputAvgBps)
 		if d.link.UtilizationAvgPct != nil {
-			use = fmt.Sprintf("%s%% of %s", fmtPct(*d.link.UtilizationAvgPct), FormatBps(float64(d.link.RateBps)))
+			use = fmt.Sprintf("%s%% of %s", fmtPct(*d.link.UtilizationAvgPct), units.Bits(float64(d.link.RateBps)))
 		}
 		return fmt.Sprintf("%s (%s %s, RTT %.0f ms: ≈ %s in flight)", VerdictWindowLimited, d.name, use,
-			float64(in.rtt)/1e6, FormatBytes(inFlight))
+			float64(in.rtt)/1e6, units.Bytes(inFlight))
 	}
-	grew := FormatBytes(in.replica.BacklogGrowth)
+	grew := units.Bytes(in.replica.BacklogGrowth)
 	if u := in.replica.BacklogUnit; u != engine.UnitBytes && u != "" {
 		grew = fmt.Sprintf("%.0f %s", in.replica.BacklogGrowth, u)
 	}
@@ -153,30 +154,4 @@ func fmtPct(v float64) string {
 		return fmt.Sprintf("%.2g", v)
 	}
 	return fmt.Sprintf("%.0f", v)
-}
-
-// FormatBps writes a rate in bits per second with a unit (kbit/s, Mbit/s…).
-func FormatBps(bps float64) string {
-	switch {
-	case bps >= 1e9:
-		return fmt.Sprintf("%.3g Gbit/s", bps/1e9)
-	case bps >= 1e6:
-		return fmt.Sprintf("%.3g Mbit/s", bps/1e6)
-	case bps >= 1e3:
-		return fmt.Sprintf("%.3g kbit/s", bps/1e3)
-	}
-	return fmt.Sprintf("%.0f bit/s", bps)
-}
-
-// FormatBytes writes a size in binary units (KiB, MiB…).
-func FormatBytes(b float64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.3g GiB", b/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.3g MiB", b/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.3g KiB", b/(1<<10))
-	}
-	return fmt.Sprintf("%.0f B", b)
 }

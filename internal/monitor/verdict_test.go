@@ -77,7 +77,7 @@ func TestVerdict(t *testing.T) {
 			"network: window-limited (primary->eu 2% of 100 Mbit/s, RTT 200 ms: ≈ 48.8 KiB in flight)"},
 		{"unlimited link, long RTT, growing backlog: window-limited",
 			verdictInput{replica: growing, path: []pathDir{{name: "a->b", link: LinkSummary{ThroughputAvgBps: 2_000_000}}}, rtt: 655 * time.Millisecond},
-			"network: window-limited (a->b 2 Mbit/s, RTT 655 ms: ≈ 160 KiB in flight)"},
+			"network: window-limited (a->b 2 Mbit/s, RTT 655 ms: ≈ 159.9 KiB in flight)"},
 		{"idle link, short RTT, growing backlog: no bound found",
 			verdictInput{replica: growing, path: idleWAN, rtt: 2 * time.Millisecond},
 			"falling behind (backlog grew 5 MiB over the phase; no CPU, I/O or network bound found)"},

@@ -12,6 +12,7 @@ import (
 
 	"replab/internal/monitor"
 	"replab/internal/stats"
+	"replab/internal/units"
 )
 
 // group prints an integer with thousands separators: 57,524.
@@ -113,7 +114,7 @@ func envLine(e *Environment) string {
 		f = append(f, cpu)
 	}
 	if e.MemoryBytes > 0 {
-		f = append(f, fmtBytes(float64(e.MemoryBytes))+" memory")
+		f = append(f, units.Bytes(float64(e.MemoryBytes))+" memory")
 	}
 	if e.GoVersion != "" {
 		f = append(f, e.GoVersion)
@@ -298,7 +299,7 @@ func lagTable(s *Summary) (htmlTable, bool) {
 			eng = fig(s, k+"engine_replay_lag_ms.p50", r.EngineReplayLagMs.P50, ms, false)
 		}
 		if r.EngineBytesBehind > 0 {
-			behind = fig(s, k+"engine_bytes_behind_max", float64(r.EngineBytesBehind), fmtBytes, false)
+			behind = fig(s, k+"engine_bytes_behind_max", float64(r.EngineBytesBehind), units.Bytes, false)
 		}
 		f := func(q string, v float64) tcell { return fig(s, k+"lag_ms."+q, v, ms, false) }
 		row := []tcell{txt(n), txt(r.Site), f("p50", r.LagMs.P50), f("p95", r.LagMs.P95), f("p99", r.LagMs.P99), f("p99_9", r.LagMs.P999),
@@ -325,11 +326,11 @@ func linksTable(s *Summary) (htmlTable, bool) {
 			peak = fig(s, k+"utilization_peak_pct", *l.UtilizationPeakPct, pct, false)
 		}
 		if l.RateBps > 0 {
-			rate = fmtBits(float64(l.RateBps))
+			rate = units.Bits(float64(l.RateBps))
 		}
-		t.Rows = append(t.Rows, []tcell{txt(d), fig(s, k+"bytes", float64(l.Bytes), fmtBytes, true), fig(s, k+"packets", float64(l.Packets), group, false),
-			fig(s, k+"throughput_avg_bps", l.ThroughputAvgBps, fmtBits, false), num(rate), util, peak, droppedCell(s, k, l),
-			fig(s, k+"queue_peak_bytes", float64(l.QueuePeakBytes), fmtBytes, false)})
+		t.Rows = append(t.Rows, []tcell{txt(d), fig(s, k+"bytes", float64(l.Bytes), units.Bytes, true), fig(s, k+"packets", float64(l.Packets), group, false),
+			fig(s, k+"throughput_avg_bps", l.ThroughputAvgBps, units.Bits, false), num(rate), util, peak, droppedCell(s, k, l),
+			fig(s, k+"queue_peak_bytes", float64(l.QueuePeakBytes), units.Bytes, false)})
 	}
 	return t, len(t.Rows) > 0
 }
@@ -375,7 +376,7 @@ func rolesTable(r *Results) (htmlTable, bool) {
 			k := "roles." + node + "." + role + "."
 			t.Rows = append(t.Rows, []tcell{txt(node), txt(role), fig(x, k+"cpu_s", f.CPUS, ms, true), fig(x, k+"cpu_user_s", f.CPUUserS, ms, false),
 				fig(x, k+"cpu_sys_s", f.CPUSysS, ms, false), fig(x, k+"io_wait_s", f.IOWaitS, ms, false), fig(x, k+"cpu_cores", f.CPUCores, ms, false),
-				fig(x, k+"rss_peak_bytes", float64(f.RSSPeakBytes), fmtBytes, false), fig(x, k+"processes", float64(f.Processes), fmtNum, false)})
+				fig(x, k+"rss_peak_bytes", float64(f.RSSPeakBytes), units.Bytes, false), fig(x, k+"processes", float64(f.Processes), fmtNum, false)})
 		}
 	}
 	if idle > 0 {
@@ -397,7 +398,7 @@ func envTable(s *Summary, e *Environment) htmlTable {
 		row("kernel", e.Kernel)
 		row("CPU", strings.TrimSpace(fmt.Sprintf("%s × %d", e.CPUModel, e.CPUs)))
 		if e.MemoryBytes > 0 {
-			row("memory", fmtBytes(float64(e.MemoryBytes)))
+			row("memory", units.Bytes(float64(e.MemoryBytes)))
 		}
 		row("Go", e.GoVersion)
 		row("host", e.Hostname)

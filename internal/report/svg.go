@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"replab/internal/units"
 )
 
 // palette is Okabe & Ito's colour-blind-safe set, ordered for contrast on
@@ -188,56 +190,19 @@ func fmtNum(v float64) string {
 	case v == 0:
 		return "0"
 	case a >= 1e9:
-		return trimNum(v/1e9, 1) + "G"
+		return units.Trim(v/1e9, 1) + "G"
 	case a >= 1e6:
-		return trimNum(v/1e6, 1) + "M"
+		return units.Trim(v/1e6, 1) + "M"
 	case a >= 1e4:
-		return trimNum(v/1e3, 1) + "k"
+		return units.Trim(v/1e3, 1) + "k"
 	case a >= 100:
-		return trimNum(v, 0)
+		return units.Trim(v, 0)
 	case a >= 10:
-		return trimNum(v, 1)
+		return units.Trim(v, 1)
 	case a >= 1:
-		return trimNum(v, 2)
+		return units.Trim(v, 2)
 	default:
 		return strconv.FormatFloat(v, 'g', 2, 64)
-	}
-}
-
-func trimNum(v float64, prec int) string {
-	s := strconv.FormatFloat(v, 'f', prec, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
-}
-
-// fmtBits prints a bit rate in decimal units: 948.6 kbit/s, 50 Mbit/s.
-func fmtBits(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case a >= 1e9:
-		return trimNum(v/1e9, 1) + " Gbit/s"
-	case a >= 1e6:
-		return trimNum(v/1e6, 1) + " Mbit/s"
-	case a >= 1e3:
-		return trimNum(v/1e3, 1) + " kbit/s"
-	}
-	return trimNum(v, 0) + " bit/s"
-}
-
-// fmtBytes prints a byte count in binary units.
-func fmtBytes(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case a >= 1<<30:
-		return trimNum(v/(1<<30), 1) + " GiB"
-	case a >= 1<<20:
-		return trimNum(v/(1<<20), 1) + " MiB"
-	case a >= 1<<10:
-		return trimNum(v/(1<<10), 1) + " KiB"
-	default:
-		return trimNum(v, 0) + " B"
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"replab/internal/units"
 )
 
 func tickLabels(ts []tick) []string {
@@ -44,8 +46,8 @@ func TestNumberFormats(t *testing.T) {
 		{fmtNum(0), "0"}, {fmtNum(0.25), "0.25"}, {fmtNum(3.14159), "3.14"}, {fmtNum(12.345), "12.3"},
 		{fmtNum(1500), "1500"}, {fmtNum(25000), "25k"}, {fmtNum(3.2e6), "3.2M"},
 		{group(57524), "57,524"}, {group(-1234567), "-1,234,567"}, {group(math.NaN()), "—"},
-		{fmtBytes(512), "512 B"}, {fmtBytes(256216), "250.2 KiB"}, {fmtBytes(47.5 * (1 << 20)), "47.5 MiB"},
-		{fmtBits(948600), "948.6 kbit/s"}, {fmtBits(50e6), "50 Mbit/s"},
+		{units.Bytes(512), "512 B"}, {units.Bytes(256216), "250.2 KiB"}, {units.Bytes(47.5 * (1 << 20)), "47.5 MiB"},
+		{units.Bits(948600), "948.6 kbit/s"}, {units.Bits(50e6), "50 Mbit/s"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

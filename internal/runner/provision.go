@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"replab/internal/engine"
-	"replab/internal/monitor"
 	"replab/internal/spec"
+	"replab/internal/units"
 	"replab/internal/workload"
 )
 
@@ -158,7 +158,7 @@ func provisionFast(s *spec.Spec, est []CopyEstimate) bool {
 func (e CopyEstimate) describe() string {
 	rate := "a link that is down"
 	if e.RateBps > 0 {
-		rate = fmt.Sprintf("%s at %s", e.Path, monitor.FormatBps(e.RateBps))
+		rate = fmt.Sprintf("%s at %s", e.Path, units.Bits(e.RateBps))
 	}
 	took := "never"
 	if e.RateBps > 0 {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
-	"replab/internal/lab"
+	"replab/internal/units"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -124,7 +124,7 @@ func (c *cluster) refreshOne(ctx context.Context, why string, p, r *node, hook f
 			return false, "", err
 		}
 		copies = max(copies, pending)
-		state := fmt.Sprintf("%s of WAL and %d table copies to go", lab.FormatBytes(max(left, 0)), pending)
+		state := fmt.Sprintf("%s of WAL and %d table copies to go", units.Bytes(float64(max(left, 0))), pending)
 		return left <= 0 && pending == 0, state, nil
 	})
 	if err != nil {
@@ -135,7 +135,7 @@ func (c *cluster) refreshOne(ctx context.Context, why string, p, r *node, hook f
 		tables = fmt.Sprintf(" and %d table(s) copied", copies)
 	}
 	c.logf("node %s: refresh (%s) from %s: %s of WAL caught up%s in %.2f s\n",
-		r.Name, why, p.Name, lab.FormatBytes(max(behind, 0)), tables, time.Since(start).Seconds())
+		r.Name, why, p.Name, units.Bytes(float64(max(behind, 0))), tables, time.Since(start).Seconds())
 	return nil
 }
 
