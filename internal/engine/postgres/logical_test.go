@@ -15,16 +15,6 @@ import (
 	"replab/internal/spec"
 )
 
-// labSpec parses TOML text with the lab renamed to a unique name.
-func labSpec(t *testing.T, text string) *spec.Spec {
-	t.Helper()
-	s, err := spec.Parse("tlog.toml", []byte(strings.Replace(text, `name = "NAME"`, fmt.Sprintf("name = %q", labtest.UniqueName("tlog")), 1)))
-	if err != nil {
-		t.Fatalf("parse spec: %v", err)
-	}
-	return s
-}
-
 // requirePostgres skips a test when PostgreSQL is not installed (labtest
 // checks the rest).
 func requirePostgres(t testing.TB) {
