@@ -12,7 +12,7 @@ var (
 	runKeys       = []string{"users", "warmup", "duration", "cooldown", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval",
 		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample", "provision"}
 	provisions = []string{ProvisionAuto, ProvisionFast, ProvisionLink}
-	arrivals = []string{"poisson", "regular"}
+	arrivals   = []string{"poisson", "regular"}
 )
 
 // workloadAndRun reads [workload] and [run].
