@@ -153,13 +153,15 @@ rate = "10mbit"
 		}
 		ratio := r.GoodputBps / 10e6
 		t.Logf("%s goodput %.2f Mbit/s (%.3f of rate), %d retransmits", dir, r.GoodputBps/1e6, ratio, r.Retransmits)
-		// TCP payload over 1500-byte packets is at most 96.5 % of the rate
-		// (make bench records how close it comes). A busy machine stalls
-		// the sender and shifts bytes across the window's edges by a few
-		// per cent; a rate not enforced, in the wrong unit, or a queue that
-		// drops most of the stream is far outside these bounds.
-		if ratio < 0.75 || ratio > 1.05 {
-			t.Errorf("%s goodput %.3f of the rate, want 0.75..1.05", dir, ratio)
+		// TCP payload over 1500-byte packets is at most 96.5 % of the rate,
+		// and the link never exceeds it (give or take bytes shifted across
+		// the window's edges). How close it comes is a benchmark figure
+		// (make bench): on a busy machine the emulator's thread waits for
+		// a CPU while the link could send (0.714 seen beside a CPU hog).
+		// A rate not enforced, or in bytes instead of bits (1/8), or a
+		// queue that drops most of the stream, is still outside 0.4..1.05.
+		if ratio < 0.4 || ratio > 1.05 {
+			t.Errorf("%s goodput %.3f of the rate, want 0.4..1.05", dir, ratio)
 		}
 	}
 }
