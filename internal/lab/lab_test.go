@@ -157,11 +157,13 @@ rate = "10mbit"
 		// and the link never exceeds it (give or take bytes shifted across
 		// the window's edges). How close it comes is a benchmark figure
 		// (make bench): on a busy machine the emulator's thread waits for
-		// a CPU while the link could send (0.714 seen beside a CPU hog).
-		// A rate not enforced, or in bytes instead of bits (1/8), or a
-		// queue that drops most of the stream, is still outside 0.4..1.05.
-		if ratio < 0.4 || ratio > 1.05 {
-			t.Errorf("%s goodput %.3f of the rate, want 0.4..1.05", dir, ratio)
+		// a CPU while the link could send, packets bunch up, the queue
+		// overflows and TCP backs off (0.63 seen beside a CPU hog). A rate
+		// not enforced (far above 1), or taken as bytes where it is bits
+		// or the reverse (8 or 1/8), is still outside 0.25..1.05; the
+		// model's pacing and queue are exact in linkem's tests.
+		if ratio < 0.25 || ratio > 1.05 {
+			t.Errorf("%s goodput %.3f of the rate, want 0.25..1.05", dir, ratio)
 		}
 	}
 }
