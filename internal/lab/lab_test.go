@@ -39,19 +39,34 @@ func rtt(t *testing.T, from *Site, srv *netcheck.Server, n int) netcheck.RTTResu
 }
 
 // checkRTT checks round trips across emulated links whose delays add up
-// to want. No probe comes back sooner (exact: a link never delivers a
-// packet before its delay has passed, and its timer never fires early).
-// The fastest probe comes back within max(want/2, 10 ms) of it: how close
-// the others come is a benchmark figure (make bench, replab lab check),
-// for a busy machine delays the emulator by tens of ms and more, but a
-// link with a missing, doubled or stale delay misses this bound.
-func checkRTT(t *testing.T, what string, r netcheck.RTTResult, want time.Duration) {
+// to want, n probes from a site to srv. Every probe comes back (on a
+// lossy link, one at least), none sooner than want (exact: a link never delivers a packet before its
+// delay has passed, and its timer never fires early). The fastest comes
+// back within max(want/2, 10 ms) of it: how close the others come is a
+// benchmark figure (make bench, replab lab check). A busy machine can
+// stall the emulator for a few hundred ms (a 50 ms path once showed 268 ms
+// for all of 10 probes beside a CPU hog), so a measurement that misses
+// only this bound is repeated, up to 3 times; a link with a missing,
+// doubled or stale delay misses it every time.
+func checkRTT(t *testing.T, what string, from *Site, srv *netcheck.Server, n int, want time.Duration, lossy bool) {
 	t.Helper()
 	w := float64(want) / 1e6
 	slack := max(w/2, 10)
-	if r.Received == 0 || r.MinMs < w || r.MinMs > w+slack {
-		t.Errorf("%s: RTT min %.3f ms, median %.3f ms (%d/%d probes), want ≥ %.0f ms and the minimum within %.0f ms of it",
-			what, r.MinMs, r.P50Ms, r.Received, r.Sent, w, slack)
+	for try := 1; ; try++ {
+		r := rtt(t, from, srv, n)
+		if r.Received == 0 || (!lossy && r.Received != r.Sent) || r.MinMs < w {
+			t.Errorf("%s: %d of %d probes came back, RTT min %.3f ms: want all (lossy: some), none under %.0f ms", what, r.Received, r.Sent, r.MinMs, w)
+			return
+		}
+		if r.MinMs <= w+slack {
+			return
+		}
+		if try == 3 {
+			t.Errorf("%s: RTT min %.3f ms, median %.3f ms in the last of 3 tries: want the minimum within %.0f ms of %.0f ms",
+				what, r.MinMs, r.P50Ms, slack, w)
+			return
+		}
+		t.Logf("%s: RTT min %.3f ms, median %.3f ms: more than %.0f ms above %.0f ms, measuring again", what, r.MinMs, r.P50Ms, slack, w)
 	}
 }
 
@@ -81,11 +96,7 @@ func TestTwoSitesExample(t *testing.T) {
 
 	t.Run("RTT is the configured 50 ms", func(t *testing.T) {
 		srv := startServer(t, eu)
-		r := rtt(t, primary, srv, 50)
-		if r.Received != r.Sent {
-			t.Errorf("lost %d of %d probes on a lossless link", r.Sent-r.Received, r.Sent)
-		}
-		checkRTT(t, "primary->eu->primary", r, 50*time.Millisecond)
+		checkRTT(t, "primary->eu->primary", primary, srv, 50, 50*time.Millisecond, false)
 	})
 
 	t.Run("commands started in a site run in its namespace and cgroups", func(t *testing.T) {
@@ -212,7 +223,7 @@ func TestLinkChangesWhileRunning(t *testing.T) {
 	if err := l.SetLink("primary", "eu", false, []string{"delay=80ms"}); err != nil {
 		t.Fatal(err)
 	}
-	checkRTT(t, "after delay=80ms one way", rtt(t, primary, srv, 10), 105*time.Millisecond)
+	checkRTT(t, "after delay=80ms one way", primary, srv, 10, 105*time.Millisecond, false)
 
 	if err := l.SetLink("primary", "eu", true, []string{"down"}); err != nil {
 		t.Fatal(err)
@@ -224,11 +235,7 @@ func TestLinkChangesWhileRunning(t *testing.T) {
 	if err := l.SetLink("primary", "eu", true, []string{"up", "delay=10ms"}); err != nil {
 		t.Fatal(err)
 	}
-	r := rtt(t, primary, srv, 10)
-	if r.Received != r.Sent {
-		t.Errorf("back up: %d of %d probes came back", r.Received, r.Sent)
-	}
-	checkRTT(t, "back up with 10 ms each way", r, 20*time.Millisecond)
+	checkRTT(t, "back up with 10 ms each way", primary, srv, 10, 20*time.Millisecond, false)
 
 	for _, bad := range [][]string{{"delay=80"}, {"rate=fast"}, {"colour=red"}, {"mtu=9000"}} {
 		if err := l.SetLink("primary", "eu", false, bad); err == nil {
@@ -260,7 +267,7 @@ func TestShipExampleIsAsymmetric(t *testing.T) {
 	}
 	srv := startServer(t, l.Site("ship"))
 	// 600 ms plus serialization (under 3 ms at 256 kbit/s).
-	checkRTT(t, "hq->ship->hq", rtt(t, l.Site("hq"), srv, 5), 600*time.Millisecond)
+	checkRTT(t, "hq->ship->hq", l.Site("hq"), srv, 5, 600*time.Millisecond, true)
 }
 
 func TestSitesWithoutDirectLinkRouteThroughOthers(t *testing.T) {
@@ -280,11 +287,15 @@ delay = "15ms"
 `)
 	l := up(t, s)
 	srv := startServer(t, l.Site("c"))
-	r := rtt(t, l.Site("a"), srv, 10)
-	if r.Received != r.Sent {
-		t.Errorf("a->c via b: %d of %d probes came back", r.Received, r.Sent)
+	checkRTT(t, "a->c via b", l.Site("a"), srv, 10, 50*time.Millisecond, false)
+	// The route itself, exactly: every probe crossed both hops each way.
+	for _, d := range l.Status().Links {
+		for _, dir := range d.Directions {
+			if dir.Counters.DeliveredPackets < 10 {
+				t.Errorf("%s->%s delivered %d packets, want the 10 probes at least", dir.From, dir.To, dir.Counters.DeliveredPackets)
+			}
+		}
 	}
-	checkRTT(t, "a->c via b", r, 50*time.Millisecond)
 }
 
 func TestSiteLimitsAndSysctls(t *testing.T) {
