@@ -107,7 +107,7 @@ func TestClassify(t *testing.T) {
 func TestPollWaitsWhileTheStateMovesAndGivesUpWhenItStalls(t *testing.T) {
 	ctx := context.Background()
 	n := 0
-	state, err := Poll{Interval: time.Millisecond, Stall: time.Second}.Until(ctx, func(context.Context) (bool, string, error) {
+	state, err := Poll{Interval: time.Millisecond, Stall: time.Minute}.Until(ctx, func(context.Context) (bool, string, error) {
 		n++
 		return n == 5, fmt.Sprintf("step %d", n), nil
 	})

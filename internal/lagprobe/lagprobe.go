@@ -55,8 +55,12 @@ type Probe struct {
 	replicas atomic.Pointer[[]*replica]
 
 	// Test hooks: sleep waits for a deadline on now's clock (false when
-	// ctx ended); onLag sees every recorded lag in exact nanoseconds.
+	// ctx ended); idle runs when a watcher has nothing to look for, just
+	// before it waits for a COMMIT to be sent (a test on a virtual clock
+	// moves on to its next transaction there); onLag sees every recorded
+	// lag in exact nanoseconds.
 	sleep func(ctx context.Context, deadline int64) bool
+	idle  func()
 	onLag func(replica string, writer int, seq, lagNs int64)
 }
 

@@ -224,6 +224,9 @@ func (p *Probe) WatchWith(ctx context.Context, name string, q Querier, o WatchOp
 				r.mu.Lock()
 				r.waits++
 				r.mu.Unlock()
+				if p.idle != nil {
+					p.idle()
+				}
 				select {
 				case <-r.wake:
 				case <-ctx.Done():

@@ -52,7 +52,32 @@ type Config struct {
 
 	procRoot      string // default "/proc"
 	delayAcctPath string // default DelayAcctPath
+	// newTimer makes the timers that wake the samplers, stopped; default
+	// real ones. Tests pass timers of their own clock with Now, so that
+	// they decide when each sample is taken.
+	newTimer func() timer
 }
+
+// timer is what the samplers need of a time.Timer.
+type timer interface {
+	C() <-chan time.Time
+	// Reset makes the timer fire d from now (at once when d <= 0),
+	// dropping a value not received yet.
+	Reset(d time.Duration)
+	Stop()
+}
+
+type realTimer struct{ t *time.Timer }
+
+func newRealTimer() timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return realTimer{t}
+}
+
+func (r realTimer) C() <-chan time.Time   { return r.t.C }
+func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
+func (r realTimer) Stop()                 { r.t.Stop() }
 
 // File names in the results directory.
 const (
@@ -233,6 +258,9 @@ func Start(ctx context.Context, cfg Config) (*Monitor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.newTimer == nil {
+		cfg.newTimer = newRealTimer
+	}
 	if cfg.procRoot == "" {
 		cfg.procRoot = "/proc"
 	}
@@ -326,7 +354,7 @@ func (m *Monitor) loop(ready chan<- struct{}) {
 	m.sample() // the baseline
 	close(ready)
 	next := m.t0.Add(m.interval)
-	timer := time.NewTimer(time.Hour)
+	timer := m.cfg.newTimer()
 	defer timer.Stop()
 	for {
 		due := next
@@ -346,7 +374,7 @@ func (m *Monitor) loop(ready chan<- struct{}) {
 			return
 		case <-m.markc:
 			continue
-		case <-timer.C:
+		case <-timer.C():
 		}
 		now := m.sample()
 		for !next.After(now) {
@@ -426,28 +454,35 @@ func (m *Monitor) replLoop() {
 	if m.cfg.Cluster == nil {
 		return
 	}
-	tk := time.NewTicker(m.interval)
+	// On the interval grid from the monitor's start, like a ticker: a
+	// tick missed while a slow query ran is dropped.
+	next := m.t0.Add(m.interval)
+	tk := m.cfg.newTimer()
 	defer tk.Stop()
 	for {
+		tk.Reset(next.Sub(m.now()))
 		select {
 		case <-m.sampleCtx.Done():
 			return
 		case <-m.stopc:
 			return
-		case <-tk.C:
+		case <-tk.C():
 		}
 		ctx, cancel := context.WithTimeout(m.sampleCtx, 2*m.interval)
 		w0, t0 := time.Now(), m.now()
 		rows, err := m.cfg.Cluster.ReplicationState(ctx)
 		cancel()
-		wall := time.Since(w0)
+		wall, t1 := time.Since(w0), m.now()
+		for !next.After(t1) {
+			next = next.Add(m.interval)
+		}
 		if err != nil {
 			if m.sampleCtx.Err() == nil {
 				m.fail("read replication state", err)
 			}
 			continue
 		}
-		t := t0.Add(wall / 2)
+		t := t0.Add(t1.Sub(t0) / 2)
 		m.mu.Lock()
 		m.replPts = append(m.replPts, replPoint{t: t, rows: rows})
 		m.replCost = append(m.replCost, wall)

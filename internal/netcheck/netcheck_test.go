@@ -14,13 +14,15 @@ import (
 
 var loopback = netip.MustParseAddr("127.0.0.1")
 
-// noLeaks fails the test if it leaves more goroutines behind than it found.
+// noLeaks fails the test if it leaves more goroutines behind than it found
+// once they have had 10 s to end (a bound for a busy machine, not a
+// tolerance: they end within microseconds of being told).
 func noLeaks(t *testing.T) {
 	t.Helper()
 	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
 		var now int
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			if now = runtime.NumGoroutine(); now <= before {
 				return
 			}
@@ -40,10 +42,15 @@ func startServer(t *testing.T, addr netip.Addr) *Server {
 	return srv
 }
 
+// TestRTTOnLoopback: every probe comes back and the statistics are
+// consistent. How fast loopback is belongs to make bench (a busy machine
+// has shown a 311 ms median); no round trip can outlast the call.
 func TestRTTOnLoopback(t *testing.T) {
 	noLeaks(t)
 	srv := startServer(t, loopback)
+	start := time.Now()
 	res, err := RTT(context.Background(), Host{}, srv.Addr(), 20, 2*time.Millisecond)
+	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +63,55 @@ func TestRTTOnLoopback(t *testing.T) {
 	if res.MeanMs < res.MinMs || res.MeanMs > res.MaxMs {
 		t.Errorf("mean %v outside [min %v, max %v]", res.MeanMs, res.MinMs, res.MaxMs)
 	}
-	if res.P50Ms > 5 {
-		t.Errorf("median RTT on loopback %.3f ms, want < 5 ms", res.P50Ms)
+	if max := float64(took) / 1e6; res.MaxMs > max {
+		t.Errorf("largest RTT %.3f ms, longer than the whole call (%.3f ms)", res.MaxMs, max)
+	}
+}
+
+// delayedEcho echoes every UDP datagram sent to it, delay later.
+func delayedEcho(t *testing.T, delay time.Duration) netip.AddrPort {
+	t.Helper()
+	u, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(loopback, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := u.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			p := append([]byte(nil), buf[:n]...)
+			time.AfterFunc(delay, func() { _, _ = u.WriteToUDPAddrPort(p, from) })
+		}
+	}()
+	t.Cleanup(func() {
+		_ = u.Close()
+		<-done
+	})
+	return u.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+// TestRTTCountsTheWholeRoundTrip: behind an echo that answers 20 ms late,
+// no round trip is shorter than 20 ms (exact: a timer never fires early)
+// or longer than the call.
+func TestRTTCountsTheWholeRoundTrip(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	a := delayedEcho(t, delay)
+	start := time.Now()
+	res, err := RTT(context.Background(), Host{}, a, 10, 5*time.Millisecond)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Received != 10 {
+		t.Fatalf("received %d of 10", res.Received)
+	}
+	if res.MinMs < float64(delay)/1e6 || res.MaxMs > float64(took)/1e6 {
+		t.Errorf("RTT min %.3f max %.3f ms, want ≥ %s and at most the call's %s", res.MinMs, res.MaxMs, delay, took)
 	}
 }
 
@@ -85,20 +139,28 @@ func TestRTTToClosedPortFails(t *testing.T) {
 	addr := srv.Addr()
 	_ = srv.Close()
 	start := time.Now()
-	_, err := RTT(context.Background(), Host{}, addr, 50, 10*time.Millisecond)
+	// 1000 probes take 10 s to send: one that only noticed at the end
+	// would take that long (an RTT that never noticed returns no error).
+	_, err := RTT(context.Background(), Host{}, addr, 1000, 10*time.Millisecond)
 	if err == nil {
 		t.Fatal("RTT to a closed port succeeded")
 	}
 	if want := "rtt probe to " + addr.String(); !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not say %q", err, want)
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("took %s to notice the port is closed", d)
 	}
 }
 
+// TestThroughputOnLoopback: the measured window is the duration asked
+// for, give or take how late the reader wakes at its edges (hundreds of
+// ms on a busy machine: it opens late only if no byte was in flight, and
+// closes late), and leaves out the 1 s warmup, which would make it 1.5 s
+// or more; the call lasts no less than warmup + duration.
 func TestThroughputOnLoopback(t *testing.T) {
-	const warmup, d = 100 * time.Millisecond, 300 * time.Millisecond
+	const warmup, d = time.Second, 500 * time.Millisecond
+	const early, late = 300 * time.Millisecond, 700 * time.Millisecond
 	for _, dir := range []Direction{Upload, Download} {
 		t.Run(dir.String(), func(t *testing.T) {
 			noLeaks(t)
@@ -113,10 +175,10 @@ func TestThroughputOnLoopback(t *testing.T) {
 			if res.Bytes <= 0 || res.GoodputBps <= 0 {
 				t.Errorf("no goodput: %+v", res)
 			}
-			if got := res.Seconds; got < (d-50*time.Millisecond).Seconds() || got > (d+50*time.Millisecond).Seconds() {
-				t.Errorf("measured window %.3f s, want %s ± 50 ms", got, d)
+			if got := res.Seconds; got < (d-early).Seconds() || got > (d+late).Seconds() {
+				t.Errorf("measured window %.3f s, want %s - %s + %s (without the %s warmup)", got, d, early, late, warmup)
 			}
-			if took < warmup+d || took > warmup+d+2*time.Second {
+			if took < warmup+d || took > warmup+d+10*time.Second {
 				t.Errorf("call took %s, want a little over %s", took, warmup+d)
 			}
 			if res.Direction != dir {
@@ -136,7 +198,9 @@ func TestThroughputWithoutWarmup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Bytes <= 0 || res.Seconds <= 0.05 {
+	// A late reader shortens the window by its lateness at the opening
+	// and lengthens it by its lateness at the closing.
+	if res.Bytes <= 0 || res.Seconds <= 0 || res.Seconds > 0.1+0.7 {
 		t.Errorf("got %+v", res)
 	}
 }
@@ -148,7 +212,9 @@ func TestLossOnLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := res.SendSeconds; s < 0.19 || s > 1 {
+	// Paced on absolute deadlines: never faster than the rate (exact),
+	// late by at most the longest stall of a busy machine.
+	if s := res.SendSeconds; s < 0.1997 || s > 2 {
 		t.Errorf("sending 1000 datagrams at 5000/s took %.3f s, want about 0.2 s", s)
 	}
 	res.SendSeconds = 0
@@ -200,6 +266,12 @@ func TestServerRejectsGarbage(t *testing.T) {
 	}
 }
 
+// cancelBound is how soon after start a cancelled or timed-out call must
+// have returned: far beyond any stall of a busy machine, far below the
+// ≥ 10 s each call below takes (or the 10 s setup timeout it waits) when
+// it ignores its context.
+const cancelBound = 5 * time.Second
+
 func TestCancellationStopsPromptly(t *testing.T) {
 	tests := []struct {
 		name string
@@ -230,7 +302,7 @@ func TestCancellationStopsPromptly(t *testing.T) {
 			time.AfterFunc(100*time.Millisecond, cancel)
 			start := time.Now()
 			err := tt.run(ctx, srv.Addr())
-			if took := time.Since(start); took > 600*time.Millisecond {
+			if took := time.Since(start); took > cancelBound {
 				t.Errorf("returned %s after start, want soon after the cancel at 100 ms", took)
 			}
 			if !errors.Is(err, context.Canceled) {
@@ -244,7 +316,7 @@ func TestCancellationStopsPromptly(t *testing.T) {
 			defer cancel()
 			start := time.Now()
 			err := tt.run(ctx, srv.Addr())
-			if took := time.Since(start); took > 600*time.Millisecond {
+			if took := time.Since(start); took > cancelBound {
 				t.Errorf("returned %s after start, want soon after the deadline at 100 ms", took)
 			}
 			if !errors.Is(err, context.DeadlineExceeded) {
@@ -274,7 +346,7 @@ func TestServerCloseReleasesPorts(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := Throughput(ctx, Host{}, srv.Addr(), Download, 0, 10*time.Second)
+		_, err := Throughput(ctx, Host{}, srv.Addr(), Download, 0, time.Minute)
 		done <- err
 	}()
 	time.Sleep(100 * time.Millisecond)
@@ -286,8 +358,8 @@ func TestServerCloseReleasesPorts(t *testing.T) {
 		if err == nil {
 			t.Error("throughput survived the server's Close")
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("throughput still running 2 s after the server closed")
+	case <-time.After(10 * time.Second): // a bound: it would run a minute
+		t.Fatal("throughput still running 10 s after the server closed")
 	}
 	if err := srv.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
@@ -313,10 +385,15 @@ func TestServerStopsWithItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	time.Sleep(50 * time.Millisecond) // the server stops asynchronously
-	_, err = RTT(context.Background(), Host{}, srv.Addr(), 3, 10*time.Millisecond)
-	if err == nil {
-		t.Error("server still answers after its context was cancelled")
+	// The server stops asynchronously: soon, however busy the machine.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		res, err := RTT(context.Background(), Host{}, srv.Addr(), 1, 0)
+		if err != nil || res.Received == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("server still answers 10 s after its context was cancelled")
+		}
 	}
 	_ = srv.Close()
 }
@@ -386,7 +463,7 @@ func TestSilentServerTimesOutAtTheContextDeadline(t *testing.T) {
 			defer cancel()
 			start := time.Now()
 			err := tt.run(ctx, a)
-			if took := time.Since(start); took > 700*time.Millisecond {
+			if took := time.Since(start); took > cancelBound {
 				t.Errorf("returned %s after start, want soon after the deadline at 200 ms", took)
 			}
 			if !errors.Is(err, context.DeadlineExceeded) {

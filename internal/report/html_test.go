@@ -192,7 +192,7 @@ func TestHTMLReport(t *testing.T) {
 // returns its standard output.
 func chromium(t *testing.T, bin, page string, args ...string) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a bound: it takes seconds, more on a busy machine
 	defer cancel()
 	all := append([]string{"--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
 		"--disable-extensions", "--disable-background-networking", "--disable-sync", "--disable-dev-shm-usage",
