@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -171,9 +172,11 @@ func TestDriverAgainstPostgres(t *testing.T) {
 			t.Fatalf("sample every %d, auto %v, budget %v: want N ≥ 2 at a budget of 20/s", n, res.LagSampleAuto, res.LagBudgetPerS)
 		}
 		// The warmup's first half tracks every transaction, its second
-		// half none (it measures the rate N comes from).
-		if warm := count(t, db) - before - res.Transactions; other < warm/4 || other > warm*3/4 {
-			t.Errorf("%d warmup transactions tracked of %d: want about half", other, warm)
+		// half none (it measures the rate N comes from): some of the
+		// warmup's transactions are tracked, not all. (How many depends on
+		// how fast each half ran, which a busy machine changes.)
+		if warm := count(t, db) - before - res.Transactions; other <= 0 || other >= warm {
+			t.Errorf("%d warmup transactions tracked of %d: want the first half's, some but not all", other, warm)
 		}
 		if want := res.Transactions / n; measured < want-2 || measured > want+2 {
 			t.Errorf("%d measured transactions tracked, want %d ± 2 (%d every %d)", measured, want, res.Transactions, n)
@@ -181,13 +184,18 @@ func TestDriverAgainstPostgres(t *testing.T) {
 	})
 
 	t.Run("open loop: latency from the intended start shows a paused server", func(t *testing.T) {
-		go func() {
-			time.Sleep(1500 * time.Millisecond)
-			signalBackends(t, c, syscall.SIGSTOP)
-			time.Sleep(time.Second)
-			signalBackends(t, c, syscall.SIGCONT)
-		}()
-		res, err := Run(context.Background(), withEngine(c, Config{Users: 4, Duration: 4 * time.Second, RatePerSec: 200, Poisson: false, Seed: 9}), w.Transactions(), Sources(db))
+		// The pause starts at the driver's first progress tick (1 s into
+		// the run, by its own clock), so a late goroutine cannot push it
+		// past the run's end.
+		var once sync.Once
+		cfg := withEngine(c, Config{Users: 4, Duration: 4 * time.Second, RatePerSec: 200, Poisson: false, Seed: 9})
+		cfg.Progress = func(Progress) {
+			once.Do(func() {
+				signalBackends(t, c, syscall.SIGSTOP)
+				time.AfterFunc(time.Second, func() { signalBackends(t, c, syscall.SIGCONT) })
+			})
+		}
+		res, err := Run(context.Background(), cfg, w.Transactions(), Sources(db))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,8 +80,11 @@ func upsertTx() workload.TxType {
 }
 
 func TestFakeRetriesConflictsAndCountsThem(t *testing.T) {
+	// One user: every 4th commit conflicts and its retry is the next one,
+	// which does not (with two users the commits interleave, and a retry
+	// could be a 4th again).
 	db, c := fakeDB(t, "conflict_every = 4")
-	res, err := Run(context.Background(), withEngine(c, Config{Users: 2, Duration: time.Second, Seed: 3, MaxRetries: 3}), []workload.TxType{upsertTx()}, Sources(db))
+	res, err := Run(context.Background(), withEngine(c, Config{Users: 1, Duration: time.Second, Seed: 3, MaxRetries: 3}), []workload.TxType{upsertTx()}, Sources(db))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,13 +119,17 @@ func TestFakeOpenLoopCountsSkippedTransactions(t *testing.T) {
 		Pause(string) error
 		Resume(string) error
 	})
-	go func() {
-		time.Sleep(700 * time.Millisecond)
-		_ = pauser.Pause("p")
-		time.Sleep(600 * time.Millisecond)
-		_ = pauser.Resume("p")
-	}()
-	cfg := withEngine(c, Config{Users: 2, Duration: 2 * time.Second, RatePerSec: 200, Seed: 5})
+	// The pause starts at the driver's first progress tick (1 s into the
+	// run, by its own clock), so a late goroutine cannot push it past the
+	// run's end.
+	var once sync.Once
+	cfg := withEngine(c, Config{Users: 2, Duration: 2500 * time.Millisecond, RatePerSec: 200, Seed: 5})
+	cfg.Progress = func(Progress) {
+		once.Do(func() {
+			_ = pauser.Pause("p")
+			time.AfterFunc(600*time.Millisecond, func() { _ = pauser.Resume("p") })
+		})
+	}
 	res, err := Run(context.Background(), cfg, []workload.TxType{upsertTx()}, Sources(db))
 	if err != nil {
 		t.Fatal(err)
@@ -136,9 +144,10 @@ func TestFakeOpenLoopCountsSkippedTransactions(t *testing.T) {
 	if res.CommitLatency.Count != res.Transactions+res.Skipped || res.SkippedLatencyMs.Count != res.Skipped {
 		t.Errorf("latency count %d, skipped latencies %d; want %d commits + %d skipped", res.CommitLatency.Count, res.SkippedLatencyMs.Count, res.Transactions, res.Skipped)
 	}
-	// The first transaction caught by the pause waited all of it; a
-	// tenth of the 2 s run's schedule fell in it, and each of those waited
-	// on average half of it, so the stall reaches the 90th percentile.
+	// The first transaction caught by the pause waited all of it; about a
+	// quarter of the 2.5 s run's schedule fell in it, and each of those
+	// waited on average half of it, so the stall reaches the 90th
+	// percentile.
 	if res.CommitLatency.Max < 500 || res.CommitLatency.P90 < 100 {
 		t.Errorf("latency max %.1f ms, p90 %.1f ms after a 600 ms pause: want max ≥ 500 and p90 ≥ 100", res.CommitLatency.Max, res.CommitLatency.P90)
 	}
