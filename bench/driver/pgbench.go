@@ -107,8 +107,13 @@ func pgbenchUpdates(ctx context.Context, bin string, site *lab.Site, dsn string,
 		return pgbenchResult{}, err
 	}
 	n := strconv.Itoa(clients)
-	out, st, wall, err := runPgbench(ctx, bin, site, dsn, time.Duration(seconds)*time.Second+time.Minute,
-		"-n", "-f", script.Name(), "-M", "prepared", "-c", n, "-j", n, "-T", strconv.Itoa(seconds))
+	return pgbenchRun(ctx, bin, site, dsn, seconds, "-n", "-f", script.Name(), "-M", "prepared", "-c", n, "-j", n, "-T", strconv.Itoa(seconds))
+}
+
+// pgbenchRun runs pgbench with args for about seconds and reads its
+// figures.
+func pgbenchRun(ctx context.Context, bin string, site *lab.Site, dsn string, seconds int, args ...string) (pgbenchResult, error) {
+	out, st, wall, err := runPgbench(ctx, bin, site, dsn, time.Duration(seconds)*time.Second+time.Minute, args...)
 	if err != nil {
 		return pgbenchResult{}, err
 	}

@@ -27,15 +27,21 @@ type user struct {
 // userConn is one of a user's connections.
 type userConn struct {
 	conn *sql.Conn
-	lag  *sql.Stmt // the lag stamp, prepared where writing types run
-	pipe bool      // a pipelined transaction has not been refused here
+	lag  *sql.Stmt // the lag stamp, prepared where writing types run statement by statement
 }
 
-// userType is a transaction type as one user runs it.
+// userType is a transaction type as one user runs it: statement by
+// statement through database/sql, or pipelined through the engine's Pipe.
 type userType struct {
 	t     *workload.TxType
 	c     *userConn
 	stmts map[string]*sql.Stmt
+
+	pipe  engine.Pipe
+	index map[string]int // statement name → the pipe's statement
+	lag   int            // the pipe's lag statement; -1 without one
+	calls []engine.PipeCall
+	rows  []int64
 }
 
 func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, err error) {
@@ -57,20 +63,26 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 			if err != nil {
 				return nil, fmt.Errorf("user %d: connect: %w", id, err)
 			}
-			c = &userConn{conn: conn, pipe: d.cfg.Pipeliner != nil && !d.cfg.NoPipeline}
+			c = &userConn{conn: conn}
 			u.conns[db] = c
 		}
-		ut := &userType{t: t, c: c, stmts: map[string]*sql.Stmt{}}
-		for _, st := range t.Statements {
-			ps, err := c.conn.PrepareContext(ctx, st.SQL)
-			if err != nil {
-				return nil, fmt.Errorf("user %d: prepare %s of %s: %w", id, st.Name, t.Name, err)
-			}
-			ut.stmts[st.Name] = ps
+		ut := &userType{t: t, c: c, lag: -1}
+		if ut.pipe, err = d.pipe(ctx, ut); err != nil {
+			return nil, fmt.Errorf("user %d: pipeline for %s: %w", id, t.Name, err)
 		}
-		if d.cfg.Lag != nil && !t.ReadOnly && c.lag == nil {
-			if c.lag, err = c.conn.PrepareContext(ctx, d.cfg.LagStatement); err != nil {
-				return nil, fmt.Errorf("user %d: prepare lag update: %w", id, err)
+		if ut.pipe == nil {
+			ut.stmts = map[string]*sql.Stmt{}
+			for _, st := range t.Statements {
+				ps, err := c.conn.PrepareContext(ctx, st.SQL)
+				if err != nil {
+					return nil, fmt.Errorf("user %d: prepare %s of %s: %w", id, st.Name, t.Name, err)
+				}
+				ut.stmts[st.Name] = ps
+			}
+			if d.cfg.Lag != nil && !t.ReadOnly && c.lag == nil {
+				if c.lag, err = c.conn.PrepareContext(ctx, d.cfg.LagStatement); err != nil {
+					return nil, fmt.Errorf("user %d: prepare lag update: %w", id, err)
+				}
 			}
 		}
 		u.types = append(u.types, ut)
@@ -79,6 +91,32 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 		u.j = d.cfg.Lag(id)
 	}
 	return u, nil
+}
+
+// pipe readies ut's connection for its pipelined transactions: its
+// statements and, for a writing type, the lag stamp. It returns nil when
+// the type has no Batch, pipelining is off, or the connection cannot
+// pipeline.
+func (d *run) pipe(ctx context.Context, ut *userType) (engine.Pipe, error) {
+	t := ut.t
+	if d.cfg.Pipeliner == nil || d.cfg.NoPipeline || t.Batch == nil {
+		return nil, nil
+	}
+	ut.index = map[string]int{}
+	var sqls []string
+	for _, st := range t.Statements {
+		ut.index[st.Name] = len(sqls)
+		sqls = append(sqls, st.SQL)
+	}
+	if d.cfg.Lag != nil && !t.ReadOnly {
+		ut.lag = len(sqls)
+		sqls = append(sqls, d.cfg.LagStatement)
+	}
+	p, err := d.cfg.Pipeliner.Pipe(ctx, ut.c.conn, sqls)
+	if errors.Is(err, engine.ErrNoPipeline) {
+		return nil, nil // statement by statement
+	}
+	return p, err
 }
 
 func (u *user) close() {
@@ -110,12 +148,8 @@ func (u *user) do(ctx context.Context, from int64) {
 	for attempt := 0; ; attempt++ {
 		var rows int64
 		var err error
-		if ut.c.pipe && ut.t.Batch != nil {
+		if ut.pipe != nil {
 			rows, err = u.attemptBatch(ctx, ut, measured, track)
-			if errors.Is(err, engine.ErrNoPipeline) {
-				ut.c.pipe = false // nothing was sent: go statement by statement
-				rows, err = u.attempt(ctx, ut, measured, track)
-			}
 		} else {
 			rows, err = u.attempt(ctx, ut, measured, track)
 		}
@@ -199,31 +233,32 @@ func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool) 
 // records it as sent just before the write.
 func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track bool) (int64, error) {
 	calls := ut.t.Batch(u.id, u.r)
-	stmts := make([]engine.Statement, 0, len(calls)+1)
+	pc := ut.calls[:0]
 	for _, cl := range calls {
-		q, ok := statementSQL(ut.t, cl.Stmt)
+		i, ok := ut.index[cl.Stmt]
 		if !ok {
 			return 0, fmt.Errorf("%s: batch names no statement %q", ut.t.Name, cl.Stmt)
 		}
-		stmts = append(stmts, engine.Statement{SQL: q, Args: cl.Args})
+		pc = append(pc, engine.PipeCall{Stmt: i, Args: cl.Args})
 	}
 	seq := u.stamp(track)
 	if seq > 0 {
-		stmts = append(stmts, engine.Statement{SQL: u.d.cfg.LagStatement, Args: []any{seq, u.id}})
+		pc = append(pc, engine.PipeCall{Stmt: ut.lag, Args: []any{seq, u.id}})
 	}
+	ut.calls = pc
+	if cap(ut.rows) < len(pc) {
+		ut.rows = make([]int64, len(pc))
+	}
+	counts := ut.rows[:len(pc)]
 	sent := false
-	counts, err := u.d.cfg.Pipeliner.Pipeline(ctx, ut.c.conn, stmts, func() {
+	err := ut.pipe.Run(ctx, pc, func() {
 		sent = true
 		if seq > 0 {
 			u.j.Sending(seq, u.d.cfg.Now(), measured)
 		}
-	})
+	}, counts)
 	if seq > 0 {
-		if sent {
-			u.j.Done(seq, err == nil)
-		} else {
-			u.j.Done(seq, false)
-		}
+		u.j.Done(seq, sent && err == nil)
 	}
 	if err != nil {
 		return 0, err
@@ -245,14 +280,4 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 
 func (u *user) lagRowErr(n int64) error {
 	return fmt.Errorf("lag probe row of writer %d changed %d rows, want 1 (was the lag table seeded?)", u.id, n)
-}
-
-// statementSQL finds a type's statement by name.
-func statementSQL(t *workload.TxType, name string) (string, bool) {
-	for _, st := range t.Statements {
-		if st.Name == name {
-			return st.SQL, true
-		}
-	}
-	return "", false
 }
