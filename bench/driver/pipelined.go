@@ -333,9 +333,9 @@ func (b *bench) addPipelined(runs []toolRun, idle float64) {
 	cfg := map[string]any{
 		"users": pipeUsers, "client_site": "db", "node": "one primary, synchronous_commit = off",
 		"transaction": "BEGIN; UPDATE per SET per_dscrptn_text = $1 WHERE per_id = $2; COMMIT (personnel, 400-byte text, per_id uniform in 1.." + strconv.Itoa(pipePersons) + ")",
-		"pgbench": fmt.Sprintf(`-n -M prepared -D text=<400 bytes> -c %d -j %d -T %d, script: \startpipeline BEGIN; UPDATE …; END; \endpipeline`, pipeUsers, pipeUsers, pipeSeconds),
-		"replab":  fmt.Sprintf("runner.Run of a spec (personnel, %d users, warmup %s, measure %d s, lag_sample auto), in this process", pipeUsers, pipeWarmup, pipeSeconds),
-		"order":   "pgbench, replab, ×" + strconv.Itoa(pipePairs) + "; VACUUM per + CHECKPOINT before each pgbench run, a new lab for each replab run",
+		"pgbench":     fmt.Sprintf(`-n -M prepared -D text=<400 bytes> -c %d -j %d -T %d, script: \startpipeline BEGIN; UPDATE …; END; \endpipeline`, pipeUsers, pipeUsers, pipeSeconds),
+		"replab":      fmt.Sprintf("runner.Run of a spec (personnel, %d users, warmup %s, measure %d s, lag_sample auto), in this process", pipeUsers, pipeWarmup, pipeSeconds),
+		"order":       "pgbench, replab, ×" + strconv.Itoa(pipePairs) + "; VACUUM per + CHECKPOINT before each pgbench run, a new lab for each replab run",
 	}
 	b.r.Add(Figure{
 		Name: "driver_vs_pgbench_pipelined", Value: benchkit.Round(rlTPS/pgTPS, 3), Configured: cfg,
