@@ -12,8 +12,8 @@ import (
 )
 
 // user is one closed-loop user, or one open-loop worker: its own
-// connections (one per pool its transaction types use), prepared
-// statements and random source.
+// connections (per pool its transaction types use: one for its pipelined
+// types, one for the others), prepared statements and random source.
 type user struct {
 	d     *run
 	id    int
@@ -24,10 +24,12 @@ type user struct {
 	n     int64 // writing transactions started, for the lag sample
 }
 
-// userConn is one of a user's connections.
+// userConn is what a user holds of one pool.
 type userConn struct {
-	conn *sql.Conn
-	lag  *sql.Stmt // the lag stamp, prepared where writing types run statement by statement
+	db   *sql.DB
+	conn *sql.Conn   // for the types run statement by statement; nil if none
+	lag  *sql.Stmt   // the lag stamp there, where writing types run
+	pipe engine.Pipe // the pool's pipelined types'; nil if none
 }
 
 // userType is a transaction type as one user runs it: statement by
@@ -51,6 +53,7 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 			u.close()
 		}
 	}()
+	var pools []*userConn // in the types' order
 	for i := range d.types {
 		t := &d.types[i]
 		db, err := targets(id, t.At)
@@ -59,33 +62,42 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 		}
 		c := u.conns[db]
 		if c == nil {
-			conn, err := db.Conn(ctx)
-			if err != nil {
+			c = &userConn{db: db}
+			u.conns[db] = c
+			pools = append(pools, c)
+		}
+		u.types = append(u.types, &userType{t: t, c: c, lag: -1})
+	}
+	if d.cfg.Pipeliner != nil && !d.cfg.NoPipeline {
+		for _, c := range pools {
+			if err := d.pipe(ctx, c, u.types); err != nil {
+				return nil, fmt.Errorf("user %d: pipeline: %w", id, err)
+			}
+		}
+	}
+	for _, ut := range u.types {
+		if ut.pipe != nil {
+			continue
+		}
+		t, c := ut.t, ut.c
+		if c.conn == nil {
+			if c.conn, err = c.db.Conn(ctx); err != nil {
 				return nil, fmt.Errorf("user %d: connect: %w", id, err)
 			}
-			c = &userConn{conn: conn}
-			u.conns[db] = c
 		}
-		ut := &userType{t: t, c: c, lag: -1}
-		if ut.pipe, err = d.pipe(ctx, ut); err != nil {
-			return nil, fmt.Errorf("user %d: pipeline for %s: %w", id, t.Name, err)
-		}
-		if ut.pipe == nil {
-			ut.stmts = map[string]*sql.Stmt{}
-			for _, st := range t.Statements {
-				ps, err := c.conn.PrepareContext(ctx, st.SQL)
-				if err != nil {
-					return nil, fmt.Errorf("user %d: prepare %s of %s: %w", id, st.Name, t.Name, err)
-				}
-				ut.stmts[st.Name] = ps
+		ut.stmts = map[string]*sql.Stmt{}
+		for _, st := range t.Statements {
+			ps, err := c.conn.PrepareContext(ctx, st.SQL)
+			if err != nil {
+				return nil, fmt.Errorf("user %d: prepare %s of %s: %w", id, st.Name, t.Name, err)
 			}
-			if d.cfg.Lag != nil && !t.ReadOnly && c.lag == nil {
-				if c.lag, err = c.conn.PrepareContext(ctx, d.cfg.LagStatement); err != nil {
-					return nil, fmt.Errorf("user %d: prepare lag update: %w", id, err)
-				}
+			ut.stmts[st.Name] = ps
+		}
+		if d.cfg.Lag != nil && !t.ReadOnly && c.lag == nil {
+			if c.lag, err = c.conn.PrepareContext(ctx, d.cfg.LagStatement); err != nil {
+				return nil, fmt.Errorf("user %d: prepare lag update: %w", id, err)
 			}
 		}
-		u.types = append(u.types, ut)
 	}
 	if d.cfg.Lag != nil {
 		u.j = d.cfg.Lag(id)
@@ -93,30 +105,47 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 	return u, nil
 }
 
-// pipe readies ut's connection for its pipelined transactions: its
-// statements and, for a writing type, the lag stamp. It returns nil when
-// the type has no Batch, pipelining is off, or the connection cannot
-// pipeline.
-func (d *run) pipe(ctx context.Context, ut *userType) (engine.Pipe, error) {
-	t := ut.t
-	if d.cfg.Pipeliner == nil || d.cfg.NoPipeline || t.Batch == nil {
-		return nil, nil
-	}
-	ut.index = map[string]int{}
+// pipe gives the types on c that have a Batch one engine Pipe, with
+// their statements and, when one of them writes, the lag stamp. Types
+// whose connection cannot pipeline are left to run statement by
+// statement.
+func (d *run) pipe(ctx context.Context, c *userConn, types []*userType) error {
+	var mine []*userType
 	var sqls []string
-	for _, st := range t.Statements {
-		ut.index[st.Name] = len(sqls)
-		sqls = append(sqls, st.SQL)
+	lag := -1
+	for _, ut := range types {
+		if ut.c != c || ut.t.Batch == nil {
+			continue
+		}
+		ut.index = map[string]int{}
+		for _, st := range ut.t.Statements {
+			ut.index[st.Name] = len(sqls)
+			sqls = append(sqls, st.SQL)
+		}
+		if d.cfg.Lag != nil && !ut.t.ReadOnly {
+			if lag < 0 {
+				lag = len(sqls)
+				sqls = append(sqls, d.cfg.LagStatement)
+			}
+			ut.lag = lag
+		}
+		mine = append(mine, ut)
 	}
-	if d.cfg.Lag != nil && !t.ReadOnly {
-		ut.lag = len(sqls)
-		sqls = append(sqls, d.cfg.LagStatement)
+	if len(mine) == 0 {
+		return nil
 	}
-	p, err := d.cfg.Pipeliner.Pipe(ctx, ut.c.conn, sqls)
+	p, err := d.cfg.Pipeliner.Pipe(ctx, c.db, sqls)
 	if errors.Is(err, engine.ErrNoPipeline) {
-		return nil, nil // statement by statement
+		return nil
 	}
-	return p, err
+	if err != nil {
+		return err
+	}
+	c.pipe = p
+	for _, ut := range mine {
+		ut.pipe = p
+	}
+	return nil
 }
 
 func (u *user) close() {
@@ -124,7 +153,12 @@ func (u *user) close() {
 		return
 	}
 	for _, c := range u.conns {
-		_ = c.conn.Close()
+		if c.pipe != nil {
+			_ = c.pipe.Close()
+		}
+		if c.conn != nil {
+			_ = c.conn.Close()
+		}
 	}
 }
 

@@ -73,24 +73,25 @@ type RowSource interface {
 // Pipeliner sends a whole SQL transaction in one round trip, as a client
 // that pipelines would, over connections of the cluster's pools.
 type Pipeliner interface {
-	// Pipe readies conn for pipelined transactions of stmts (prepared
-	// once, there). The caller keeps conn, and may still use it for
-	// other work between runs. It fails with ErrNoPipeline when conn
-	// cannot pipeline.
-	Pipe(ctx context.Context, conn *sql.Conn, stmts []string) (Pipe, error)
+	// Pipe takes a connection out of db (one of Open's pools) for
+	// pipelined transactions of stmts, prepared once, there. It fails
+	// with ErrNoPipeline, db unchanged, when db's connections cannot
+	// pipeline.
+	Pipe(ctx context.Context, db *sql.DB, stmts []string) (Pipe, error)
 }
 
-// Pipe runs one connection's pipelined transactions; one goroutine uses
-// it.
+// Pipe is one connection's pipelined transactions; one goroutine uses it.
 type Pipe interface {
 	// Run sends BEGIN, calls and COMMIT in one write; beforeSend is
 	// called just before they leave (the moment the COMMIT is sent). It
 	// sets rows[i] to call i's rows affected (rows has len(calls)). A
-	// statement's error comes back as the engine's error (the
+	// statement's error comes back as the engine's error (its
 	// ErrorClassifier knows it), the transaction rolled back. An error
 	// that leaves the connection unusable (cancellation while the reply
-	// is due, a broken connection) closes conn.
+	// is due, a broken connection) closes it: later runs fail.
 	Run(ctx context.Context, calls []PipeCall, beforeSend func(), rows []int64) error
+	// Close closes the connection.
+	Close() error
 }
 
 // PipeCall is one statement of a pipelined transaction: the index of one

@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -21,74 +19,79 @@ import (
 	"replab/internal/engine"
 )
 
-// Pipe implements engine.Pipeliner. It prepares BEGIN, COMMIT, ROLLBACK
-// and stmts on conn (named server-side statements, once), then each Run
-// writes Bind/Execute of each and one Sync in one write, and reads the
-// replies on the caller's thread with blocking poll and read system
-// calls. Through pgx a pipelined transaction cost this process about
-// 33 µs of CPU, half of it in handing the goroutine between the
-// netpoller and OS threads (the server's reply is ~70 µs away, so the
-// goroutine always parks); a thread that sleeps in poll(2) until the
-// reply is there costs a fraction.
-func (c *cluster) Pipe(ctx context.Context, conn *sql.Conn, stmts []string) (engine.Pipe, error) {
-	p := &pipe{conn: conn, prefix: fmt.Sprintf("replab_pipe%d_", pipeSeq.Add(1))}
-	err := conn.Raw(func(dc any) error {
+// Pipe implements engine.Pipeliner. It takes a connection out of db's
+// pool, prepares BEGIN, COMMIT, ROLLBACK and stmts there (named
+// server-side statements, once), and takes its socket over from pgx, as
+// the lag reader does. Each Run then writes Bind/Execute of each statement
+// and one Sync in one write(2), and reads the replies with blocking
+// read(2) on the caller's thread. Through a pgx batch a pipelined
+// transaction cost this process about 33 µs of CPU on this 2-core machine,
+// half of it in handing the goroutine between the netpoller and OS
+// threads: the server's reply is ~70 µs away, so the goroutine always
+// parked. A thread asleep in read(2) until the reply is there costs a
+// fraction, and a socket out of the netpoller wakes no other thread.
+func (c *cluster) Pipe(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	p := &pipe{fd: -1}
+	err = conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return engine.ErrNoPipeline
 		}
 		pc := sc.Conn().PgConn()
-		raw, ok := pc.Conn().(syscall.Conn) // not a TLS connection
-		if !ok {
+		if _, ok := pc.Conn().(syscall.Conn); !ok { // TLS
 			return engine.ErrNoPipeline
 		}
-		rc, err := raw.SyscallConn()
-		if err != nil {
-			return engine.ErrNoPipeline
-		}
-		p.rc = rc
 		all := append([]string{"BEGIN", "COMMIT", "ROLLBACK"}, stmts...)
 		for i, q := range all {
-			sd, err := pc.Prepare(ctx, p.prefix+strconv.Itoa(i), q, nil)
+			sd, err := pc.Prepare(ctx, pipeStmtName+strconv.Itoa(i), q, nil)
 			if err != nil {
 				return fmt.Errorf("prepare %q: %w", q, err)
 			}
 			p.stmts = append(p.stmts, pipeStmt{name: sd.Name, oids: sd.ParamOIDs})
 		}
-		return nil
+		if err := pc.SyncConn(ctx); err != nil {
+			return err
+		}
+		if p.fd, err = takeSocket(pc); err != nil {
+			return err
+		}
+		// The connection is the pipe's now: database/sql forgets it.
+		return badConn{errTaken}
 	})
-	if err != nil {
+	if p.fd < 0 {
 		return nil, err
 	}
 	p.begin = p.appendBindExecute(nil, 0)
 	p.commit = p.appendBindExecute(nil, 1)
-	rollback := p.appendBindExecute(nil, 2)
-	p.rollback = append(rollback, 'S', 0, 0, 0, 4)
-	p.buf = make([]byte, 0, 8<<10)
+	p.rollback = append(p.appendBindExecute(nil, 2), 'S', 0, 0, 0, 4)
+	p.msgs = wireMsgs{fd: p.fd, buf: make([]byte, 0, 8<<10)}
 	return p, nil
 }
 
-// pipeSeq makes prepared statement names unique within a connection.
-var pipeSeq atomic.Int64
+// pipeStmtName prefixes the pipe's prepared statements: its connection
+// is its own, so the names need only differ from each other.
+const pipeStmtName = "replab_pipe_"
 
 // pipeBuiltin is how many statements Pipe prepares before the caller's.
 const pipeBuiltin = 3
 
-// pipeWait bounds one blocking wait, so a cancelled context is noticed
-// while a server is slow (or paused) to answer.
-const pipeWait = 50 * time.Millisecond
+var errTaken = errors.New("connection taken over for pipelining")
 
 // pipe is one connection's pipelined transactions; one goroutine uses it.
 type pipe struct {
-	conn   *sql.Conn
-	rc     syscall.RawConn
-	prefix string
-	stmts  []pipeStmt // BEGIN, COMMIT, ROLLBACK, then the caller's
-	types  *pgtype.Map
+	fd     int   // -1 once closed
+	broken error // why the connection was closed
+	stmts  []pipeStmt
+	types  *pgtype.Map // for arguments other than strings and integers
 
 	begin, commit, rollback []byte // encoded once
-	req, buf                []byte
-	pfd                     [1]unix.PollFd
+	req                     []byte
+	msgs                    wireMsgs
 }
 
 type pipeStmt struct {
@@ -98,6 +101,9 @@ type pipeStmt struct {
 
 // Run implements engine.Pipe.
 func (p *pipe) Run(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64) error {
+	if p.fd < 0 {
+		return fmt.Errorf("pipeline connection closed: %w", p.broken)
+	}
 	req := append(p.req[:0], p.begin...)
 	for _, cl := range calls {
 		var err error
@@ -108,39 +114,50 @@ func (p *pipe) Run(ctx context.Context, calls []engine.PipeCall, beforeSend func
 	req = append(req, p.commit...)
 	req = append(req, 'S', 0, 0, 0, 4)
 	p.req = req
-	var runErr error
-	err := p.conn.Raw(func(any) error {
-		if beforeSend != nil {
-			beforeSend()
+	if beforeSend != nil {
+		beforeSend()
+	}
+	runErr, ioErr := p.exchange(ctx, rows)
+	if ioErr != nil {
+		// Out of step with the server (or cut off): a closed connection
+		// rolls back whatever was not committed.
+		p.broken = ioErr
+		_ = p.Close()
+		if runErr == nil {
+			runErr = ioErr
 		}
-		var ioErr error
-		if err := p.rc.Control(func(fd uintptr) { runErr, ioErr = p.exchange(ctx, int(fd), rows) }); err != nil {
-			ioErr = err
-		}
-		if ioErr != nil {
-			// The connection is out of step with the server: database/sql
-			// closes it.
-			return badConn{ioErr}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 	return runErr
+}
+
+// Close implements engine.Pipe.
+func (p *pipe) Close() error {
+	if p.fd < 0 {
+		return nil
+	}
+	_, _ = unix.Write(p.fd, []byte{'X', 0, 0, 0, 4}) // Terminate, best effort
+	err := unix.Close(p.fd)
+	p.fd = -1
+	if p.broken == nil {
+		p.broken = errors.New("closed")
+	}
+	return err
 }
 
 // exchange sends p.req and reads the replies up to ReadyForQuery, then
 // rolls back a transaction an error left open. runErr is the server's
 // answer (an error of one statement); ioErr means the connection is
 // unusable.
-func (p *pipe) exchange(ctx context.Context, fd int, rows []int64) (runErr, ioErr error) {
-	if err := p.writeAll(ctx, fd, p.req); err != nil {
+func (p *pipe) exchange(ctx context.Context, rows []int64) (runErr, ioErr error) {
+	if err := sockWrite(ctx, p.fd, p.req); err != nil {
 		return nil, err
 	}
 	n := -1 // replies so far: BEGIN is -1, calls 0…, COMMIT len(rows)
-	var status byte
-	err := p.replies(ctx, fd, func(typ byte, body []byte) error {
+	for {
+		typ, body, err := p.msgs.next(ctx)
+		if err != nil {
+			return runErr, err
+		}
 		switch typ {
 		case 'C': // CommandComplete
 			switch {
@@ -159,45 +176,47 @@ func (p *pipe) exchange(ctx context.Context, fd int, rows []int64) (runErr, ioEr
 				runErr = pipeError(body, n, len(rows))
 			}
 		case 'Z':
-			status = body[0]
+			if body[0] == 'I' {
+				return runErr, nil
+			}
+			// A statement failed inside BEGIN: the server skipped the
+			// rest up to Sync, and the transaction stays aborted until
+			// ROLLBACK.
+			if runErr == nil {
+				runErr = fmt.Errorf("transaction status %q after COMMIT", body[0])
+			}
+			return runErr, p.rollBack(ctx)
 		}
-		return nil
-	})
-	if err != nil {
-		return runErr, err
 	}
-	if status != 'I' {
-		// A statement failed inside BEGIN: the server skipped the rest, up
-		// to Sync, and the transaction is aborted until ROLLBACK.
-		if err := p.writeAll(ctx, fd, p.rollback); err != nil {
-			return runErr, err
+}
+
+// rollBack ends an aborted transaction: one more round trip, on errors
+// only.
+func (p *pipe) rollBack(ctx context.Context) error {
+	if err := sockWrite(ctx, p.fd, p.rollback); err != nil {
+		return err
+	}
+	for {
+		typ, body, err := p.msgs.next(ctx)
+		if err != nil {
+			return err
 		}
-		if err := p.replies(ctx, fd, func(typ byte, body []byte) error {
-			if typ == 'Z' {
-				status = body[0]
+		if typ == 'Z' {
+			if body[0] != 'I' {
+				return fmt.Errorf("transaction status %q after ROLLBACK", body[0])
 			}
 			return nil
-		}); err != nil {
-			return runErr, err
-		}
-		if status != 'I' {
-			return runErr, fmt.Errorf("transaction status %q after ROLLBACK", status)
-		}
-		if runErr == nil {
-			runErr = errors.New("transaction left open")
 		}
 	}
-	return runErr, nil
 }
 
 // pipeError is a statement's ErrorResponse as pgx reports it (so the
 // classifier finds its SQLSTATE), naming the statement.
 func pipeError(body []byte, n, calls int) error {
-	var e pgproto3.ErrorResponse
-	if err := e.Decode(body); err != nil {
-		return fmt.Errorf("malformed error response: %w", err)
+	pe, err := pgError(body)
+	if err != nil {
+		return err
 	}
-	pe := pgconn.ErrorResponseToPgError(&e)
 	switch {
 	case n < 0:
 		return fmt.Errorf("BEGIN: %w", pe)
@@ -207,58 +226,69 @@ func pipeError(body []byte, n, calls int) error {
 	return fmt.Errorf("statement %d of %d: %w", n+1, calls, pe)
 }
 
-// replies reads messages up to and including ReadyForQuery, handing each
-// to msg; an ErrorResponse with severity FATAL or PANIC ends the
-// connection.
-func (p *pipe) replies(ctx context.Context, fd int, msg func(typ byte, body []byte) error) error {
-	p.buf = p.buf[:0]
+func pgError(body []byte) (*pgconn.PgError, error) {
+	var e pgproto3.ErrorResponse
+	if err := e.Decode(body); err != nil {
+		return nil, fmt.Errorf("malformed error response: %w", err)
+	}
+	return pgconn.ErrorResponseToPgError(&e), nil
+}
+
+// wireMsgs reads backend messages from a socket from takeSocket.
+type wireMsgs struct {
+	fd    int
+	buf   []byte
+	next0 int // start of the next message in buf
+}
+
+// next returns the next message; body is valid until the following call.
+// An ErrorResponse of severity FATAL or PANIC (the server ends the
+// connection) comes back as an error.
+func (r *wireMsgs) next(ctx context.Context) (typ byte, body []byte, err error) {
 	for {
-		for len(p.buf) >= 5 {
-			n := int(binary.BigEndian.Uint32(p.buf[1:5]))
+		b := r.buf[r.next0:]
+		if len(b) >= 5 {
+			n := int(binary.BigEndian.Uint32(b[1:5]))
 			if n < 4 {
-				return fmt.Errorf("protocol: message %q with length %d", p.buf[0], n)
+				return 0, nil, fmt.Errorf("protocol: message %q with length %d", b[0], n)
 			}
-			if len(p.buf) < 1+n {
-				break
-			}
-			typ, body := p.buf[0], p.buf[5:1+n]
-			switch typ {
-			case 'Z':
-				if len(body) != 1 {
-					return errors.New("protocol: malformed ReadyForQuery")
-				}
-				if len(p.buf) != 1+n {
-					return errors.New("protocol: data after ReadyForQuery")
-				}
-				return msg(typ, body)
-			case 'E':
-				if fatal(body) {
-					var e pgproto3.ErrorResponse
-					if err := e.Decode(body); err != nil {
-						return fmt.Errorf("malformed error response: %w", err)
+			if len(b) >= 1+n {
+				typ, body = b[0], b[5:1+n]
+				r.next0 += 1 + n
+				switch typ {
+				case 'Z':
+					if len(body) != 1 {
+						return 0, nil, errors.New("protocol: malformed ReadyForQuery")
 					}
-					return fmt.Errorf("server ended the connection: %w", pgconn.ErrorResponseToPgError(&e))
+				case 'E':
+					if fatal(body) {
+						pe, err := pgError(body)
+						if err != nil {
+							return 0, nil, err
+						}
+						return 0, nil, fmt.Errorf("server ended the connection: %w", pe)
+					}
+				case 'C', 'I', '2', 'D', 'N', 'S', 'A', 'n', 's':
+					// CommandComplete, EmptyQuery, BindComplete, DataRow,
+					// notices, parameter changes, notifications, NoData,
+					// PortalSuspended.
+				default:
+					return 0, nil, fmt.Errorf("protocol: unexpected message %q", typ)
 				}
-			case 'C', 'I', '2', 'D', 'N', 'S', 'A', 'n', 's':
-				// CommandComplete, EmptyQuery, BindComplete, DataRow,
-				// notices, parameter changes, notifications, NoData,
-				// PortalSuspended.
-			default:
-				return fmt.Errorf("protocol: unexpected message %q", typ)
+				return typ, body, nil
 			}
-			if err := msg(typ, body); err != nil {
-				return err
-			}
-			p.buf = p.buf[:copy(p.buf, p.buf[1+n:])]
 		}
-		if len(p.buf) == cap(p.buf) {
-			p.buf = append(p.buf, make([]byte, cap(p.buf))...)[:len(p.buf)]
+		// Keep the partial message, read more after it.
+		r.buf = r.buf[:copy(r.buf, b)]
+		r.next0 = 0
+		if len(r.buf) == cap(r.buf) {
+			r.buf = append(r.buf, make([]byte, cap(r.buf))...)[:len(r.buf)]
 		}
-		n, err := p.readSome(ctx, fd, p.buf[len(p.buf):cap(p.buf)])
+		n, err := sockRead(ctx, r.fd, r.buf[len(r.buf):cap(r.buf)])
 		if err != nil {
-			return err
+			return 0, nil, err
 		}
-		p.buf = p.buf[:len(p.buf)+n]
+		r.buf = r.buf[:len(r.buf)+n]
 	}
 }
 
@@ -276,68 +306,6 @@ func fatal(body []byte) bool {
 		body = body[1+len(f)+1:]
 	}
 	return false
-}
-
-// writeAll writes b to the non-blocking socket fd, sleeping in poll(2)
-// while its buffer is full.
-func (p *pipe) writeAll(ctx context.Context, fd int, b []byte) error {
-	for len(b) > 0 {
-		n, err := unix.Write(fd, b)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			if err := p.wait(ctx, fd, unix.POLLOUT); err != nil {
-				return err
-			}
-			continue
-		case err != nil:
-			return fmt.Errorf("write: %w", err)
-		}
-		b = b[n:]
-	}
-	return nil
-}
-
-// readSome reads what is there, sleeping in poll(2) until something is.
-// The reply to a request just written is never there yet, so it polls
-// first.
-func (p *pipe) readSome(ctx context.Context, fd int, b []byte) (int, error) {
-	for {
-		if err := p.wait(ctx, fd, unix.POLLIN); err != nil {
-			return 0, err
-		}
-		n, err := unix.Read(fd, b)
-		switch {
-		case err == unix.EINTR || err == unix.EAGAIN:
-			continue
-		case err != nil:
-			return 0, fmt.Errorf("read: %w", err)
-		case n == 0:
-			return 0, errors.New("server closed the connection")
-		}
-		return n, nil
-	}
-}
-
-// wait sleeps until fd is ready for events, looking at ctx every
-// pipeWait.
-func (p *pipe) wait(ctx context.Context, fd int, events int16) error {
-	p.pfd[0] = unix.PollFd{Fd: int32(fd), Events: events}
-	for {
-		n, err := unix.Poll(p.pfd[:], int(pipeWait/time.Millisecond))
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return fmt.Errorf("poll: %w", err)
-		case n > 0:
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err // the reply is still due: the connection is closed
-		}
-	}
 }
 
 // appendBindExecute encodes Bind (unnamed portal, no parameters, text
@@ -483,8 +451,8 @@ func cstring(b []byte) []byte {
 	return b
 }
 
-// badConn carries why a connection is unusable, and tells database/sql
-// (errors.Is driver.ErrBadConn) to close it.
+// badConn tells database/sql (errors.Is driver.ErrBadConn) to forget a
+// connection, saying why.
 type badConn struct{ err error }
 
 func (e badConn) Error() string        { return e.err.Error() }
