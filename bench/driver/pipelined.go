@@ -8,9 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"replab/bench/internal/benchkit"
+	"replab/internal/driver"
 	"replab/internal/engine"
 	"replab/internal/engine/postgres"
 	"replab/internal/runner"
@@ -90,7 +92,8 @@ func (b *bench) pipelined(ctx context.Context) error {
 	}
 	defer p.close()
 	t0 := time.Now()
-	if err := loadPersonnel(ctx, p); err != nil {
+	w, err := loadPersonnel(ctx, p)
+	if err != nil {
 		return err
 	}
 	logf("      personnel (%d persons) loaded for pgbench in %.1f s", pipePersons, time.Since(t0).Seconds())
@@ -102,8 +105,8 @@ func (b *bench) pipelined(ctx context.Context) error {
 
 	var runs []toolRun
 	for i := 1; i <= pipePairs; i++ {
-		for _, tool := range []string{"pgbench", "replab"} {
-			if tool == "pgbench" {
+		for _, tool := range append([]string{"pgbench", "replab"}, pipeVariants...) {
+			if tool != "replab" {
 				if err := p.exec(ctx, "db", "VACUUM per", "CHECKPOINT"); err != nil {
 					return err
 				}
@@ -113,18 +116,23 @@ func (b *bench) pipelined(ctx context.Context) error {
 				return err
 			}
 			var r toolRun
-			if tool == "pgbench" {
+			switch tool {
+			case "pgbench":
 				r, err = b.pgbenchPipelined(ctx, p, text)
-			} else {
+			case "replab":
 				r, err = b.replabRunSpec(ctx)
+			case "driver":
+				r, err = b.driverPersonnel(ctx, p, w, int64(i))
+			case "pipe":
+				r, err = b.barePipe(ctx, p, w, int64(i))
 			}
 			if err != nil {
 				return fmt.Errorf("%s run %d: %w", tool, i, err)
 			}
 			r.Run, r.Quiet = i, q
 			runs = append(runs, r)
-			logf("      %-7s %d users run %d: %8.0f tps, latency %.3f ms, client CPU %.1f µs/tx, server CPU %.1f µs/tx, machine busy %.0f%%, unrelated work %.2f cores",
-				tool, pipeUsers, i, r.TPS, r.LatencyMeanMs, r.ClientCPUUsPerTx, r.ServerCPUUsPerTx, 100*r.CPU.MachineBusy, r.UnrelatedCores)
+			logf("      %-7s %d users run %d: %8.0f tps, latency %.3f ms, client CPU %.1f µs/tx (system %.0f%%), server CPU %.1f µs/tx, machine busy %.0f%%, unrelated work %.2f cores",
+				tool, pipeUsers, i, r.TPS, r.LatencyMeanMs, r.ClientCPUUsPerTx, 100*r.ClientSysS/max(r.ClientCPUS, 1e-9), r.ServerCPUUsPerTx, 100*r.CPU.MachineBusy, r.UnrelatedCores)
 		}
 	}
 	b.addPipelined(runs, idle)
@@ -133,27 +141,118 @@ func (b *bench) pipelined(ctx context.Context) error {
 
 // loadPersonnel creates the personnel tables at node db and loads them as
 // replab run does (the same seed, so the same data).
-func loadPersonnel(ctx context.Context, p *pgLab) error {
+func loadPersonnel(ctx context.Context, p *pgLab) (workload.Workload, error) {
 	s, err := spec.Parse("bench-pgpipe.toml", []byte(pipeSpec("bench-pgpipe")))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w, err := workload.NewRegistry(personnel.Factory).For(s, "postgres")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := p.sql().ApplySchema(ctx, w.Schema()); err != nil {
-		return fmt.Errorf("create personnel: %w", err)
+		return nil, fmt.Errorf("create personnel: %w", err)
 	}
 	ld, err := p.cluster.(engine.BulkLoader).Loader(ctx, "db", "db")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer ld.Close()
 	if err := w.Load(ctx, ld, func(int64) {}); err != nil {
-		return fmt.Errorf("load personnel: %w", err)
+		return nil, fmt.Errorf("load personnel: %w", err)
 	}
-	return nil
+	return w, nil
+}
+
+// pipeVariants are the -pipelined-variants: runs that take replab run's
+// client cost apart, on pgbench's server (not in the figures' means).
+var pipeVariants []string
+
+// driverPersonnel is driver.Run alone (no runner, no monitors, no lag
+// probe) with personnel's transactions, on pgbench's server.
+func (b *bench) driverPersonnel(ctx context.Context, p *pgLab, w workload.Workload, seed int64) (toolRun, error) {
+	db, err := p.sql().Open(ctx, "db", "db")
+	if err != nil {
+		return toolRun{}, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(pipeUsers + 2)
+	cfg := p.driverConfig(driver.Config{Users: pipeUsers, Duration: pipeSeconds * time.Second, Seed: seed, MaxRetries: 3})
+	srv0, meter, self0, sys0, t0 := nodeCPU(ctx, p.cluster, "db"), benchkit.StartCPU(), benchkit.SelfCPU(), selfSys(), time.Now()
+	res, err := driver.Run(ctx, cfg, w.Transactions(), driver.Sources(db))
+	self, sys, cpu, srv, wall := benchkit.SelfCPU()-self0, selfSys()-sys0, meter.Read(), nodeCPU(ctx, p.cluster, "db")-srv0, time.Since(t0).Seconds()
+	if err != nil {
+		return toolRun{}, err
+	}
+	if !res.Complete || res.Errors > 0 {
+		return toolRun{}, fmt.Errorf("driver: %d errors, %s", res.Errors, res.StopReason)
+	}
+	return toolRun{
+		Tool: "driver", Users: pipeUsers, TPS: benchkit.Round(res.TPS, 1), Transactions: res.Transactions,
+		LatencyMeanMs: benchkit.Round(res.CommitLatency.Mean, 3), ClientCPUS: benchkit.Round(self, 3), ClientSysS: benchkit.Round(sys, 3),
+		ClientCPUUsPerTx: perTxUs(self, res.Transactions), ServerCPUUsPerTx: perTxUs(srv, res.Transactions), CPU: cpu,
+		UnrelatedCores: unrelated(cpu, self, srv, wall),
+	}, nil
+}
+
+// barePipe is the engine's Pipe alone: pipeUsers goroutines, each with
+// its own Pipe, sending personnel's Batch (the same text making) with no
+// driver around it.
+func (b *bench) barePipe(ctx context.Context, p *pgLab, w workload.Workload, seed int64) (toolRun, error) {
+	db, err := p.sql().Open(ctx, "db", "db")
+	if err != nil {
+		return toolRun{}, err
+	}
+	defer db.Close()
+	t := w.Transactions()[0]
+	pipes := make([]engine.Pipe, pipeUsers)
+	defer func() {
+		for _, pp := range pipes {
+			if pp != nil {
+				pp.Close()
+			}
+		}
+	}()
+	for i := range pipes {
+		if pipes[i], err = p.cluster.(engine.Pipeliner).Pipe(ctx, db, []string{t.Statements[0].SQL}); err != nil {
+			return toolRun{}, err
+		}
+	}
+	var count atomic.Int64
+	var firstErr atomic.Pointer[error]
+	srv0, meter, self0, sys0, t0 := nodeCPU(ctx, p.cluster, "db"), benchkit.StartCPU(), benchkit.SelfCPU(), selfSys(), time.Now()
+	end := t0.Add(pipeSeconds * time.Second)
+	var wg sync.WaitGroup
+	for i, pp := range pipes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(seed), uint64(i)+1))
+			rows := make([]int64, 1)
+			for time.Now().Before(end) && ctx.Err() == nil {
+				calls := t.Batch(i, r)
+				err := pp.Run(ctx, []engine.PipeCall{{Stmt: 0, Args: calls[0].Args}}, nil, rows)
+				if err == nil && rows[0] != 1 {
+					err = fmt.Errorf("%d rows changed", rows[0])
+				}
+				if err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+				count.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(t0).Seconds()
+	self, sys, cpu, srv := benchkit.SelfCPU()-self0, selfSys()-sys0, meter.Read(), nodeCPU(ctx, p.cluster, "db")-srv0
+	if e := firstErr.Load(); e != nil {
+		return toolRun{}, *e
+	}
+	n := count.Load()
+	return toolRun{Tool: "pipe", Users: pipeUsers, TPS: benchkit.Round(float64(n)/wall, 1), Transactions: n,
+		ClientCPUS: benchkit.Round(self, 3), ClientSysS: benchkit.Round(sys, 3),
+		ClientCPUUsPerTx: perTxUs(self, n), ServerCPUUsPerTx: perTxUs(srv, n), CPU: cpu, UnrelatedCores: unrelated(cpu, self, srv, wall)}, nil
 }
 
 // pgbenchPipelined runs pipeScript with pipeUsers clients and threads.
@@ -182,7 +281,7 @@ func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, text string) (to
 	}
 	return toolRun{
 		Tool: "pgbench", Users: pipeUsers, TPS: benchkit.Round(res.TPS, 1), Transactions: res.Transactions, Errors: res.Failed,
-		LatencyMeanMs: res.LatencyMeanMs, ClientCPUS: benchkit.Round(res.CPUSeconds, 3),
+		LatencyMeanMs: res.LatencyMeanMs, ClientCPUS: benchkit.Round(res.CPUSeconds, 3), ClientSysS: benchkit.Round(res.SysSeconds, 3),
 		ClientCPUUsPerTx: perTxUs(res.CPUSeconds, res.Transactions), ServerCPUUsPerTx: perTxUs(srv, res.Transactions), CPU: cpu,
 		UnrelatedCores: unrelated(cpu, res.CPUSeconds, srv, wall),
 	}, nil
@@ -215,7 +314,7 @@ func (b *bench) replabRunSpec(ctx context.Context) (toolRun, error) {
 	if !sum.Complete {
 		return toolRun{}, fmt.Errorf("replab run: %s", sum.StopReason)
 	}
-	cpuS, tx, wall, meter, ok := w.measured()
+	cpuS, sysS, tx, wall, meter, ok := w.measured()
 	if !ok {
 		return toolRun{}, fmt.Errorf("replab run: no progress lines to measure CPU over (log: %s)", lastLines(w.text(), 5))
 	}
@@ -226,7 +325,7 @@ func (b *bench) replabRunSpec(ctx context.Context) (toolRun, error) {
 	cpu := meter.Read()
 	return toolRun{
 		Tool: "replab", Users: pipeUsers, TPS: benchkit.Round(sum.TPS, 1), Transactions: sum.Transactions, Errors: sum.Errors,
-		LatencyMeanMs: benchkit.Round(sum.CommitLatency.Mean, 3), ClientCPUS: benchkit.Round(cpuS, 3),
+		LatencyMeanMs: benchkit.Round(sum.CommitLatency.Mean, 3), ClientCPUS: benchkit.Round(cpuS, 3), ClientSysS: benchkit.Round(sysS, 3),
 		ClientCPUUsPerTx: perTxUs(cpuS, tx), ServerCPUUsPerTx: perTxUs(srv, sum.Transactions), CPU: cpu,
 		UnrelatedCores: unrelated(cpu, cpuS, srv*float64(tx)/float64(max(sum.Transactions, 1)), wall),
 	}, nil
@@ -248,12 +347,13 @@ type cpuWindow struct {
 
 type progressMark struct {
 	cpu   float64
+	sys   float64
 	at    time.Time
 	meter benchkit.CPUMeter
 }
 
 func (w *cpuWindow) Write(p []byte) (int, error) {
-	cpu, at, meter := benchkit.SelfCPU(), time.Now(), benchkit.StartCPU()
+	cpu, sys, at, meter := benchkit.SelfCPU(), selfSys(), time.Now(), benchkit.StartCPU()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.log.Write(p)
@@ -274,7 +374,7 @@ func (w *cpuWindow) Write(p []byte) (int, error) {
 		if err != nil {
 			continue
 		}
-		mark := &progressMark{cpu: cpu, at: at, meter: meter}
+		mark := &progressMark{cpu: cpu, sys: sys, at: at, meter: meter}
 		switch f[0] {
 		case "warmup":
 			w.start, w.end, w.tx = mark, nil, 0
@@ -293,25 +393,26 @@ func (w *cpuWindow) text() string {
 	return w.log.String()
 }
 
-// measured is the CPU seconds, commits and wall seconds of the steady
+// measured is the CPU seconds (all, and system), commits and wall seconds of the steady
 // window, and a machine meter started at its beginning (read it now: the
 // window's end is a moment ago, and the teardown that followed is short).
-func (w *cpuWindow) measured() (cpuS float64, tx int64, wall float64, meter benchkit.CPUMeter, ok bool) {
+func (w *cpuWindow) measured() (cpuS, sysS float64, tx int64, wall float64, meter benchkit.CPUMeter, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.start == nil || w.end == nil || w.tx == 0 {
-		return 0, 0, 0, benchkit.CPUMeter{}, false
+		return 0, 0, 0, 0, benchkit.CPUMeter{}, false
 	}
-	return w.end.cpu - w.start.cpu, w.tx, w.end.at.Sub(w.start.at).Seconds(), w.start.meter, true
+	return w.end.cpu - w.start.cpu, w.end.sys - w.start.sys, w.tx, w.end.at.Sub(w.start.at).Seconds(), w.start.meter, true
 }
 
 // addPipelined turns the runs into figures.
 func (b *bench) addPipelined(runs []toolRun, idle float64) {
 	var pg, rl []toolRun
 	for _, r := range runs {
-		if r.Tool == "pgbench" {
+		switch r.Tool {
+		case "pgbench":
 			pg = append(pg, r)
-		} else {
+		case "replab":
 			rl = append(rl, r)
 		}
 	}

@@ -7,8 +7,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -80,6 +82,10 @@ const pipeStmtName = "replab_pipe_"
 // pipeBuiltin is how many statements Pipe prepares before the caller's.
 const pipeBuiltin = 3
 
+// pipeYield is how often Run passes through the scheduler: well under
+// the runtime's 10 ms (forcePreemptNS).
+const pipeYield = 2 * time.Millisecond
+
 var errTaken = errors.New("connection taken over for pipelining")
 
 // pipe is one connection's pipelined transactions; one goroutine uses it.
@@ -92,6 +98,7 @@ type pipe struct {
 	begin, commit, rollback []byte // encoded once
 	req                     []byte
 	msgs                    wireMsgs
+	yielded                 time.Time // the last runtime.Gosched
 }
 
 type pipeStmt struct {
@@ -118,6 +125,16 @@ func (p *pipe) Run(ctx context.Context, calls []engine.PipeCall, beforeSend func
 		beforeSend()
 	}
 	runErr, ioErr := p.exchange(ctx, rows)
+	if now := time.Now(); now.Sub(p.yielded) > pipeYield {
+		// This goroutine waits in system calls, never in the scheduler:
+		// after 10 ms on one scheduling tick the runtime takes it for a
+		// hog, takes its P away while it waits and signals it when it
+		// runs, and sysmon polls every 20 µs instead of backing off to
+		// 10 ms (~3,000 wake-ups a second with 4 users). Passing through
+		// the scheduler now and then prevents all three.
+		runtime.Gosched()
+		p.yielded = now
+	}
 	if ioErr != nil {
 		// Out of step with the server (or cut off): a closed connection
 		// rolls back whatever was not committed.
