@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -72,7 +73,49 @@ func (c *cluster) Pipe(ctx context.Context, db *sql.DB, stmts []string) (engine.
 	p.commit = p.appendBindExecute(nil, 1)
 	p.rollback = append(p.appendBindExecute(nil, 2), 'S', 0, 0, 0, 4)
 	p.msgs = wireMsgs{fd: p.fd, buf: make([]byte, 0, 8<<10)}
+	holdProc()
 	return p, nil
+}
+
+// A pipe waiting for its reply holds its OS thread and its P (Go's
+// processor): a goroutine that wants to run then finds no idle P until
+// sysmon takes one back, 20 µs to 10 ms later. The link emulator's
+// delivery goroutines need an idle P the moment they wake (see
+// emu.minProcs), so each open pipe adds one to GOMAXPROCS, up to
+// maxPipeProcs above what it was when the first one opened; past that,
+// waiting users share Ps through sysmon.
+var pipeProcs struct {
+	sync.Mutex
+	base, open, set int
+}
+
+const maxPipeProcs = 32
+
+func holdProc() {
+	pipeProcs.Lock()
+	defer pipeProcs.Unlock()
+	if pipeProcs.open == 0 {
+		pipeProcs.base = runtime.GOMAXPROCS(0)
+	}
+	pipeProcs.open++
+	if want := pipeProcs.base + min(pipeProcs.open, maxPipeProcs); runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+		pipeProcs.set = want
+	}
+}
+
+// releaseProc gives the Ps back once the last pipe closed, unless
+// someone else changed GOMAXPROCS meanwhile.
+func releaseProc() {
+	pipeProcs.Lock()
+	defer pipeProcs.Unlock()
+	pipeProcs.open--
+	if pipeProcs.open == 0 && pipeProcs.set != 0 {
+		if runtime.GOMAXPROCS(0) == pipeProcs.set {
+			runtime.GOMAXPROCS(pipeProcs.base)
+		}
+		pipeProcs.set = 0
+	}
 }
 
 // pipeStmtName prefixes the pipe's prepared statements: its connection
@@ -84,7 +127,7 @@ const pipeBuiltin = 3
 
 // pipeYield is how often Run passes through the scheduler: well under
 // the runtime's 10 ms (forcePreemptNS).
-const pipeYield = 2 * time.Millisecond
+const pipeYield = 5 * time.Millisecond
 
 var errTaken = errors.New("connection taken over for pipelining")
 
@@ -155,6 +198,7 @@ func (p *pipe) Close() error {
 	_, _ = unix.Write(p.fd, []byte{'X', 0, 0, 0, 4}) // Terminate, best effort
 	err := unix.Close(p.fd)
 	p.fd = -1
+	releaseProc()
 	if p.broken == nil {
 		p.broken = errors.New("closed")
 	}
@@ -454,7 +498,10 @@ func rowsAffected(body []byte) int64 {
 	if i == len(tag) || i == 0 || tag[i-1] != ' ' {
 		return 0
 	}
-	n, _ := strconv.ParseInt(string(tag[i:]), 10, 64)
+	var n int64
+	for _, c := range tag[i:] {
+		n = n*10 + int64(c-'0')
+	}
 	return n
 }
 
