@@ -127,7 +127,7 @@ const pipeBuiltin = 3
 
 // pipeYield is how often Run passes through the scheduler: well under
 // the runtime's 10 ms (forcePreemptNS).
-const pipeYield = 5 * time.Millisecond
+const pipeYield = 8 * time.Millisecond
 
 var errTaken = errors.New("connection taken over for pipelining")
 
