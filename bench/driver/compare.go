@@ -80,7 +80,9 @@ type toolRun struct {
 	// ClientCPUUsPerTx is the client's user + system CPU time divided by
 	// its transactions: pgbench's from its rusage, the driver's from this
 	// process's /proc/self/stat.
-	ClientCPUS       float64 `json:"client_cpu_s"`
+	ClientCPUS float64 `json:"client_cpu_s"`
+	// ClientSysS is the system (kernel) part of ClientCPUS.
+	ClientSysS       float64 `json:"client_sys_s"`
 	ClientCPUUsPerTx float64 `json:"client_cpu_us_per_tx"`
 	// ServerCPUUsPerTx is the primary's CPU (postmaster, its live and
 	// finished children) over the run, per transaction.

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"replab/bench/internal/benchkit"
@@ -43,4 +45,21 @@ var quiet = benchkit.Quiet{
 	Max:     2 * time.Second,
 	Warning: "the next run shares the machine",
 	Logf:    logf,
+}
+
+// selfSys is this process's system time (stime, /proc/self/stat field
+// 15) in seconds: the kernel's share of its CPU, its system calls above
+// all.
+func selfSys() float64 {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(f[12], 10, 64)
+	return float64(n) / benchkit.ClockTicks
 }

@@ -27,7 +27,18 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the run (the driver, the lag watcher and the link emulator run in this process) to this file")
 	users := flag.String("users", "8,1", "comma-separated user counts for the compare step")
 	client := flag.String("client-site", "db", `site pgbench and the driver run in for the comparison: "db" (the server's own site, no emulator in the path) or "client" (across an unshaped emulated link)`)
+	variants := flag.String("pipelined-variants", "", `comma-separated extra runs for the pipelined step, after each pair, on pgbench's server: "driver" (driver.Run alone), "pipe" (the engine's Pipe alone)`)
 	flag.Parse()
+	for _, v := range strings.Split(*variants, ",") {
+		switch v = strings.TrimSpace(v); v {
+		case "":
+		case "driver", "pipe":
+			pipeVariants = append(pipeVariants, v)
+		default:
+			logf("driver: -pipelined-variants: want driver or pipe, got %q", v)
+			os.Exit(2)
+		}
+	}
 	if *list {
 		benchkit.PrintSteps((&bench{}).steps(), 10)
 		return
@@ -66,6 +77,8 @@ func (b *bench) steps() []step {
 	return []step{
 		{ID: "compare", Title: fmt.Sprintf("driver vs pgbench: UPDATE by key, %v users, %d s runs alternating pgbench/replab ×%d", compareUsers, compareSeconds, comparePairs),
 			Limit: 3 * time.Minute, Run: b.compare},
+		{ID: "pipelined", Title: fmt.Sprintf("replab run vs pipelined pgbench: personnel's UPDATE, one node, synchronous_commit = off, %d users, alternating pgbench/replab ×%d", pipeUsers, pipePairs),
+			Limit: 6 * time.Minute, Run: b.pipelined},
 		{ID: "lag", Title: fmt.Sprintf("lag probe: %d users, primary + standby %s away, off/auto/every ×%d, %s + %s each", lagUsers, lagDelay, lagReps, lagWarmup, lagMeasure),
 			Limit: 8 * time.Minute, Run: b.lagOverhead},
 		{ID: "diagnose", Title: "not run by default: where the driver's CPU goes (pgbench, driver, driver at GOMAXPROCS = CPUs, bare pgx 3 round trips, bare pgx pipelined)",
@@ -74,7 +87,7 @@ func (b *bench) steps() []step {
 }
 
 // defaultSteps are run when -only is not given.
-var defaultSteps = []string{"compare", "lag"}
+var defaultSteps = []string{"compare", "pipelined", "lag"}
 
 func run(out, only, clientSite, cpuProfile string) int {
 	if err := lab.Preflight(); err != nil {

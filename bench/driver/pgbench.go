@@ -48,6 +48,7 @@ type pgbenchResult struct {
 	LatencyMeanMs float64 `json:"latency_mean_ms"`
 	Failed        int64   `json:"failed_transactions"`
 	CPUSeconds    float64 `json:"cpu_s"`  // pgbench's user + system time (rusage of the child)
+	SysSeconds    float64 `json:"sys_s"`  // its system time alone
 	WallSeconds   float64 `json:"wall_s"` // process start to exit
 }
 
@@ -107,12 +108,17 @@ func pgbenchUpdates(ctx context.Context, bin string, site *lab.Site, dsn string,
 		return pgbenchResult{}, err
 	}
 	n := strconv.Itoa(clients)
-	out, st, wall, err := runPgbench(ctx, bin, site, dsn, time.Duration(seconds)*time.Second+time.Minute,
-		"-n", "-f", script.Name(), "-M", "prepared", "-c", n, "-j", n, "-T", strconv.Itoa(seconds))
+	return pgbenchRun(ctx, bin, site, dsn, seconds, "-n", "-f", script.Name(), "-M", "prepared", "-c", n, "-j", n, "-T", strconv.Itoa(seconds))
+}
+
+// pgbenchRun runs pgbench with args for about seconds and reads its
+// figures.
+func pgbenchRun(ctx context.Context, bin string, site *lab.Site, dsn string, seconds int, args ...string) (pgbenchResult, error) {
+	out, st, wall, err := runPgbench(ctx, bin, site, dsn, time.Duration(seconds)*time.Second+time.Minute, args...)
 	if err != nil {
 		return pgbenchResult{}, err
 	}
-	r := pgbenchResult{WallSeconds: benchkit.Round(wall.Seconds(), 3), CPUSeconds: (st.UserTime() + st.SystemTime()).Seconds()}
+	r := pgbenchResult{WallSeconds: benchkit.Round(wall.Seconds(), 3), CPUSeconds: (st.UserTime() + st.SystemTime()).Seconds(), SysSeconds: st.SystemTime().Seconds()}
 	m := reTPS.FindStringSubmatch(out)
 	c := reTxCount.FindStringSubmatch(out)
 	if m == nil || c == nil {

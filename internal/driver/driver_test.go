@@ -126,6 +126,40 @@ func TestDriverAgainstPostgres(t *testing.T) {
 		}
 	})
 
+	t.Run("pipelined: a wrong row count is an error, a failing statement is counted by its SQLSTATE", func(t *testing.T) {
+		if _, err := db.Exec("CREATE TABLE IF NOT EXISTS drv_pipe (id bigint PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+		batch := func(rows int64, q string) workload.TxType {
+			return workload.TxType{Name: "t", Weight: 1, Statements: []workload.Statement{{Name: "s", SQL: q}},
+				Run: func(context.Context, *workload.Tx, *rand.Rand) (int64, error) {
+					t.Error("ran statement by statement: want pipelined")
+					return 0, nil
+				},
+				Batch: func(_ int, r *rand.Rand) []workload.Call {
+					return []workload.Call{{Stmt: "s", Args: []any{r.Int64N(1 << 40)}, Rows: rows}}
+				}}
+		}
+		cfg := withEngine(c, Config{Users: 2, Duration: time.Second, Seed: 14})
+		if cfg.Pipeliner == nil {
+			t.Fatal("PostgreSQL has no Pipeliner")
+		}
+		res, err := Run(context.Background(), cfg, []workload.TxType{batch(1, "UPDATE drv_pipe SET id = id WHERE id = $1")}, Sources(db))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Transactions != 0 || res.Errors == 0 || res.Types["t"].Errors["other"] != res.Errors {
+			t.Errorf("no row matches, yet %d commits; errors %v", res.Transactions, res.Types["t"].Errors)
+		}
+		res, err = Run(context.Background(), cfg, []workload.TxType{batch(1, "INSERT INTO drv_pipe VALUES ($1::bigint % 1)")}, Sources(db))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := res.Types["t"].Errors["23505"]; n == 0 || n != res.Errors || res.Transactions != 1 {
+			t.Errorf("inserting key 0 again and again: %d commits, errors %v; want 1 and the rest 23505", res.Transactions, res.Types["t"].Errors)
+		}
+	})
+
 	t.Run("phases: warmup and cooldown are not measured", func(t *testing.T) {
 		before := count(t, db)
 		res, err := Run(context.Background(), withEngine(c, Config{Users: 2, Warmup: time.Second, Duration: time.Second, Cooldown: time.Second, Seed: 8}), w.Transactions(), Sources(db))

@@ -155,3 +155,28 @@ func TestFakeOpenLoopCountsSkippedTransactions(t *testing.T) {
 		t.Errorf("mode %s", res.Mode)
 	}
 }
+
+// refusing is a Pipeliner whose connections cannot pipeline.
+type refusing struct{}
+
+func (refusing) Pipe(context.Context, *sql.DB, []string) (engine.Pipe, error) {
+	return nil, engine.ErrNoPipeline
+}
+
+func TestFakeRefusedPipelineRunsStatementByStatement(t *testing.T) {
+	db, c := fakeDB(t, "")
+	tx := upsertTx()
+	tx.Batch = func(int, *rand.Rand) []workload.Call {
+		t.Error("Batch called on a connection that cannot pipeline")
+		return nil
+	}
+	cfg := withEngine(c, Config{Users: 2, Duration: 500 * time.Millisecond, Seed: 6})
+	cfg.Pipeliner = refusing{}
+	res, err := Run(context.Background(), cfg, []workload.TxType{tx}, Sources(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Complete || res.Transactions == 0 || res.Errors != 0 {
+		t.Errorf("complete %v, %d commits, %d errors", res.Complete, res.Transactions, res.Errors)
+	}
+}

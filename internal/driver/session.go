@@ -12,8 +12,8 @@ import (
 )
 
 // user is one closed-loop user, or one open-loop worker: its own
-// connections (one per pool its transaction types use), prepared
-// statements and random source.
+// connections (per pool its transaction types use: one for its pipelined
+// types, one for the others), prepared statements and random source.
 type user struct {
 	d     *run
 	id    int
@@ -22,20 +22,47 @@ type user struct {
 	j     LagJournal
 	r     *rand.Rand
 	n     int64 // writing transactions started, for the lag sample
+
+	// The pipelined transaction being sent, and u.markSent as a func
+	// made once (a closure per transaction showed in the profile).
+	sending    sending
+	beforeSend func()
 }
 
-// userConn is one of a user's connections.
+type sending struct {
+	seq      int64 // its lag stamp; 0 when untracked
+	measured bool
+	sent     bool
+}
+
+// markSent is Pipe.Run's beforeSend: the COMMIT is about to leave.
+func (u *user) markSent() {
+	u.sending.sent = true
+	if u.sending.seq > 0 {
+		u.j.Sending(u.sending.seq, u.d.cfg.Now(), u.sending.measured)
+	}
+}
+
+// userConn is what a user holds of one pool.
 type userConn struct {
-	conn *sql.Conn
-	lag  *sql.Stmt // the lag stamp, prepared where writing types run
-	pipe bool      // a pipelined transaction has not been refused here
+	db   *sql.DB
+	conn *sql.Conn   // for the types run statement by statement; nil if none
+	lag  *sql.Stmt   // the lag stamp there, where writing types run
+	pipe engine.Pipe // the pool's pipelined types'; nil if none
 }
 
-// userType is a transaction type as one user runs it.
+// userType is a transaction type as one user runs it: statement by
+// statement through database/sql, or pipelined through the engine's Pipe.
 type userType struct {
 	t     *workload.TxType
 	c     *userConn
 	stmts map[string]*sql.Stmt
+
+	pipe  engine.Pipe
+	index map[string]int // statement name → the pipe's statement
+	lag   int            // the pipe's lag statement; -1 without one
+	calls []engine.PipeCall
+	rows  []int64
 }
 
 func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, err error) {
@@ -45,6 +72,7 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 			u.close()
 		}
 	}()
+	var pools []*userConn // in the types' order
 	for i := range d.types {
 		t := &d.types[i]
 		db, err := targets(id, t.At)
@@ -53,14 +81,30 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 		}
 		c := u.conns[db]
 		if c == nil {
-			conn, err := db.Conn(ctx)
-			if err != nil {
+			c = &userConn{db: db}
+			u.conns[db] = c
+			pools = append(pools, c)
+		}
+		u.types = append(u.types, &userType{t: t, c: c, lag: -1})
+	}
+	if d.cfg.Pipeliner != nil && !d.cfg.NoPipeline {
+		for _, c := range pools {
+			if err := d.pipe(ctx, c, u.types); err != nil {
+				return nil, fmt.Errorf("user %d: pipeline: %w", id, err)
+			}
+		}
+	}
+	for _, ut := range u.types {
+		if ut.pipe != nil {
+			continue
+		}
+		t, c := ut.t, ut.c
+		if c.conn == nil {
+			if c.conn, err = c.db.Conn(ctx); err != nil {
 				return nil, fmt.Errorf("user %d: connect: %w", id, err)
 			}
-			c = &userConn{conn: conn, pipe: d.cfg.Pipeliner != nil && !d.cfg.NoPipeline}
-			u.conns[db] = c
 		}
-		ut := &userType{t: t, c: c, stmts: map[string]*sql.Stmt{}}
+		ut.stmts = map[string]*sql.Stmt{}
 		for _, st := range t.Statements {
 			ps, err := c.conn.PrepareContext(ctx, st.SQL)
 			if err != nil {
@@ -73,12 +117,55 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 				return nil, fmt.Errorf("user %d: prepare lag update: %w", id, err)
 			}
 		}
-		u.types = append(u.types, ut)
 	}
 	if d.cfg.Lag != nil {
 		u.j = d.cfg.Lag(id)
 	}
+	u.beforeSend = u.markSent
 	return u, nil
+}
+
+// pipe gives the types on c that have a Batch one engine Pipe, with
+// their statements and, when one of them writes, the lag stamp. Types
+// whose connection cannot pipeline are left to run statement by
+// statement.
+func (d *run) pipe(ctx context.Context, c *userConn, types []*userType) error {
+	var mine []*userType
+	var sqls []string
+	lag := -1
+	for _, ut := range types {
+		if ut.c != c || ut.t.Batch == nil {
+			continue
+		}
+		ut.index = map[string]int{}
+		for _, st := range ut.t.Statements {
+			ut.index[st.Name] = len(sqls)
+			sqls = append(sqls, st.SQL)
+		}
+		if d.cfg.Lag != nil && !ut.t.ReadOnly {
+			if lag < 0 {
+				lag = len(sqls)
+				sqls = append(sqls, d.cfg.LagStatement)
+			}
+			ut.lag = lag
+		}
+		mine = append(mine, ut)
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	p, err := d.cfg.Pipeliner.Pipe(ctx, c.db, sqls)
+	if errors.Is(err, engine.ErrNoPipeline) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.pipe = p
+	for _, ut := range mine {
+		ut.pipe = p
+	}
+	return nil
 }
 
 func (u *user) close() {
@@ -86,7 +173,12 @@ func (u *user) close() {
 		return
 	}
 	for _, c := range u.conns {
-		_ = c.conn.Close()
+		if c.pipe != nil {
+			_ = c.pipe.Close()
+		}
+		if c.conn != nil {
+			_ = c.conn.Close()
+		}
 	}
 }
 
@@ -110,12 +202,8 @@ func (u *user) do(ctx context.Context, from int64) {
 	for attempt := 0; ; attempt++ {
 		var rows int64
 		var err error
-		if ut.c.pipe && ut.t.Batch != nil {
+		if ut.pipe != nil {
 			rows, err = u.attemptBatch(ctx, ut, measured, track)
-			if errors.Is(err, engine.ErrNoPipeline) {
-				ut.c.pipe = false // nothing was sent: go statement by statement
-				rows, err = u.attempt(ctx, ut, measured, track)
-			}
 		} else {
 			rows, err = u.attempt(ctx, ut, measured, track)
 		}
@@ -199,31 +287,27 @@ func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool) 
 // records it as sent just before the write.
 func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track bool) (int64, error) {
 	calls := ut.t.Batch(u.id, u.r)
-	stmts := make([]engine.Statement, 0, len(calls)+1)
+	pc := ut.calls[:0]
 	for _, cl := range calls {
-		q, ok := statementSQL(ut.t, cl.Stmt)
+		i, ok := ut.index[cl.Stmt]
 		if !ok {
 			return 0, fmt.Errorf("%s: batch names no statement %q", ut.t.Name, cl.Stmt)
 		}
-		stmts = append(stmts, engine.Statement{SQL: q, Args: cl.Args})
+		pc = append(pc, engine.PipeCall{Stmt: i, Args: cl.Args})
 	}
 	seq := u.stamp(track)
 	if seq > 0 {
-		stmts = append(stmts, engine.Statement{SQL: u.d.cfg.LagStatement, Args: []any{seq, u.id}})
+		pc = append(pc, engine.PipeCall{Stmt: ut.lag, Args: []any{seq, u.id}})
 	}
-	sent := false
-	counts, err := u.d.cfg.Pipeliner.Pipeline(ctx, ut.c.conn, stmts, func() {
-		sent = true
-		if seq > 0 {
-			u.j.Sending(seq, u.d.cfg.Now(), measured)
-		}
-	})
+	ut.calls = pc
+	if cap(ut.rows) < len(pc) {
+		ut.rows = make([]int64, len(pc))
+	}
+	counts := ut.rows[:len(pc)]
+	u.sending = sending{seq: seq, measured: measured}
+	err := ut.pipe.Run(ctx, pc, u.beforeSend, counts)
 	if seq > 0 {
-		if sent {
-			u.j.Done(seq, err == nil)
-		} else {
-			u.j.Done(seq, false)
-		}
+		u.j.Done(seq, u.sending.sent && err == nil)
 	}
 	if err != nil {
 		return 0, err
@@ -245,14 +329,4 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 
 func (u *user) lagRowErr(n int64) error {
 	return fmt.Errorf("lag probe row of writer %d changed %d rows, want 1 (was the lag table seeded?)", u.id, n)
-}
-
-// statementSQL finds a type's statement by name.
-func statementSQL(t *workload.TxType, name string) (string, bool) {
-	for _, st := range t.Statements {
-		if st.Name == name {
-			return st.SQL, true
-		}
-	}
-	return "", false
 }

@@ -75,16 +75,31 @@ type RowSource interface {
 // Pipeliner sends a whole SQL transaction in one round trip, as a client
 // that pipelines would, over connections of the cluster's pools.
 type Pipeliner interface {
-	// Pipeline sends BEGIN, stmts and COMMIT on conn in one write;
-	// beforeSend is called just before they leave (the moment the COMMIT
-	// is sent). It returns each statement's rows affected. It fails with
-	// ErrNoPipeline, having sent nothing, when conn cannot pipeline.
-	Pipeline(ctx context.Context, conn *sql.Conn, stmts []Statement, beforeSend func()) (rows []int64, err error)
+	// Pipe takes a connection out of db (one of Open's pools) for
+	// pipelined transactions of stmts, prepared once, there. It fails
+	// with ErrNoPipeline, db unchanged, when db's connections cannot
+	// pipeline.
+	Pipe(ctx context.Context, db *sql.DB, stmts []string) (Pipe, error)
 }
 
-// Statement is one statement of a pipelined transaction.
-type Statement struct {
-	SQL  string
+// Pipe is one connection's pipelined transactions; one goroutine uses it.
+type Pipe interface {
+	// Run sends BEGIN, calls and COMMIT in one write; beforeSend is
+	// called just before they leave (the moment the COMMIT is sent). It
+	// sets rows[i] to call i's rows affected (rows has len(calls)). A
+	// statement's error comes back as the engine's error (its
+	// ErrorClassifier knows it), the transaction rolled back. An error
+	// that leaves the connection unusable (cancellation while the reply
+	// is due, a broken connection) closes it: later runs fail.
+	Run(ctx context.Context, calls []PipeCall, beforeSend func(), rows []int64) error
+	// Close closes the connection.
+	Close() error
+}
+
+// PipeCall is one statement of a pipelined transaction: the index of one
+// of the Pipe's stmts, and its arguments.
+type PipeCall struct {
+	Stmt int
 	Args []any
 }
 

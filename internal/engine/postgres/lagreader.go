@@ -105,36 +105,47 @@ func hijackWire(ctx context.Context, pc *pgconn.PgConn, query string) (*wireConn
 	if err := pc.SyncConn(ctx); err != nil {
 		return nil, err
 	}
-	hc, err := pc.Hijack()
+	fd, err := takeSocket(pc)
 	if err != nil {
 		return nil, err
-	}
-	defer hc.Conn.Close() // the duplicate below keeps the socket open
-	if hc.TLSConfig != nil {
-		return nil, errors.New("TLS connections are not supported by the lag watcher")
-	}
-	sc, ok := hc.Conn.(syscall.Conn)
-	if !ok {
-		return nil, fmt.Errorf("connection %T has no file descriptor", hc.Conn)
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	fd := -1
-	var derr error
-	if err := rc.Control(func(f uintptr) { fd, derr = unix.Dup(int(f)) }); err != nil {
-		return nil, err
-	}
-	if derr != nil {
-		return nil, fmt.Errorf("dup: %w", derr)
 	}
 	req, err := bindExecuteSync(wirePollStmt)
 	if err != nil {
 		_ = unix.Close(fd)
 		return nil, err
 	}
-	w := &wireConn{fd: fd, req: req, buf: make([]byte, 0, 64<<10)}
+	return &wireConn{fd: fd, req: req, buf: make([]byte, 0, 64<<10)}, nil
+}
+
+// takeSocket takes pc's socket over from pgx (pc is unusable afterwards)
+// as a descriptor of its own, out of Go's netpoller and in blocking mode,
+// whose reads and writes give up after wireReadTimeout (EAGAIN) so that a
+// cancelled context is noticed.
+func takeSocket(pc *pgconn.PgConn) (int, error) {
+	hc, err := pc.Hijack()
+	if err != nil {
+		return -1, err
+	}
+	defer hc.Conn.Close() // the duplicate below keeps the socket open
+	if hc.TLSConfig != nil {
+		return -1, errors.New("TLS connections are not supported")
+	}
+	sc, ok := hc.Conn.(syscall.Conn)
+	if !ok {
+		return -1, fmt.Errorf("connection %T has no file descriptor", hc.Conn)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(f uintptr) { fd, derr = unix.Dup(int(f)) }); err != nil {
+		return -1, err
+	}
+	if derr != nil {
+		return -1, fmt.Errorf("dup: %w", derr)
+	}
 	tv := unix.NsecToTimeval(int64(wireReadTimeout))
 	for _, step := range []func() error{
 		func() error { return unix.SetNonblock(fd, false) },
@@ -142,11 +153,53 @@ func hijackWire(ctx context.Context, pc *pgconn.PgConn, query string) (*wireConn
 		func() error { return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv) },
 	} {
 		if err := step(); err != nil {
-			w.close()
-			return nil, err
+			_ = unix.Close(fd)
+			return -1, err
 		}
 	}
-	return w, nil
+	return fd, nil
+}
+
+// sockWrite writes all of b to a socket from takeSocket.
+func sockWrite(ctx context.Context, fd int, b []byte) error {
+	for off := 0; off < len(b); {
+		n, err := unix.Write(fd, b[off:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("write: %w", err)
+		}
+		off += n
+	}
+	return nil
+}
+
+// sockRead reads into b from a socket from takeSocket, blocking until
+// something is there.
+func sockRead(ctx context.Context, fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, b)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			if ctx.Err() != nil {
+				return 0, ctx.Err() // the reply is still due: the caller closes the connection
+			}
+			continue
+		case err != nil:
+			return 0, fmt.Errorf("read: %w", err)
+		case n == 0:
+			return 0, errors.New("server closed the connection")
+		}
+		return n, nil
+	}
 }
 
 // bindExecuteSync encodes Bind (unnamed portal, no parameters, binary
@@ -174,20 +227,8 @@ func (w *wireConn) poll(ctx context.Context, row func(a int32, b int64)) error {
 }
 
 func (w *wireConn) exchange(ctx context.Context, row func(a int32, b int64)) error {
-	for off := 0; off < len(w.req); {
-		n, err := unix.Write(w.fd, w.req[off:])
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			continue
-		case err != nil:
-			return fmt.Errorf("write: %w", err)
-		}
-		off += n
+	if err := sockWrite(ctx, w.fd, w.req); err != nil {
+		return err
 	}
 	w.buf = w.buf[:0]
 	var failed error
@@ -225,19 +266,9 @@ func (w *wireConn) exchange(ctx context.Context, row func(a int32, b int64)) err
 		if len(w.buf) == cap(w.buf) {
 			w.buf = append(w.buf, make([]byte, cap(w.buf))...)[:len(w.buf)]
 		}
-		n, err := unix.Read(w.fd, w.buf[len(w.buf):cap(w.buf)])
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			if ctx.Err() != nil {
-				return ctx.Err() // the reply is still due: the connection is closed
-			}
-			continue
-		case err != nil:
-			return fmt.Errorf("read: %w", err)
-		case n == 0:
-			return errors.New("server closed the connection")
+		n, err := sockRead(ctx, w.fd, w.buf[len(w.buf):cap(w.buf)])
+		if err != nil {
+			return err
 		}
 		w.buf = w.buf[:len(w.buf)+n]
 	}

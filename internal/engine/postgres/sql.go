@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -88,48 +87,4 @@ func (l *copyLoader) Close() error { return l.conn.Close(context.Background()) }
 // pgIdentifier splits a possibly schema-qualified table name.
 func pgIdentifier(table string) pgx.Identifier {
 	return pgx.Identifier(strings.Split(table, "."))
-}
-
-// Pipeline implements engine.Pipeliner over a connection of an Open pool:
-// BEGIN, the statements and COMMIT leave in one pgx batch.
-func (c *cluster) Pipeline(ctx context.Context, conn *sql.Conn, stmts []engine.Statement, beforeSend func()) ([]int64, error) {
-	rows := make([]int64, len(stmts))
-	err := conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return engine.ErrNoPipeline
-		}
-		b := &pgx.Batch{}
-		b.Queue("BEGIN")
-		for _, st := range stmts {
-			b.Queue(st.SQL, st.Args...)
-		}
-		b.Queue("COMMIT")
-		if beforeSend != nil {
-			beforeSend()
-		}
-		br := sc.Conn().SendBatch(ctx, b)
-		var errs []error
-		keep := func(err error) {
-			if err != nil && len(errs) == 0 {
-				errs = append(errs, err)
-			}
-		}
-		_, err := br.Exec()
-		keep(err)
-		for i := range stmts {
-			tag, err := br.Exec()
-			keep(err)
-			rows[i] = tag.RowsAffected()
-		}
-		tag, err := br.Exec()
-		keep(err)
-		if err == nil && tag.String() != "COMMIT" {
-			// PostgreSQL answers ROLLBACK to a COMMIT of an aborted transaction.
-			keep(errors.New("transaction rolled back"))
-		}
-		keep(br.Close())
-		return errors.Join(errs...)
-	})
-	return rows, err
 }

@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"time"
+	"unsafe"
 )
 
 // Every row is a function of (seed, table, owner id): a table's rows for
@@ -139,16 +140,21 @@ func one(r *rand.Rand, choices ...string) string { return choices[r.IntN(len(cho
 // Text is n ASCII characters (letters, digits, space, full stop) from r:
 // what PER_DSCRPTN_TEXT holds and the update writes.
 func Text(r *rand.Rand, n int) string {
+	if n <= 0 {
+		return ""
+	}
 	b := make([]byte, n)
-	for i := 0; i < n; {
+	for i := 0; i < n; i += 10 {
 		u := r.Uint64()
-		for j := 0; j < 10 && i < n; j++ {
-			b[i] = textChars[u&63]
+		chunk := b[i:min(i+10, n)]
+		for j := range chunk {
+			chunk[j] = textChars[u&63]
 			u >>= 6
-			i++
 		}
 	}
-	return string(b)
+	// b is not used again: the string can have its bytes (the driver
+	// makes one per transaction, so the copy showed).
+	return unsafe.String(&b[0], n)
 }
 
 // words is a phrase of random words, at most max characters.
