@@ -63,7 +63,7 @@ type probeSet struct {
 	owdBAErr error
 }
 
-func runProbes(ctx context.Context, a, b netcheck.Netns, aAddr, bAddr netip.Addr, srv *netcheck.Server, n int) probeSet {
+func runProbes(ctx context.Context, a, b netcheck.Netns, aAddr, bAddr netip.Addr, srv *netcheck.Server, n int, tap *probeTap) probeSet {
 	var p probeSet
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -74,13 +74,13 @@ func runProbes(ctx context.Context, a, b netcheck.Netns, aAddr, bAddr netip.Addr
 	go func() {
 		defer wg.Done()
 		if p.owdABErr = benchkit.Sleep(ctx, rttInterval/3); p.owdABErr == nil {
-			p.owdAB, p.owdABErr = oneWay(ctx, a, b, bAddr, n, rttInterval)
+			p.owdAB, p.owdABErr = oneWay(ctx, a, b, bAddr, n, rttInterval, tap)
 		}
 	}()
 	go func() {
 		defer wg.Done()
 		if p.owdBAErr = benchkit.Sleep(ctx, 2*rttInterval/3); p.owdBAErr == nil {
-			p.owdBA, p.owdBAErr = oneWay(ctx, b, a, aAddr, n, rttInterval)
+			p.owdBA, p.owdBAErr = oneWay(ctx, b, a, aAddr, n, rttInterval, tap)
 		}
 	}()
 	wg.Wait()
@@ -113,9 +113,11 @@ func (b *bench) rttIdle(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var tap probeTap
+	defer tap.install(l.Emulator())()
 	lateness(l.Emulator())
 	meter := startCPU()
-	p := runProbes(ctx, a, bb, a.Address, bb.Address, srv, rttProbes)
+	p := runProbes(ctx, a, bb, a.Address, bb.Address, srv, rttProbes, &tap)
 	cpu := meter.Read()
 	late := lateness(l.Emulator())
 	if err := p.err(); err != nil {
@@ -128,6 +130,8 @@ func (b *bench) rttIdle(ctx context.Context) error {
 		"configured_rtt_with_serialization_ms": benchkit.Round(rttConfiguredMs, 6),
 		"one_way_a_to_b_error":                 ab, "one_way_b_to_a_error": ba,
 		"emulator_lateness": late, "cpu": cpu, "wait_for_quiet_machine": quiet,
+		"one_way_a_to_b_breakdown": breakdown(p.owdAB.Probes, owdConfiguredMs),
+		"one_way_b_to_a_breakdown": breakdown(p.owdBA.Probes, owdConfiguredMs),
 	}
 	if b.floorRTTMs > 0 {
 		details["error_mean_minus_probe_floor_ms"] = benchkit.Round(st.MeanMs-b.floorRTTMs, 4)
@@ -191,10 +195,12 @@ func (b *bench) rttLoaded(ctx context.Context) error {
 	if err := benchkit.Sleep(ctx, loadedWarmup); err != nil {
 		return err
 	}
+	var tap probeTap
+	defer tap.install(e)()
 	before := snapshot(e)
 	lateness(e)
 	meter := startCPU()
-	p := runProbes(ctx, a, bb, a.Address, bb.Address, srv, rttProbes)
+	p := runProbes(ctx, a, bb, a.Address, bb.Address, srv, rttProbes, &tap)
 	cpu := meter.Read()
 	late := lateness(e)
 	after := snapshot(e)
@@ -228,6 +234,7 @@ func (b *bench) rttLoaded(ctx context.Context) error {
 		"data_direction_during_probes":    dataDelta,
 		"ack_direction_during_probes":     delta(before, after, "b->a"),
 		"emulator_lateness_during_probes": late,
+		"ack_dir_breakdown":               breakdown(p.owdBA.Probes, owdConfiguredMs),
 		"cpu_during_probes":               cpu,
 		"wait_for_quiet_machine":          quiet,
 	}
