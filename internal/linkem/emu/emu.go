@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sys/unix"
 
 	"replab/internal/clock"
 	"replab/internal/linkem"
@@ -66,6 +67,7 @@ type Emulator struct {
 	tap     atomic.Pointer[TapFunc]
 
 	done    chan struct{}
+	stopFd  int // eventfd readable once Close began (-1: readers use Go's poller)
 	wg      sync.WaitGroup
 	closeMu sync.Once
 }
@@ -96,6 +98,10 @@ func New(cfg Config) (*Emulator, error) {
 		byPair: map[[2]int]*direction{},
 		addrs:  map[netip.Addr]int{},
 		done:   make(chan struct{}),
+		stopFd: -1,
+	}
+	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+		e.stopFd = fd
 	}
 	mtu := linkem.DefaultMTU
 	for i, p := range cfg.Ports {
@@ -222,12 +228,20 @@ func (e *Emulator) Close() error {
 	var errs []error
 	e.closeMu.Do(func() {
 		close(e.done)
+		if e.stopFd >= 0 { // before the devices close: see readWaiter.wait
+			var one [8]byte
+			one[0] = 1 // eventfd counters are host-endian; 1 in any byte order is non-zero
+			_, _ = unix.Write(e.stopFd, one[:])
+		}
 		for _, p := range e.ports {
 			if err := p.Dev.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 				errs = append(errs, fmt.Errorf("close %s: %w", p.Name, err))
 			}
 		}
 		e.wg.Wait()
+		if e.stopFd >= 0 {
+			unix.Close(e.stopFd)
+		}
 	})
 	return errors.Join(errs...)
 }
@@ -252,7 +266,19 @@ func (e *Emulator) readLoop(i int) {
 		pkts[j] = e.pool.get()
 		bufs[j] = pkts[j].buf
 	}
+	w, err := newReadWaiter(pt.Dev, e.stopFd)
+	if err != nil {
+		w = nil // Go's poller still reads the device
+	}
+	if w != nil {
+		// For its life: this goroutine only reads, waiting in ppoll.
+		clock.LockThread(0)
+		_, _ = clock.ShortSlice() // best effort: older kernels keep their slice
+	}
 	for {
+		if w != nil && !w.wait() {
+			return
+		}
 		n, err := pt.Dev.Read(bufs, sizes, headroom)
 		if err != nil {
 			if e.closed() || errors.Is(err, os.ErrClosed) {
@@ -339,7 +365,8 @@ func (d *direction) signal() {
 
 func (e *Emulator) deliverLoop(d *direction) {
 	defer e.wg.Done()
-	clock.LockThread(0) // for its life: this goroutine only delivers
+	clock.LockThread(0)       // for its life: this goroutine only delivers
+	_, _ = clock.ShortSlice() // best effort: older kernels keep their slice
 	sl := clock.NewSleeper()
 	batch := make([]*packet, 0, maxWriteBatch)
 	w := newWriter()
