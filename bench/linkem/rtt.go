@@ -234,7 +234,6 @@ func (b *bench) rttLoaded(ctx context.Context) error {
 		"data_direction_during_probes":    dataDelta,
 		"ack_direction_during_probes":     delta(before, after, "b->a"),
 		"emulator_lateness_during_probes": late,
-		"ack_dir_breakdown":               breakdown(p.owdBA.Probes, owdConfiguredMs),
 		"cpu_during_probes":               cpu,
 		"wait_for_quiet_machine":          quiet,
 	}
@@ -251,6 +250,17 @@ func (b *bench) rttLoaded(ctx context.Context) error {
 		Note: "one-way delay b->a (ACK direction of the bulk flow) minus 25 ms", Details: map[string]any{"error": ack}})
 	b.r.Add(Figure{Name: "owd_loaded_ack_dir_error_p99_ms", Value: ack.P99Ms, Configured: cfg,
 		Target: "<= 0.5 ms (half the RTT target)", TargetMax: benchkit.Ptr(rttP99Target / 2)})
+	split := breakdown(p.owdBA.Probes, owdConfiguredMs)
+	b.r.Add(Figure{Name: "owd_loaded_ack_dir_kernel_rx_error_mean_ms", Value: split.KernelRxError.MeanMs, Configured: cfg,
+		Note: "the same probes b->a timed at the receiving kernel (SO_TIMESTAMPNS) instead of the receiving goroutine: " +
+			"the link's error without the measuring probe's own wake-up; details split every probe's error into where its time went",
+		Details: map[string]any{"breakdown": split}})
+	b.r.Add(Figure{Name: "owd_loaded_ack_dir_kernel_rx_error_p99_ms", Value: split.KernelRxError.P99Ms, Configured: cfg})
+	ackLate := late["b->a"]
+	b.r.Add(Figure{Name: "emu_lateness_loaded_ack_dir_mean_us", Value: benchkit.Round(ackLate.MeanUs, 1), Configured: cfg,
+		Note:    "the emulator's own delivery lateness (written after the due time) over every packet b->a during the probes",
+		Details: map[string]any{"lateness": ackLate}})
+	b.r.Add(Figure{Name: "emu_lateness_loaded_ack_dir_p99_us", Value: benchkit.Round(ackLate.P99Us, 1), Configured: cfg})
 	b.r.Add(Figure{Name: "rtt_loaded_same_dir_error_mean_ms", Value: same.MeanMs, Configured: cfg,
 		Note:    "INCLUDES QUEUEING DELAY: netcheck.RTT round trip a->b->a, crossing the bulk flow's queue (up to 1 BDP = 50 ms)",
 		Details: map[string]any{"error": same, "probes_sent": p.rtt.Sent, "probes_received": p.rtt.Received}})
@@ -265,5 +275,7 @@ func (b *bench) rttLoaded(ctx context.Context) error {
 		Note: "the load: iperf3 goodput a->b over the whole bulk run (warmup included)", Details: load})
 	logf("      load %.0f Mbit/s; RTT-equivalent error (ACK direction ×2) mean %.3f p99 %.3f ms; through the queue: RTT mean %+.2f p99 %+.2f ms, one-way a->b mean %+.2f p99 %+.2f ms",
 		bulk.ReceivedBps/1e6, rttEquiv.MeanMs, rttEquiv.P99Ms, same.MeanMs, same.P99Ms, data.MeanMs, data.P99Ms)
+	logf("      one-way b->a mean error %.3f ms = before the emulator %.3f + emulator lateness %.3f + write to socket %.3f + receiver wake-up %.3f (+ model %.3f); emulator lateness b->a mean %.0f µs p99 %.0f µs",
+		ack.MeanMs, split.SendToRead.MeanMs, split.Lateness.MeanMs, split.WriteToKernelRx.MeanMs, split.ReceiverWakeup.MeanMs, split.LinkModel.MeanMs, ackLate.MeanUs, ackLate.P99Us)
 	return nil
 }
