@@ -100,9 +100,6 @@ func New(cfg Config) (*Emulator, error) {
 		done:   make(chan struct{}),
 		stopFd: -1,
 	}
-	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
-		e.stopFd = fd
-	}
 	mtu := linkem.DefaultMTU
 	for i, p := range cfg.Ports {
 		if p.Dev == nil {
@@ -211,6 +208,9 @@ const minProcs = 8
 func (e *Emulator) Start() {
 	if runtime.GOMAXPROCS(0) < minProcs {
 		runtime.GOMAXPROCS(minProcs)
+	}
+	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+		e.stopFd = fd // else the readers use Go's poller
 	}
 	for i := range e.ports {
 		e.wg.Add(1)
