@@ -1,8 +1,10 @@
 // Package emu moves IP packets between the TUN devices of a lab's sites
 // through per-direction link models (package linkem). Packets are
-// timestamped when read, scheduled on the model's virtual clock, and written
-// to the destination when due by one precise-sleeping goroutine per
-// direction. Sites not joined by a link are reached over several links.
+// timestamped when read (one reader thread per site, waiting in ppoll),
+// scheduled on the model's virtual clock, and written to the destination
+// when due by one precise-sleeping thread per direction; both kinds ask for
+// a short scheduler slice so they wake on time on a busy machine. Sites not
+// joined by a link are reached over several links.
 package emu
 
 import (
@@ -203,8 +205,9 @@ func routes(n int, dirs []*direction) [][]int {
 // kernel, which wakes a sleeping thread within microseconds.
 const minProcs = 8
 
-// Start launches one reader per port and one scheduler per direction.
-// It raises the process's GOMAXPROCS to at least minProcs (see there).
+// Start launches one reader per port and one scheduler per direction, each
+// on its own OS thread. It raises the process's GOMAXPROCS to at least
+// minProcs (see there).
 func (e *Emulator) Start() {
 	if runtime.GOMAXPROCS(0) < minProcs {
 		runtime.GOMAXPROCS(minProcs)
