@@ -6,7 +6,6 @@ package clock
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"time"
 	_ "unsafe" // for go:linkname
@@ -100,41 +99,4 @@ func LockThread(nice int) (unlock func()) {
 		}
 		runtime.UnlockOSThread()
 	}
-}
-
-// shortSlice is the scheduler slice ShortSlice asks for: the least Linux
-// accepts (100 µs).
-const shortSlice = 100_000 // ns
-
-// ShortSlice asks the kernel for a 100 µs scheduler slice for the calling
-// thread (sched_setattr's sched_runtime for SCHED_OTHER, Linux >= 6.12),
-// keeping its policy and nice value. Under EEVDF a waking thread with a
-// shorter slice than the running task preempts it at once, where otherwise
-// it waits until that task has used its own slice (about 1.5 ms on 2 cores,
-// noticed at the next 4 ms tick here): a sleeper then wakes on time on a
-// saturated machine. Unlike a real-time policy or a lower nice value it does
-// not enlarge the thread's share of the CPU, so a busy thread cannot starve
-// the rest. Call it from a goroutine that called LockThread; restore puts
-// the default slice back. On older kernels it returns an error and changes
-// nothing.
-func ShortSlice() (restore func(), err error) {
-	old, err := unix.SchedGetAttr(0, 0)
-	if err != nil {
-		return func() {}, fmt.Errorf("read scheduler attributes: %w", err)
-	}
-	if old.Policy != 0 { // SCHED_OTHER only: a real-time thread needs no slice
-		return func() {}, fmt.Errorf("thread has scheduling policy %d, not SCHED_OTHER", old.Policy)
-	}
-	attr := *old
-	attr.Size = unix.SizeofSchedAttr
-	attr.Runtime = shortSlice
-	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
-		return func() {}, fmt.Errorf("set a %d µs scheduler slice: %w", shortSlice/1000, err)
-	}
-	return func() {
-		back := *old
-		back.Size = unix.SizeofSchedAttr
-		back.Runtime = 0 // the kernel's default slice
-		_ = unix.SchedSetAttr(0, &back, 0)
-	}, nil
 }

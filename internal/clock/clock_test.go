@@ -59,26 +59,3 @@ func TestSleeperStopsWhenCancelled(t *testing.T) {
 		t.Error("a cancelled hour-long sleep reported success")
 	}
 }
-
-// TestShortSliceSetsAndRestores: the thread runs with a 100 µs slice
-// while asked, keeps its nice value, and gets its old slice back.
-func TestShortSliceSetsAndRestores(t *testing.T) {
-	defer LockThread(5)() // a nice value to keep
-	before, err := unix.SchedGetAttr(0, 0)
-	if err != nil {
-		t.Skipf("sched_getattr: %v", err)
-	}
-	restore, err := ShortSlice()
-	if err != nil {
-		t.Skipf("kernel without custom slices: %v", err)
-	}
-	during, _ := unix.SchedGetAttr(0, 0)
-	restore()
-	after, _ := unix.SchedGetAttr(0, 0)
-	if during.Runtime != shortSlice || during.Nice != before.Nice {
-		t.Errorf("while short: slice %d ns nice %d, want %d ns nice %d", during.Runtime, during.Nice, shortSlice, before.Nice)
-	}
-	if after.Runtime != before.Runtime || after.Nice != before.Nice {
-		t.Errorf("after restore: slice %d ns nice %d, want %d ns nice %d", after.Runtime, after.Nice, before.Runtime, before.Nice)
-	}
-}

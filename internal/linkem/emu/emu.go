@@ -2,9 +2,8 @@
 // through per-direction link models (package linkem). Packets are
 // timestamped when read (one reader thread per site, waiting in ppoll),
 // scheduled on the model's virtual clock, and written to the destination
-// when due by one precise-sleeping thread per direction; both kinds ask for
-// a short scheduler slice so they wake on time on a busy machine. Sites not
-// joined by a link are reached over several links.
+// when due by one precise-sleeping thread per direction. Sites not joined by
+// a link are reached over several links.
 package emu
 
 import (
@@ -274,9 +273,7 @@ func (e *Emulator) readLoop(i int) {
 		w = nil // Go's poller still reads the device
 	}
 	if w != nil {
-		// For its life: this goroutine only reads, waiting in ppoll.
-		clock.LockThread(0)
-		_, _ = clock.ShortSlice() // best effort: older kernels keep their slice
+		clock.LockThread(0) // for its life: this goroutine only reads, waiting in ppoll
 	}
 	for {
 		if w != nil && !w.wait() {
@@ -368,8 +365,7 @@ func (d *direction) signal() {
 
 func (e *Emulator) deliverLoop(d *direction) {
 	defer e.wg.Done()
-	clock.LockThread(0)       // for its life: this goroutine only delivers
-	_, _ = clock.ShortSlice() // best effort: older kernels keep their slice
+	clock.LockThread(0) // for its life: this goroutine only delivers
 	sl := clock.NewSleeper()
 	batch := make([]*packet, 0, maxWriteBatch)
 	w := newWriter()

@@ -17,8 +17,7 @@ type filer interface{ File() *os.File }
 // packet or the emulator stops. A packet then reaches the reader in one
 // thread wake-up, where the network poller costs two (the poller's thread,
 // then the reader goroutine's) plus the Go scheduler's search for a P, and
-// the reader's thread can be given a short scheduler slice (see
-// clock.ShortSlice) like the delivering threads.
+// the poller is left to the rest of the process.
 type readWaiter struct {
 	fds [2]unix.PollFd // the device, then the emulator's stop eventfd
 }
