@@ -1,9 +1,8 @@
 // Package emu moves IP packets between the TUN devices of a lab's sites
 // through per-direction link models (package linkem). Packets are
-// timestamped when read (one reader thread per site, waiting in ppoll),
-// scheduled on the model's virtual clock, and written to the destination
-// when due by one precise-sleeping thread per direction. Sites not joined by
-// a link are reached over several links.
+// timestamped when read, scheduled on the model's virtual clock, and written
+// to the destination when due by one precise-sleeping goroutine per
+// direction. Sites not joined by a link are reached over several links.
 package emu
 
 import (
@@ -16,7 +15,6 @@ import (
 	"sync/atomic"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"golang.org/x/sys/unix"
 
 	"replab/internal/clock"
 	"replab/internal/linkem"
@@ -68,7 +66,6 @@ type Emulator struct {
 	tap     atomic.Pointer[TapFunc]
 
 	done    chan struct{}
-	stopFd  int // eventfd readable once Close began (-1: readers use Go's poller)
 	wg      sync.WaitGroup
 	closeMu sync.Once
 }
@@ -99,7 +96,6 @@ func New(cfg Config) (*Emulator, error) {
 		byPair: map[[2]int]*direction{},
 		addrs:  map[netip.Addr]int{},
 		done:   make(chan struct{}),
-		stopFd: -1,
 	}
 	mtu := linkem.DefaultMTU
 	for i, p := range cfg.Ports {
@@ -204,15 +200,11 @@ func routes(n int, dirs []*direction) [][]int {
 // kernel, which wakes a sleeping thread within microseconds.
 const minProcs = 8
 
-// Start launches one reader per port and one scheduler per direction, each
-// on its own OS thread. It raises the process's GOMAXPROCS to at least
-// minProcs (see there).
+// Start launches one reader per port and one scheduler per direction.
+// It raises the process's GOMAXPROCS to at least minProcs (see there).
 func (e *Emulator) Start() {
 	if runtime.GOMAXPROCS(0) < minProcs {
 		runtime.GOMAXPROCS(minProcs)
-	}
-	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
-		e.stopFd = fd // else the readers use Go's poller
 	}
 	for i := range e.ports {
 		e.wg.Add(1)
@@ -230,20 +222,12 @@ func (e *Emulator) Close() error {
 	var errs []error
 	e.closeMu.Do(func() {
 		close(e.done)
-		if e.stopFd >= 0 { // before the devices close: see readWaiter.wait
-			var one [8]byte
-			one[0] = 1 // eventfd counters are host-endian; 1 in any byte order is non-zero
-			_, _ = unix.Write(e.stopFd, one[:])
-		}
 		for _, p := range e.ports {
 			if err := p.Dev.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 				errs = append(errs, fmt.Errorf("close %s: %w", p.Name, err))
 			}
 		}
 		e.wg.Wait()
-		if e.stopFd >= 0 {
-			unix.Close(e.stopFd)
-		}
 	})
 	return errors.Join(errs...)
 }
@@ -268,17 +252,7 @@ func (e *Emulator) readLoop(i int) {
 		pkts[j] = e.pool.get()
 		bufs[j] = pkts[j].buf
 	}
-	w, err := newReadWaiter(pt.Dev, e.stopFd)
-	if err != nil {
-		w = nil // Go's poller still reads the device
-	}
-	if w != nil {
-		clock.LockThread(0) // for its life: this goroutine only reads, waiting in ppoll
-	}
 	for {
-		if w != nil && !w.wait() {
-			return
-		}
 		n, err := pt.Dev.Read(bufs, sizes, headroom)
 		if err != nil {
 			if e.closed() || errors.Is(err, os.ErrClosed) {

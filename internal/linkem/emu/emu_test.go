@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"replab/internal/linkem"
 )
 
@@ -294,98 +292,5 @@ func TestTapSeesReadDueAndWriteTimes(t *testing.T) {
 	case s := <-got:
 		t.Errorf("a removed tap saw packet %d", s.seq)
 	case <-time.After(10 * time.Millisecond):
-	}
-}
-
-// pipeDev is a device backed by a pipe: it has a file descriptor, so the
-// emulator reads it through a readWaiter on a locked thread.
-type pipeDev struct {
-	r, w *os.File
-}
-
-func newPipeDev(t *testing.T) *pipeDev {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close(); w.Close() })
-	return &pipeDev{r: r, w: w}
-}
-
-func (d *pipeDev) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
-	n, err := d.r.Read(bufs[0][offset:])
-	sizes[0] = n
-	if err != nil {
-		return 0, err
-	}
-	return 1, nil
-}
-func (d *pipeDev) Write(bufs [][]byte, offset int) (int, error) { return len(bufs), nil }
-func (d *pipeDev) BatchSize() int                               { return 1 }
-func (d *pipeDev) Close() error                                 { return d.r.Close() }
-func (d *pipeDev) File() *os.File                               { return d.r }
-
-// TestReadWaiterWakesForDataAndForStop: wait returns true once the device
-// has data and false once the stop eventfd is signalled, even with data.
-func TestReadWaiterWakesForDataAndForStop(t *testing.T) {
-	dev := newPipeDev(t)
-	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(stop)
-	w, err := newReadWaiter(dev, stop)
-	if err != nil || w == nil {
-		t.Fatalf("no waiter for a device with a descriptor: %v", err)
-	}
-	got := make(chan bool, 1)
-	go func() { got <- w.wait() }()
-	select {
-	case r := <-got:
-		t.Fatalf("wait returned %v before any data", r)
-	case <-time.After(20 * time.Millisecond):
-	}
-	if _, err := dev.w.Write([]byte{1}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case r := <-got:
-		if !r {
-			t.Fatal("wait reported a stop, want data")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("wait did not return for data")
-	}
-	if _, err := unix.Write(stop, []byte{1, 0, 0, 0, 0, 0, 0, 0}); err != nil {
-		t.Fatal(err)
-	}
-	if w.wait() {
-		t.Error("wait reported data after the stop, want false")
-	}
-	if w, _ := newReadWaiter(newChanDev(), stop); w != nil {
-		t.Error("a device without a descriptor got a waiter")
-	}
-}
-
-// TestCloseStopsThreadReaders: Close returns while readers wait in ppoll
-// on devices that never become readable.
-func TestCloseStopsThreadReaders(t *testing.T) {
-	a, b := newPipeDev(t), newPipeDev(t)
-	e, err := New(Config{Ports: []Port{{Name: "a", Addr: addrA, Dev: a}, {Name: "b", Addr: addrB, Dev: b}}, Links: []Link{{A: 0, B: 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.Start()
-	time.Sleep(10 * time.Millisecond) // let the readers reach ppoll
-	done := make(chan error, 1)
-	go func() { done <- e.Close() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not return: a reader stayed in ppoll")
 	}
 }
