@@ -162,7 +162,7 @@ func (b *bench) probeFloor(ctx context.Context) error {
 		return fmt.Errorf("probe server on veth: %w", err)
 	}
 	defer srv.Close()
-	p := runProbes(ctx, na, nb, vethAddrA, vethAddrB, srv, floorProbes)
+	p := runProbes(ctx, na, nb, vethAddrA, vethAddrB, srv, floorProbes, nil)
 	if err := p.err(); err != nil {
 		return fmt.Errorf("probes over veth: %w", err)
 	}

@@ -63,7 +63,7 @@ type probeSet struct {
 	owdBAErr error
 }
 
-func runProbes(ctx context.Context, a, b netcheck.Netns, aAddr, bAddr netip.Addr, srv *netcheck.Server, n int) probeSet {
+func runProbes(ctx context.Context, a, b netcheck.Netns, aAddr, bAddr netip.Addr, srv *netcheck.Server, n int, tap *probeTap) probeSet {
 	var p probeSet
 	var wg sync.WaitGroup
 	wg.Add(3)
@@ -74,13 +74,13 @@ func runProbes(ctx context.Context, a, b netcheck.Netns, aAddr, bAddr netip.Addr
 	go func() {
 		defer wg.Done()
 		if p.owdABErr = benchkit.Sleep(ctx, rttInterval/3); p.owdABErr == nil {
-			p.owdAB, p.owdABErr = oneWay(ctx, a, b, bAddr, n, rttInterval)
+			p.owdAB, p.owdABErr = oneWay(ctx, a, b, bAddr, n, rttInterval, tap)
 		}
 	}()
 	go func() {
 		defer wg.Done()
 		if p.owdBAErr = benchkit.Sleep(ctx, 2*rttInterval/3); p.owdBAErr == nil {
-			p.owdBA, p.owdBAErr = oneWay(ctx, b, a, aAddr, n, rttInterval)
+			p.owdBA, p.owdBAErr = oneWay(ctx, b, a, aAddr, n, rttInterval, tap)
 		}
 	}()
 	wg.Wait()
@@ -113,9 +113,11 @@ func (b *bench) rttIdle(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var tap probeTap
+	defer tap.install(l.Emulator())()
 	lateness(l.Emulator())
 	meter := startCPU()
-	p := runProbes(ctx, a, bb, a.Address, bb.Address, srv, rttProbes)
+	p := runProbes(ctx, a, bb, a.Address, bb.Address, srv, rttProbes, &tap)
 	cpu := meter.Read()
 	late := lateness(l.Emulator())
 	if err := p.err(); err != nil {
@@ -128,6 +130,8 @@ func (b *bench) rttIdle(ctx context.Context) error {
 		"configured_rtt_with_serialization_ms": benchkit.Round(rttConfiguredMs, 6),
 		"one_way_a_to_b_error":                 ab, "one_way_b_to_a_error": ba,
 		"emulator_lateness": late, "cpu": cpu, "wait_for_quiet_machine": quiet,
+		"one_way_a_to_b_breakdown": breakdown(p.owdAB.Probes, owdConfiguredMs),
+		"one_way_b_to_a_breakdown": breakdown(p.owdBA.Probes, owdConfiguredMs),
 	}
 	if b.floorRTTMs > 0 {
 		details["error_mean_minus_probe_floor_ms"] = benchkit.Round(st.MeanMs-b.floorRTTMs, 4)
@@ -191,10 +195,12 @@ func (b *bench) rttLoaded(ctx context.Context) error {
 	if err := benchkit.Sleep(ctx, loadedWarmup); err != nil {
 		return err
 	}
+	var tap probeTap
+	defer tap.install(e)()
 	before := snapshot(e)
 	lateness(e)
 	meter := startCPU()
-	p := runProbes(ctx, a, bb, a.Address, bb.Address, srv, rttProbes)
+	p := runProbes(ctx, a, bb, a.Address, bb.Address, srv, rttProbes, &tap)
 	cpu := meter.Read()
 	late := lateness(e)
 	after := snapshot(e)
@@ -244,6 +250,17 @@ func (b *bench) rttLoaded(ctx context.Context) error {
 		Note: "one-way delay b->a (ACK direction of the bulk flow) minus 25 ms", Details: map[string]any{"error": ack}})
 	b.r.Add(Figure{Name: "owd_loaded_ack_dir_error_p99_ms", Value: ack.P99Ms, Configured: cfg,
 		Target: "<= 0.5 ms (half the RTT target)", TargetMax: benchkit.Ptr(rttP99Target / 2)})
+	split := breakdown(p.owdBA.Probes, owdConfiguredMs)
+	b.r.Add(Figure{Name: "owd_loaded_ack_dir_kernel_rx_error_mean_ms", Value: split.KernelRxError.MeanMs, Configured: cfg,
+		Note: "the same probes b->a timed at the receiving kernel (SO_TIMESTAMPNS) instead of the receiving goroutine: " +
+			"the link's error without the measuring probe's own wake-up; details split every probe's error into where its time went",
+		Details: map[string]any{"breakdown": split}})
+	b.r.Add(Figure{Name: "owd_loaded_ack_dir_kernel_rx_error_p99_ms", Value: split.KernelRxError.P99Ms, Configured: cfg})
+	ackLate := late["b->a"]
+	b.r.Add(Figure{Name: "emu_lateness_loaded_ack_dir_mean_us", Value: benchkit.Round(ackLate.MeanUs, 1), Configured: cfg,
+		Note:    "the emulator's own delivery lateness (written after the due time) over every packet b->a during the probes",
+		Details: map[string]any{"lateness": ackLate}})
+	b.r.Add(Figure{Name: "emu_lateness_loaded_ack_dir_p99_us", Value: benchkit.Round(ackLate.P99Us, 1), Configured: cfg})
 	b.r.Add(Figure{Name: "rtt_loaded_same_dir_error_mean_ms", Value: same.MeanMs, Configured: cfg,
 		Note:    "INCLUDES QUEUEING DELAY: netcheck.RTT round trip a->b->a, crossing the bulk flow's queue (up to 1 BDP = 50 ms)",
 		Details: map[string]any{"error": same, "probes_sent": p.rtt.Sent, "probes_received": p.rtt.Received}})
@@ -258,5 +275,7 @@ func (b *bench) rttLoaded(ctx context.Context) error {
 		Note: "the load: iperf3 goodput a->b over the whole bulk run (warmup included)", Details: load})
 	logf("      load %.0f Mbit/s; RTT-equivalent error (ACK direction ×2) mean %.3f p99 %.3f ms; through the queue: RTT mean %+.2f p99 %+.2f ms, one-way a->b mean %+.2f p99 %+.2f ms",
 		bulk.ReceivedBps/1e6, rttEquiv.MeanMs, rttEquiv.P99Ms, same.MeanMs, same.P99Ms, data.MeanMs, data.P99Ms)
+	logf("      one-way b->a mean error %.3f ms = before the emulator %.3f + emulator lateness %.3f + write to socket %.3f + receiver wake-up %.3f (+ model %.3f); emulator lateness b->a mean %.0f µs p99 %.0f µs",
+		ack.MeanMs, split.SendToRead.MeanMs, split.Lateness.MeanMs, split.WriteToKernelRx.MeanMs, split.ReceiverWakeup.MeanMs, split.LinkModel.MeanMs, ackLate.MeanUs, ackLate.P99Us)
 	return nil
 }

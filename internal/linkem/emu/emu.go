@@ -63,6 +63,7 @@ type Emulator struct {
 	nextHop [][]int // nextHop[at][dst] = neighbour to send to, -1 if unreachable
 	addrs   map[netip.Addr]int
 	pool    *packetPool
+	tap     atomic.Pointer[TapFunc]
 
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -273,6 +274,7 @@ func (e *Emulator) readLoop(i int) {
 				continue
 			}
 			p.dst = d
+			p.readAt = now
 			dir := e.byPair[[2]int{i, e.nextHop[i][d]}]
 			if e.offer(dir, p, now) {
 				pkts[j] = e.pool.get()
@@ -403,8 +405,18 @@ func (e *Emulator) deliver(d *direction, batch []*packet, now int64, w *writer) 
 		}
 	}
 	if w.n > 0 {
+		tap := e.tap.Load()
+		var writeAt int64
+		if tap != nil {
+			writeAt = clock.Now()
+		}
 		if err := w.flush(e.ports[d.to].Dev); err != nil {
 			e.ports[d.to].writeErrs.Add(1)
+		}
+		if tap != nil {
+			for _, p := range w.pkts[:w.n] {
+				(*tap)(p.data(), p.readAt, p.deliverAt, writeAt)
+			}
 		}
 		for _, p := range w.pkts[:w.n] {
 			e.pool.put(p)
@@ -414,6 +426,24 @@ func (e *Emulator) deliver(d *direction, batch []*packet, now int64, w *writer) 
 	for _, n := range woke[:nw] {
 		n.signal()
 	}
+}
+
+// TapFunc sees a packet the emulator has written to its destination
+// site's device: its bytes (valid only during the call), when the emulator
+// read it from the first site's device, when its last link made it due,
+// and when the write of its batch began (clock.Now ns). It runs on a
+// delivering thread, so it must be quick and must not block.
+type TapFunc func(pkt []byte, readAt, dueAt, writeAt int64)
+
+// SetTap installs f (nil removes it). It is for measurements that follow
+// single packets through the emulator: where their time goes between the
+// sender and the receiver.
+func (e *Emulator) SetTap(f TapFunc) {
+	if f == nil {
+		e.tap.Store(nil)
+		return
+	}
+	e.tap.Store(&f)
 }
 
 // writer copies due packets into buffers large enough for the TUN's TCP

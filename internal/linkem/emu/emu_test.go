@@ -253,3 +253,44 @@ func TestCloseStopsEverything(t *testing.T) {
 		t.Fatal("Close did not return")
 	}
 }
+
+// TestTapSeesReadDueAndWriteTimes: the tap gets each delivered packet with
+// its read time, its due time (read + the link's delay, exactly, on a link
+// without rate or jitter) and a write time not before it was due.
+func TestTapSeesReadDueAndWriteTimes(t *testing.T) {
+	delay := 3 * time.Millisecond
+	e, devs := newTestEmu(t, []Link{{A: 0, B: 1, Forward: linkem.Params{Delay: delay}}}, 2)
+	type seen struct {
+		seq                  byte
+		readAt, dueAt, write int64
+	}
+	got := make(chan seen, 4)
+	e.SetTap(func(pkt []byte, readAt, dueAt, writeAt int64) {
+		got <- seen{pkt[20], readAt, dueAt, writeAt}
+	})
+	devs[0].in <- ipv4(addrA, addrB, 7, 100)
+	recv(t, devs[1], time.Second)
+	var s seen
+	select {
+	case s = <-got:
+	case <-time.After(time.Second):
+		t.Fatal("the tap saw no packet")
+	}
+	if s.seq != 7 {
+		t.Errorf("tap saw packet %d, want 7", s.seq)
+	}
+	if s.dueAt-s.readAt != int64(delay) {
+		t.Errorf("due − read = %d ns, want the delay %d", s.dueAt-s.readAt, int64(delay))
+	}
+	if s.write < s.dueAt {
+		t.Errorf("written %d ns before it was due", s.dueAt-s.write)
+	}
+	e.SetTap(nil)
+	devs[0].in <- ipv4(addrA, addrB, 8, 100)
+	recv(t, devs[1], time.Second)
+	select {
+	case s := <-got:
+		t.Errorf("a removed tap saw packet %d", s.seq)
+	case <-time.After(10 * time.Millisecond):
+	}
+}

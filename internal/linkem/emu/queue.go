@@ -8,6 +8,7 @@ import "sync"
 type packet struct {
 	buf       []byte // headroom + packet
 	n         int    // packet length
+	readAt    int64  // CLOCK_MONOTONIC ns, read from the first site's device
 	deliverAt int64  // CLOCK_MONOTONIC ns
 	dst       int    // final destination port
 }
