@@ -105,7 +105,7 @@ func TestPacketsArriveAfterTheDelayInOrder(t *testing.T) {
 		devs[0].in <- ipv4(addrA, addrB, byte(i), 100)
 	}
 	for i := range 10 {
-		p, at := recv(t, devs[1], time.Second)
+		p, at := recv(t, devs[1], 10*time.Second)
 		if p[20] != byte(i) {
 			t.Fatalf("packet %d arrived as %d: reordered", i, p[20])
 		}
@@ -122,7 +122,7 @@ func TestUnroutablePacketsAreCountedNotDelivered(t *testing.T) {
 	v6 := make([]byte, 40)
 	v6[0] = 0x60
 	devs[0].in <- v6
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(10 * time.Second) // a bound, not a tolerance: a busy machine is slow
 	for e.Ports()[0].UnroutablePackets < 3 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
@@ -149,9 +149,12 @@ func TestSitesWithoutALinkAreReachedThroughTheShortestPath(t *testing.T) {
 	}
 	start := time.Now()
 	devs[0].in <- ipv4(addrA, addrC, 1, 100)
-	_, at := recv(t, devs[2], time.Second)
-	if d := at.Sub(start); d < 10*ms || d > 25*ms {
-		t.Errorf("a->c took %s, want ~10 ms through b", d)
+	_, at := recv(t, devs[2], 10*time.Second)
+	// Never sooner than the two hops' delays (exact); that it went
+	// through b, not the 30 ms link, the counters below prove (a busy
+	// machine can make any packet late).
+	if d := at.Sub(start); d < 10*ms {
+		t.Errorf("a->c took %s, less than the 10 ms of the path through b", d)
 	}
 	for _, s := range e.Stats() {
 		through := (s.From == "a" && s.To == "b") || (s.From == "b" && s.To == "c")
@@ -177,7 +180,7 @@ func TestDownLinkDropsAndUpResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	devs[0].in <- ipv4(addrA, addrB, 2, 100)
-	if p, _ := recv(t, devs[1], time.Second); p[20] != 2 {
+	if p, _ := recv(t, devs[1], 10*time.Second); p[20] != 2 {
 		t.Errorf("got packet %d, want 2", p[20])
 	}
 	c := e.Stats()[0].Counters
@@ -269,11 +272,11 @@ func TestTapSeesReadDueAndWriteTimes(t *testing.T) {
 		got <- seen{pkt[20], readAt, dueAt, writeAt}
 	})
 	devs[0].in <- ipv4(addrA, addrB, 7, 100)
-	recv(t, devs[1], time.Second)
+	recv(t, devs[1], 10*time.Second)
 	var s seen
 	select {
 	case s = <-got:
-	case <-time.After(time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("the tap saw no packet")
 	}
 	if s.seq != 7 {
@@ -287,7 +290,7 @@ func TestTapSeesReadDueAndWriteTimes(t *testing.T) {
 	}
 	e.SetTap(nil)
 	devs[0].in <- ipv4(addrA, addrB, 8, 100)
-	recv(t, devs[1], time.Second)
+	recv(t, devs[1], 10*time.Second)
 	select {
 	case s := <-got:
 		t.Errorf("a removed tap saw packet %d", s.seq)
