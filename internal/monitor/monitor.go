@@ -52,6 +52,7 @@ type Config struct {
 
 	procRoot      string // default "/proc"
 	delayAcctPath string // default DelayAcctPath
+	delayAcctLock string // default DelayAcctLockDir
 	// newTimer makes the timers that wake the samplers, stopped; default
 	// real ones. Tests pass timers of their own clock with Now, so that
 	// they decide when each sample is taken.
@@ -267,6 +268,9 @@ func Start(ctx context.Context, cfg Config) (*Monitor, error) {
 	if cfg.delayAcctPath == "" {
 		cfg.delayAcctPath = DelayAcctPath
 	}
+	if cfg.delayAcctLock == "" {
+		cfg.delayAcctLock = DelayAcctLockDir
+	}
 	m := &Monitor{
 		cfg: cfg, links: cfg.Links, interval: cfg.Interval, now: cfg.Now, hz: clockTicks(),
 		reader: statReader{root: cfg.procRoot},
@@ -289,7 +293,7 @@ func Start(ctx context.Context, cfg Config) (*Monitor, error) {
 			return nil, err
 		}
 	}
-	m.ioWait, m.ioNote, m.releaseIO = enableDelayAcct(cfg.delayAcctPath)
+	m.ioWait, m.ioNote, m.releaseIO = enableDelayAcct(cfg.delayAcctPath, cfg.delayAcctLock)
 	m.t0 = m.now()
 	if m.cfg.Epoch.IsZero() {
 		m.cfg.Epoch = m.t0

@@ -92,7 +92,7 @@ func TestMonitorWithFakes(t *testing.T) {
 	cl := &fakeCluster{clk: clk, t0: t0, proc: filepath.Join(dir, "proc")}
 	m, err := Start(context.Background(), Config{
 		Links: &fakeLab{clk: clk, t0: t0}, Cluster: cl, Dir: dir, Interval: 50 * time.Millisecond, Now: clk.Now,
-		procRoot: cl.proc, delayAcctPath: sysctl, newTimer: clk.newTimer,
+		procRoot: cl.proc, delayAcctPath: sysctl, delayAcctLock: dir, newTimer: clk.newTimer,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -225,10 +225,13 @@ func readCSV(t *testing.T, path string) []string {
 }
 
 func TestDelayAcctSharedByMonitors(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "task_delayacct")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "task_delayacct")
 	_ = os.WriteFile(path, []byte("0\n"), 0o644)
-	ok1, _, rel1 := enableDelayAcct(path)
-	ok2, _, rel2 := enableDelayAcct(path)
+	// Each enable opens its own lock file description, as a monitor of
+	// another process would: the flocks see two holders either way.
+	ok1, _, rel1 := enableDelayAcct(path, dir)
+	ok2, _, rel2 := enableDelayAcct(path, dir)
 	if !ok1 || !ok2 {
 		t.Fatal("not enabled")
 	}
@@ -243,15 +246,44 @@ func TestDelayAcctSharedByMonitors(t *testing.T) {
 	}
 
 	_ = os.WriteFile(path, []byte("1\n"), 0o644)
-	_, note, rel := enableDelayAcct(path)
+	_, note, rel := enableDelayAcct(path, dir)
 	rel()
 	if v, _ := readSysctl(path); v != "1" || note != "" {
 		t.Errorf("already on: left %q, note %q; want 1 untouched and no note", v, note)
 	}
 
-	ok, note, rel := enableDelayAcct(filepath.Join(t.TempDir(), "missing", "task_delayacct"))
+	ok, note, rel := enableDelayAcct(filepath.Join(t.TempDir(), "missing", "task_delayacct"), dir)
 	rel()
 	if ok || !strings.Contains(note, "not measured") {
 		t.Errorf("missing sysctl: ok %v, note %q", ok, note)
+	}
+}
+
+// A monitor that switched accounting on and died (its flock gone with it)
+// left its record: the next monitor to stop last restores the value.
+func TestDelayAcctRestoredAfterADeadHolder(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "task_delayacct")
+	_ = os.WriteFile(path, []byte("1\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(dir, "delayacct.was"), []byte("0"), 0o644)
+	_, _, rel := enableDelayAcct(path, dir)
+	rel()
+	if v, _ := readSysctl(path); v != "0" {
+		t.Errorf("after the dead holder's successor stopped: %q, want 0", v)
+	}
+}
+
+// Without a lock directory a monitor still measures, and says that it
+// leaves accounting on rather than undo another monitor's.
+func TestDelayAcctWithoutALockDir(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "task_delayacct")
+	_ = os.WriteFile(path, []byte("0\n"), 0o644)
+	blocker := filepath.Join(dir, "file")
+	_ = os.WriteFile(blocker, nil, 0o644)
+	ok, note, rel := enableDelayAcct(path, filepath.Join(blocker, "sub"))
+	rel()
+	if v, _ := readSysctl(path); !ok || v != "1" || !strings.Contains(note, "stays on") {
+		t.Errorf("ok %v, sysctl %q, note %q; want measured, left on, and said so", ok, v, note)
 	}
 }
