@@ -289,6 +289,9 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 	calls := ut.t.Batch(u.id, u.r)
 	pc := ut.calls[:0]
 	for _, cl := range calls {
+		if cl.Err != nil {
+			return 0, fmt.Errorf("%s: %w", ut.t.Name, cl.Err)
+		}
 		i, ok := ut.index[cl.Stmt]
 		if !ok {
 			return 0, fmt.Errorf("%s: batch names no statement %q", ut.t.Name, cl.Stmt)

@@ -94,6 +94,10 @@ type Call struct {
 	// transaction the COMMIT is already sent when a count comes back
 	// wrong: the driver then counts an error for a committed transaction.
 	Rows int64
+	// Err, when set, fails the transaction before anything is sent (a
+	// script's division by zero while computing its arguments): the
+	// driver counts it as an error of the type.
+	Err error
 }
 
 // Tx is one attempt of a transaction, with the user's prepared statements.
