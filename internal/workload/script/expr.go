@@ -252,7 +252,7 @@ const (
 )
 
 func (p *parser) peek() token { return p.toks[p.i] }
-func (p *parser) next() token  { t := p.toks[p.i]; p.i++; return t }
+func (p *parser) next() token { t := p.toks[p.i]; p.i++; return t }
 
 func (p *parser) errAt(t token, format string, args ...any) error {
 	return &syntaxError{file: p.s.file, p: t.p, msg: fmt.Sprintf(format, args...)}
