@@ -66,6 +66,7 @@ func (s *scanner) next() (piece, error) {
 		if !content {
 			content = true
 			pc.p = s.here()
+			b.Reset() // comments before a statement are not sent
 		}
 	}
 	finish := func() piece {
