@@ -1,0 +1,227 @@
+package script
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"replab/internal/driver"
+	"replab/internal/engine"
+	"replab/internal/engine/postgres/pgtest"
+	"replab/internal/lab"
+	"replab/internal/workload"
+)
+
+// pgSpec is one primary with pg_stat_statements, and a client site 1 ms
+// away. The workload's files are relative to this package (the spec is
+// parsed from memory).
+const pgSpec = `
+[lab]
+name = "NAME"
+[site.db]
+[site.client]
+[[link]]
+sites = ["db", "client"]
+delay = "1ms"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "db"
+role = "primary"
+[node.p1.settings]
+shared_preload_libraries = "pg_stat_statements"
+[workload]
+kind = "script"
+schema = "testdata/pgbench/schema.sql"
+load = "testdata/pgbench/load.sql"
+transactions = ["testdata/builtin/tpcb-like.sql", "testdata/builtin/simple-update.sql@0", "testdata/builtin/select-only.sql@0", "testdata/pgbench/gset.sql@0"]
+[run]
+seed = 5
+`
+
+// TestPostgresBuiltinScriptsSendWhatPgbenchSends loads pgbench's tables
+// through the load file (COPY blocks and SQL), runs each built-in script
+// through the driver (pipelined, as replab run would) for two seconds,
+// then pgbench -M prepared for as many transactions, and compares the
+// statements pg_stat_statements saw: the same statements (pgbench's
+// prepared mode and replab's send the same text), each as many times.
+func TestPostgresBuiltinScriptsSendWhatPgbenchSends(t *testing.T) {
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
+	if len(bins) == 0 {
+		t.Skip("integration test skipped: pgbench is not installed (apt-get install postgresql-15)")
+	}
+	l, c := pgtest.Up(t, "wsc", pgSpec)
+	ww, err := workload.NewRegistry(Factory).For(l.Spec, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := ww.(*Workload)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := c.(engine.SQL).ApplySchema(ctx, w.Schema()); err != nil {
+		t.Fatal(err)
+	}
+	node := c.Nodes()[0]
+	ld, err := c.(engine.BulkLoader).Loader(ctx, node.Name, node.Site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Load(ctx, ld, func(int64) {}); err != nil {
+		t.Fatal(err)
+	}
+	ld.Close()
+	conn, err := pgx.ConnectConfig(ctx, pgtest.ConnConfig(t, l, node, node.Site))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var branches, tellers, accounts int
+	if err := conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM pgbench_branches), (SELECT count(*) FROM pgbench_tellers), (SELECT count(*) FROM pgbench_accounts)").Scan(&branches, &tellers, &accounts); err != nil {
+		t.Fatal(err)
+	}
+	if branches != 1 || tellers != 10 || accounts != 100000 {
+		t.Fatalf("loaded %d branches, %d tellers, %d accounts; want 1, 10, 100000", branches, tellers, accounts)
+	}
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION pg_stat_statements"); err != nil {
+		t.Fatal(err)
+	}
+	db, err := c.(engine.SQL).Open(ctx, node.Name, "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	pipe, _ := c.(engine.Pipeliner)
+
+	// calls is what pg_stat_statements counted for the pgbench tables.
+	calls := func() map[string]int64 {
+		t.Helper()
+		rows, err := conn.Query(ctx, "SELECT query, calls FROM pg_stat_statements WHERE query LIKE '%pgbench\\_%' AND query NOT LIKE '%pg_stat_statements%'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct {
+			q string
+			n int64
+		}, error) {
+			var v struct {
+				q string
+				n int64
+			}
+			err := r.Scan(&v.q, &v.n)
+			return v, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int64{}
+		for _, v := range out {
+			m[v.q] += v.n
+			if strings.HasPrefix(v.q, "UPDATE") {
+				m["UPDATE"] += v.n // every UPDATE together, for gset.sql
+			}
+		}
+		return m
+	}
+	reset := func() {
+		t.Helper()
+		if _, err := conn.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const users = 2
+	for _, name := range []string{"tpcb-like", "simple-update", "select-only", "gset"} {
+		t.Run(name, func(t *testing.T) {
+			var typ workload.TxType
+			for _, tf := range w.txs {
+				if tf.name == name {
+					tf.weight = 1
+					ws := &Workload{dialect: "postgres", scale: 1, seed: 5, users: map[int]*env{}, txs: []txFile{tf}}
+					typ = ws.Transactions()[0]
+				}
+			}
+			reset()
+			res, err := driver.Run(ctx, driver.Config{Users: users, Duration: 2 * time.Second, Seed: 5, MaxRetries: 3,
+				Pipeliner: pipe, Classify: func(err error) engine.ErrorClass { return engine.Classify(c, err) }},
+				[]workload.TxType{typ}, driver.Sources(db))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := res.Types[name]
+			if tr == nil || tr.Count < 50 || len(tr.Errors) > 0 {
+				t.Fatalf("replab: %+v", tr)
+			}
+			got := calls()
+			t.Logf("replab: %d transactions (pipelined %t): %v", tr.Count, typ.Batch != nil && pipe != nil, got)
+
+			reset()
+			per := (tr.Count + users - 1) / users
+			script, _ := filepath.Abs("testdata/builtin/" + name + ".sql")
+			if name == "gset" {
+				script, _ = filepath.Abs("testdata/pgbench/gset.sql")
+			}
+			out, err := runPgbench(ctx, bins[0], l.Site("client"), node.DSN, "-n", "-M", "prepared", "-c", strconv.Itoa(users), "-j", strconv.Itoa(users),
+				"-t", strconv.FormatInt(per, 10), "-f", script)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			want := calls()
+			t.Logf("pgbench: %d transactions: %v", per*users, want)
+			if len(got) != len(want) || len(want) == 0 {
+				t.Fatalf("statements differ:\nreplab  %s\npgbench %s", keys(got), keys(want))
+			}
+			// replab's count is its committed transactions, plus at most
+			// one unfinished per user when the time ran out; pgbench's is
+			// its -t rounded up to the users. gset.sql's branches depend
+			// on the data, which the runs before changed: there the
+			// UPDATEs count together.
+			for q, n := range want {
+				if q == "UPDATE" && name != "gset" {
+					continue // the sum, for gset.sql
+				}
+				g, ok := got[q]
+				if name == "gset" && strings.HasPrefix(q, "UPDATE") {
+					g, n = got["UPDATE"], want["UPDATE"]
+				}
+				if !ok || g < tr.Count || g > tr.Count+users || n != per*users {
+					t.Errorf("%q: replab %d calls for %d transactions, pgbench %d for %d", q, g, tr.Count, n, per*users)
+				}
+			}
+		})
+	}
+}
+
+func keys(m map[string]int64) string {
+	var k []string
+	for q, n := range m {
+		k = append(k, fmt.Sprintf("%q×%d", q, n))
+	}
+	sort.Strings(k)
+	return strings.Join(k, "\n        ")
+}
+
+// runPgbench runs pgbench in site against dsn; killed with the test.
+func runPgbench(ctx context.Context, bin string, site *lab.Site, dsn string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(args, dsn)...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
+	cmd.Dir = "/"
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := site.Start(cmd); err != nil {
+		return "", err
+	}
+	err := cmd.Wait()
+	return out.String(), err
+}
