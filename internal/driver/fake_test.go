@@ -221,3 +221,33 @@ func TestBatchErrFailsBeforeSending(t *testing.T) {
 		t.Errorf("%d batches, %d sent, type %+v", n, runs, tr)
 	}
 }
+
+// TestAutocommitReadOnlyRunsOutsideATransaction: a read-only Autocommit
+// type runs its statements on the connection (no BEGIN, no pipeline), so
+// Batch is never called even with a Pipeliner.
+func TestAutocommitReadOnlyRunsOutsideATransaction(t *testing.T) {
+	db, c := fakeDB(t, "")
+	get := workload.TxType{Name: "get", Weight: 1, ReadOnly: true, Autocommit: true,
+		Statements: []workload.Statement{{Name: "get", SQL: "SELECT v FROM kv WHERE k = $1"}},
+		Run: func(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
+			rows, err := tx.Query(ctx, "get", r.Int64N(1000))
+			if err != nil {
+				return 0, err
+			}
+			return 0, rows.Close()
+		},
+		Batch: func(int, *rand.Rand) []workload.Call {
+			t.Error("Batch called for an Autocommit type")
+			return nil
+		}}
+	var runs int64
+	cfg := withEngine(c, Config{Users: 2, Duration: 300 * time.Millisecond, Seed: 6})
+	cfg.Pipeliner = countingPipe{runs: &runs}
+	res, err := Run(context.Background(), cfg, []workload.TxType{get}, Sources(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Complete || res.Transactions == 0 || res.Errors != 0 || runs != 0 {
+		t.Errorf("complete %v, %d commits, %d errors, %d pipelined", res.Complete, res.Transactions, res.Errors, runs)
+	}
+}

@@ -19,6 +19,9 @@ type Script struct {
 	// Batchable: no \gset and no \sleep, so a run's statements and their
 	// arguments are known before any is sent and it can be pipelined.
 	Batchable bool
+	// Begins: the file has a BEGIN (or START TRANSACTION). Without one,
+	// pgbench runs each statement in its own transaction.
+	Begins bool
 	// Statements are the SQL commands, prepared once per connection.
 	Statements []workload.Statement
 }
@@ -94,6 +97,9 @@ func Parse(file, text, dialect string) (*Script, error) {
 			break
 		}
 		if pc.meta == "" {
+			if len(pc.words) > 0 && (pc.words[0] == "BEGIN" || pc.words[0] == "START" && len(pc.words) > 1 && pc.words[1] == "TRANSACTION") {
+				sc.Begins = true
+			}
 			c, err := sqlCommand(s, pc)
 			if err != nil {
 				return nil, err
@@ -383,7 +389,7 @@ func CheckVariables(scripts []*Script) error {
 // String renders the parsed script, one command a line, for golden tests.
 func (sc *Script) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "read-only %t, batchable %t\n", sc.ReadOnly, sc.Batchable)
+	fmt.Fprintf(&b, "read-only %t, batchable %t, begins %t\n", sc.ReadOnly, sc.Batchable, sc.Begins)
 	for i, c := range sc.cmds {
 		fmt.Fprintf(&b, "%d %d:%d ", i, c.p.line, c.p.col)
 		switch c.kind {

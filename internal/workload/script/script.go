@@ -213,6 +213,9 @@ func (w *Workload) Transactions() []workload.TxType {
 		if sc.ReadOnly && w.readsAt == "replica" {
 			tt.At = workload.AtReplica
 		}
+		// A read-only file without BEGIN: each statement on its own, as
+		// pgbench runs it (no BEGIN and COMMIT around a lone SELECT).
+		tt.Autocommit = sc.ReadOnly && !sc.Begins
 		if sc.Batchable {
 			tt.Batch = func(user int, r *rand.Rand) []workload.Call {
 				x := &batchExec{}
