@@ -232,3 +232,31 @@ func TestRandomRangesAndMeans(t *testing.T) {
 		})
 	}
 }
+
+// TestExpressionPrecedence pins how expressions group, with pgbench's
+// precedences: OR < AND < NOT < IS < comparisons < bitwise (and prefix ~)
+// < + - < * / % < prefix + -.
+func TestExpressionPrecedence(t *testing.T) {
+	for _, c := range []struct{ expr, want string }{
+		{"1 + 2 * 3 - 4", "-(+(1, *(2, 3)), 4)"},
+		{"-2 * 3", "*(-(0, 2), 3)"},
+		{"~1 + 2", "#(-1, +(1, 2))"},
+		{"1 | 2 + 3", "|(1, +(2, 3))"},
+		{"(1 < 2) = true", "=(<(1, 2), true)"},
+		{"not 1 = 2 and 3 > 2 or false", "or(and(not(=(1, 2)), <(2, 3)), false)"},
+		{":a is not null", "not(is(:a, NULL))"},
+		{"hash(:a)", "hash_murmur2(:a, :default_seed)"},
+		{"CASE WHEN :a > 1 THEN 2 END", "case(<(1, :a), 2, NULL)"},
+		{"Random(1, 2)", "random(1, 2)"},
+		{"1e3 + .5", "+(1000, 0.5)"},
+	} {
+		e, err := parseExpr(exprSrc(c.expr))
+		if err != nil {
+			t.Errorf("%s: %v", c.expr, err)
+			continue
+		}
+		if got := exprString(e); got != c.want {
+			t.Errorf("%s parsed as %s, want %s", c.expr, got, c.want)
+		}
+	}
+}
