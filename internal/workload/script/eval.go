@@ -107,11 +107,12 @@ func toInt(v value) (int64, error) {
 	case kInt:
 		return v.i, nil
 	case kDouble:
-		// C's cast truncates toward zero; out of range is an error.
-		if math.IsNaN(v.d) || v.d < -9223372036854775808.0 || v.d >= 9223372036854775808.0 {
+		// pgbench rounds (rint: half to even); out of range is an error.
+		d := math.RoundToEven(v.d)
+		if math.IsNaN(d) || d < -9223372036854775808.0 || d >= 9223372036854775808.0 {
 			return 0, runErr("double to int overflow for %g", v.d)
 		}
-		return int64(v.d), nil
+		return int64(d), nil
 	case kBool:
 		return 0, runErr("cannot coerce boolean to int")
 	}

@@ -71,8 +71,11 @@ func TestExpressionsFollowPgbench(t *testing.T) {
 		{"abs(-2.5)", "2.5"},
 		{"least(3, 1, 2)", "1"},
 		{"greatest(3, 1.5, 2)", "3"},
-		{"int(5.9)", "5"},
-		{"int(-5.9)", "-5"},
+		{"int(5.9)", "6"}, // rounded, as pgbench's rint
+		{"int(-5.9)", "-6"},
+		{"int(2.5)", "2"},
+		{"int(3.5)", "4"},
+		{"7.5 % 2", "0"}, // % takes integers: 8 % 2
 		{"double(5)", "5"},
 		{"sqrt(16)", "4"},
 		{"pi()", "3.14159265358979"},
@@ -121,6 +124,7 @@ func TestExpressionErrors(t *testing.T) {
 		{"random_zipfian(1, 10, 1)", "zipfian parameter must be in range [1.001, 1000]"},
 		{"int(1e30)", "double to int overflow"},
 		{"true + 1", "cannot coerce boolean to int"},
+		{"(1 < 2) = true", "cannot coerce boolean to int"}, // as pgbench 15 says
 		{":nope + 1", `undefined variable "nope"`},
 		{":bad + 1", `malformed variable "bad" value: "x1"`},
 		{"not null", ""}, // NULL, not an error

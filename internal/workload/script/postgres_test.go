@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -144,6 +145,7 @@ func TestPostgresBuiltinScriptsSendWhatPgbenchSends(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	t.Run("expressions", func(t *testing.T) { expressionsAsPgbench(ctx, t, bins[0], l.Site("client"), node.DSN) })
 	const users = 2
 	for _, name := range []string{"tpcb-like", "simple-update", "select-only", "gset"} {
 		t.Run(name, func(t *testing.T) {
@@ -240,4 +242,61 @@ func runPgbench(ctx context.Context, bin string, site *lab.Site, dsn string, arg
 	}
 	err := cmd.Wait()
 	return out.String(), err
+}
+
+// pgbenchExprs are evaluated by pgbench (through its debug()) and by
+// replab, and must give the same type and value.
+var pgbenchExprs = []string{
+	"7 / 2", "-7 / 2", "7 / -2", "7 % 3", "-7 % 3", "7 % -3", "5 % -1", "7.0 / 2", "1 + 2 * 3 - 4",
+	"-2 * 3", "~1 + 2", "~0", "1 | 2 + 3", "5 & 3", "5 # 3", "1 << 4", "-16 >> 2",
+	"not 1 = 2 and 3 > 2 or false", "null + 1", "null is null", "1 is not null", "1 isnull", "true is true",
+	"abs(-5)", "abs(-2.5)", "least(3, 1, 2)", "greatest(3, 1.5, 2)", "int(5.9)", "int(-5.9)", "int(2.5)", "int(3.5)", "7.5 % 2", "double(5)",
+	"sqrt(16)", "pi()", "pow(2, 10)", "ln(exp(1))", "1e3 + .5", "case when 1 > 2 then 10 when 2 > 1 then 20 else 30 end",
+	"case when false then 1 end", "hash(10, 5432)", "hash_fnv1a(10, 5432)", "hash_murmur2(-1, 0)", "random(5, 5)",
+	"1 = 1.0", "1 != 2", "2 <= 1", "9223372036854775807 / -1",
+}
+
+// expressionsAsPgbench runs one pgbench transaction whose script prints
+// every expression with debug(), and compares with replab's values.
+func expressionsAsPgbench(ctx context.Context, t *testing.T, bin string, site *lab.Site, dsn string) {
+	var b strings.Builder
+	for i, e := range pgbenchExprs {
+		fmt.Fprintf(&b, "\\set x%d debug(%s)\n", i, e)
+	}
+	b.WriteString("SELECT 1;\n")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "exprs.sql")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runPgbench(ctx, bin, site, dsn, "-n", "-t", "1", "-f", path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var got []string
+	for _, line := range strings.Split(out, "\n") {
+		if i := strings.Index(line, "debug(script=0,command="); i >= 0 {
+			got = append(got, line[strings.Index(line[i:], ": ")+i+2:])
+		}
+	}
+	if len(got) != len(pgbenchExprs) {
+		t.Fatalf("pgbench printed %d values for %d expressions:\n%s", len(got), len(pgbenchExprs), out)
+	}
+	for i, e := range pgbenchExprs {
+		v, err := evalText(t, e, nil)
+		if err != nil {
+			t.Errorf("%s: %v (pgbench: %s)", e, err, got[i])
+			continue
+		}
+		want := map[kind]string{kNull: "null", kBool: "boolean ", kInt: "int ", kDouble: "double "}[v.k]
+		if v.k != kNull {
+			want += v.String()
+		}
+		if got[i] != want {
+			t.Errorf("%s: replab %q, pgbench %q", e, want, got[i])
+		}
+	}
 }
