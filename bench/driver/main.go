@@ -79,6 +79,8 @@ func (b *bench) steps() []step {
 			Limit: 3 * time.Minute, Run: b.compare},
 		{ID: "pipelined", Title: fmt.Sprintf("replab run vs pipelined pgbench: personnel's UPDATE, one node, synchronous_commit = off, %d users, alternating pgbench/replab ×%d", pipeUsers, pipePairs),
 			Limit: 6 * time.Minute, Run: b.pipelined},
+		{ID: "scripts", Title: fmt.Sprintf("script workload vs pgbench: the built-in scripts %v, %d users, %d s runs alternating pgbench/replab ×%d", builtinScripts, scriptsUsers, scriptsSeconds, scriptsPairs),
+			Limit: 6 * time.Minute, Run: b.scripts},
 		{ID: "lag", Title: fmt.Sprintf("lag probe: %d users, primary + standby %s away, off/auto/every ×%d, %s + %s each", lagUsers, lagDelay, lagReps, lagWarmup, lagMeasure),
 			Limit: 8 * time.Minute, Run: b.lagOverhead},
 		{ID: "diagnose", Title: "not run by default: where the driver's CPU goes (pgbench, driver, driver at GOMAXPROCS = CPUs, bare pgx 3 round trips, bare pgx pipelined)",
@@ -87,7 +89,7 @@ func (b *bench) steps() []step {
 }
 
 // defaultSteps are run when -only is not given.
-var defaultSteps = []string{"compare", "pipelined", "lag"}
+var defaultSteps = []string{"compare", "pipelined", "scripts", "lag"}
 
 func run(out, only, clientSite, cpuProfile string) int {
 	if err := lab.Preflight(); err != nil {

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -178,5 +179,75 @@ func TestFakeRefusedPipelineRunsStatementByStatement(t *testing.T) {
 	}
 	if !res.Complete || res.Transactions == 0 || res.Errors != 0 {
 		t.Errorf("complete %v, %d commits, %d errors", res.Complete, res.Transactions, res.Errors)
+	}
+}
+
+// countingPipe pipelines nothing: it counts the transactions sent.
+type countingPipe struct{ runs *int64 }
+
+func (p countingPipe) Pipe(context.Context, *sql.DB, []string) (engine.Pipe, error) { return p, nil }
+func (p countingPipe) Run(_ context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64) error {
+	beforeSend()
+	*p.runs++
+	for i := range rows {
+		rows[i] = 1
+	}
+	return nil
+}
+func (p countingPipe) Close() error { return nil }
+
+// TestBatchErrFailsBeforeSending: a Call with Err (a script's division by
+// zero) is an error of its type, and nothing of that transaction is sent.
+func TestBatchErrFailsBeforeSending(t *testing.T) {
+	db, c := fakeDB(t, "")
+	tx := upsertTx()
+	n := 0
+	tx.Batch = func(_ int, r *rand.Rand) []workload.Call {
+		n++
+		if n%10 == 0 {
+			return []workload.Call{{Err: errors.New("division by zero")}}
+		}
+		return []workload.Call{{Stmt: "put", Args: []any{r.Int64N(1000), int64(0)}, Rows: 1}}
+	}
+	var runs int64
+	cfg := withEngine(c, Config{Users: 1, Duration: 300 * time.Millisecond, Seed: 6})
+	cfg.Pipeliner = countingPipe{runs: &runs}
+	res, err := Run(context.Background(), cfg, []workload.TxType{tx}, Sources(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := res.Types["put"]
+	if tr == nil || tr.Errors["other"] == 0 || runs != int64(n)-int64(n/10) {
+		t.Errorf("%d batches, %d sent, type %+v", n, runs, tr)
+	}
+}
+
+// TestAutocommitReadOnlyRunsOutsideATransaction: a read-only Autocommit
+// type runs its statements on the connection (no BEGIN, no pipeline), so
+// Batch is never called even with a Pipeliner.
+func TestAutocommitReadOnlyRunsOutsideATransaction(t *testing.T) {
+	db, c := fakeDB(t, "")
+	get := workload.TxType{Name: "get", Weight: 1, ReadOnly: true, Autocommit: true,
+		Statements: []workload.Statement{{Name: "get", SQL: "SELECT v FROM kv WHERE k = $1"}},
+		Run: func(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
+			rows, err := tx.Query(ctx, "get", r.Int64N(1000))
+			if err != nil {
+				return 0, err
+			}
+			return 0, rows.Close()
+		},
+		Batch: func(int, *rand.Rand) []workload.Call {
+			t.Error("Batch called for an Autocommit type")
+			return nil
+		}}
+	var runs int64
+	cfg := withEngine(c, Config{Users: 2, Duration: 300 * time.Millisecond, Seed: 6})
+	cfg.Pipeliner = countingPipe{runs: &runs}
+	res, err := Run(context.Background(), cfg, []workload.TxType{get}, Sources(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Complete || res.Transactions == 0 || res.Errors != 0 || runs != 0 {
+		t.Errorf("complete %v, %d commits, %d errors, %d pipelined", res.Complete, res.Transactions, res.Errors, runs)
 	}
 }

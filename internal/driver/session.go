@@ -134,7 +134,7 @@ func (d *run) pipe(ctx context.Context, c *userConn, types []*userType) error {
 	var sqls []string
 	lag := -1
 	for _, ut := range types {
-		if ut.c != c || ut.t.Batch == nil {
+		if ut.c != c || ut.t.Batch == nil || autocommit(ut.t) {
 			continue
 		}
 		ut.index = map[string]int{}
@@ -240,9 +240,15 @@ func (u *user) stamp(track bool) int64 {
 	return u.j.Next()
 }
 
+// autocommit: the type runs without BEGIN and COMMIT (read-only ones only).
+func autocommit(t *workload.TxType) bool { return t.Autocommit && t.ReadOnly }
+
 // attempt runs the transaction once, statement by statement; a tracked
 // one adds the lag probe's update before its COMMIT.
 func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool) (int64, error) {
+	if autocommit(ut.t) {
+		return ut.t.Run(ctx, workload.NewTx(u.id, nil, ut.stmts), u.r) // read-only: never tracked
+	}
 	seq := u.stamp(track)
 	tx, err := ut.c.conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -289,6 +295,9 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 	calls := ut.t.Batch(u.id, u.r)
 	pc := ut.calls[:0]
 	for _, cl := range calls {
+		if cl.Err != nil {
+			return 0, fmt.Errorf("%s: %w", ut.t.Name, cl.Err)
+		}
 		i, ok := ut.index[cl.Stmt]
 		if !ok {
 			return 0, fmt.Errorf("%s: batch names no statement %q", ut.t.Name, cl.Stmt)

@@ -133,6 +133,33 @@ func (o *Options) String(key, def string, allowed ...string) string {
 	return def
 }
 
+// Strings reads a list of strings (each trimmed), or nil when absent. A
+// bare string is a list of one.
+func (o *Options) Strings(key string) []string {
+	v, ok := o.raw(key)
+	if !ok {
+		return nil
+	}
+	if str, isStr := v.(string); isStr {
+		return []string{strings.TrimSpace(str)}
+	}
+	list, isList := v.([]any)
+	if !isList {
+		o.Errorf(key, `want a list of strings, like ["a", "b"]`)
+		return nil
+	}
+	out := make([]string, 0, len(list))
+	for _, e := range list {
+		str, isStr := e.(string)
+		if !isStr {
+			o.Errorf(key, `want a list of strings, like ["a", "b"]`)
+			return nil
+		}
+		out = append(out, strings.TrimSpace(str))
+	}
+	return out
+}
+
 // Bool reads true or false; nil when absent.
 func (o *Options) Bool(key string) *bool {
 	v, ok := o.raw(key)

@@ -102,3 +102,32 @@ func TestOptionsStringSuggestsTheClosestValue(t *testing.T) {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
 }
+
+// TestOptionsStringsReadsAListOrOneString: a list of strings, a bare
+// string as a list of one, and anything else an error at the key's line.
+func TestOptionsStringsReadsAListOrOneString(t *testing.T) {
+	s, err := Parse("o.toml", []byte(strings.Replace(optionsSpec, "typo_key = 1\nlevel = \"remote_aply\"\n",
+		"files = [\" a.sql@60\", \"b.sql\"]\none = \"c.sql\"\nmixed = [\"a\", 1]\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.SchemeOptions("engine x")
+	if got := o.Strings("files"); strings.Join(got, "|") != "a.sql@60|b.sql" {
+		t.Errorf("files = %q", got)
+	}
+	if got := o.Strings("one"); len(got) != 1 || got[0] != "c.sql" {
+		t.Errorf("one = %q", got)
+	}
+	if got := o.Strings("absent"); got != nil {
+		t.Errorf("absent = %q", got)
+	}
+	if got := o.Strings("mixed"); got != nil {
+		t.Errorf("mixed = %q", got)
+	}
+	o.Strings("users")
+	err = o.Err()
+	if err == nil || !strings.Contains(err.Error(), "o.toml:23: scheme.mixed: want a list of strings") ||
+		!strings.Contains(err.Error(), "o.toml:15: scheme.users: want a list of strings") {
+		t.Errorf("errors: %v", err)
+	}
+}

@@ -73,6 +73,11 @@ type TxType struct {
 	// Run executes the transaction's statements inside tx and returns
 	// how many rows it changed. r is the user's own deterministic source.
 	Run func(ctx context.Context, tx *Tx, r *rand.Rand) (int64, error)
+	// Autocommit, for a ReadOnly type, runs its statements without BEGIN
+	// and COMMIT, each its own transaction (as pgbench runs a script
+	// without BEGIN): one statement where a transaction would send three.
+	// It is never pipelined. Ignored for a type that writes.
+	Autocommit bool
 	// Batch, when set, describes the same transaction as statements that
 	// do not depend on each other's results, drawing from r exactly as Run
 	// does. The driver can then send BEGIN, them and COMMIT in one round
@@ -94,6 +99,10 @@ type Call struct {
 	// transaction the COMMIT is already sent when a count comes back
 	// wrong: the driver then counts an error for a committed transaction.
 	Rows int64
+	// Err, when set, fails the transaction before anything is sent (a
+	// script's division by zero while computing its arguments): the
+	// driver counts it as an error of the type.
+	Err error
 }
 
 // Tx is one attempt of a transaction, with the user's prepared statements.
@@ -105,9 +114,19 @@ type Tx struct {
 }
 
 // NewTx binds a database/sql transaction to a user's prepared statements,
-// by name. The driver makes one per attempt.
+// by name. The driver makes one per attempt; tx is nil for an Autocommit
+// type (each statement commits on its own).
 func NewTx(user int, tx *sql.Tx, stmts map[string]*sql.Stmt) *Tx {
 	return &Tx{User: user, tx: tx, stmts: stmts}
+}
+
+// in is st inside the transaction, or st itself (on its connection) for
+// an Autocommit type.
+func (t *Tx) in(ctx context.Context, st *sql.Stmt) *sql.Stmt {
+	if t.tx == nil {
+		return st
+	}
+	return t.tx.StmtContext(ctx, st)
 }
 
 func (t *Tx) stmt(name string) (*sql.Stmt, error) {
@@ -124,7 +143,7 @@ func (t *Tx) Exec(ctx context.Context, name string, args ...any) (sql.Result, er
 	if err != nil {
 		return nil, err
 	}
-	return t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	return t.in(ctx, st).ExecContext(ctx, args...)
 }
 
 // QueryRow runs the named statement inside the transaction for one row.
@@ -133,7 +152,7 @@ func (t *Tx) QueryRow(ctx context.Context, name string, args ...any) *Row {
 	if err != nil {
 		return &Row{err: err}
 	}
-	return &Row{row: t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)}
+	return &Row{row: t.in(ctx, st).QueryRowContext(ctx, args...)}
 }
 
 // Row is the result of QueryRow (sql.Row, or the error of naming a
@@ -158,7 +177,7 @@ func (t *Tx) Query(ctx context.Context, name string, args ...any) (*sql.Rows, er
 	if err != nil {
 		return nil, err
 	}
-	return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	return t.in(ctx, st).QueryContext(ctx, args...)
 }
 
 // Options are a workload's [workload] keys (spec.Options: typed

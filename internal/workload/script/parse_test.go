@@ -1,0 +1,70 @@
+package script
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the .golden files")
+
+// TestParseGolden parses every testdata/parse/*.sql and the built-in
+// scripts and compares the parsed form (or the error, file:line:column)
+// with the .golden file beside it; go test -update rewrites them.
+func TestParseGolden(t *testing.T) {
+	files, _ := filepath.Glob("testdata/parse/*.sql")
+	builtin, _ := filepath.Glob("testdata/builtin/*.sql")
+	files = append(files, builtin...)
+	if len(files) < 20 {
+		t.Fatalf("only %d scripts in testdata", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := filepath.Base(f)
+			var got string
+			sc, err := Parse(name, string(b), "postgres")
+			if err == nil {
+				err = CheckVariables([]*Script{sc})
+			}
+			if err != nil {
+				got = "error: " + err.Error() + "\n"
+			} else {
+				got = sc.String()
+			}
+			golden := strings.TrimSuffix(f, ".sql") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (go test -update writes it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("parsed %s:\n%s\nwant:\n%s", f, got, want)
+			}
+			if strings.HasPrefix(name, "err-") != strings.HasPrefix(got, "error: ") {
+				t.Errorf("%s: an err- file must fail and only those: %s", name, got)
+			}
+		})
+	}
+}
+
+// TestMySQLPlaceholders: in the mysql dialect variables become ?.
+func TestMySQLPlaceholders(t *testing.T) {
+	sc, err := Parse("m.sql", "\\set a 1\nUPDATE t SET v = :a WHERE id = :a AND s = 'x\\'y:a';\n", "mysql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sc.Statements[0].SQL, `UPDATE t SET v = ? WHERE id = ? AND s = 'x\'y:a'`; got != want {
+		t.Errorf("sql %q, want %q", got, want)
+	}
+}

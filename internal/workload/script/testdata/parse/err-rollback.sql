@@ -1,0 +1,2 @@
+UPDATE t SET v = 1;
+ROLLBACK;

@@ -1,0 +1,2 @@
+SELECT 1;
+  \setshell x echo 1

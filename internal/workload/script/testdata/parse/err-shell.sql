@@ -1,0 +1,2 @@
+SELECT 1;
+\shell echo hi

@@ -1,0 +1,3 @@
+\set x 1
+\sleep 1 min
+SELECT 1;

@@ -1,0 +1,2 @@
+SELECT 1;
+\set x random(1, :y)

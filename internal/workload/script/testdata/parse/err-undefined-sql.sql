@@ -1,0 +1,3 @@
+SELECT 1;
+UPDATE t
+  SET v = :v;
