@@ -159,6 +159,17 @@ type Refresher interface {
 	RefreshInterval() time.Duration
 }
 
+// Checksummer is a cluster that can tell whether its copies agree. After a
+// run the runner compares the checksums of the workload's tables: a
+// multi-master scheme that leaves conflicting updates unresolved (MariaDB
+// two-way replication) must show its divergence, not hide it.
+type Checksummer interface {
+	// Checksums returns, per node, a checksum per table, for every node
+	// that should hold the same rows as every other one returned (nodes
+	// with partial copies are left out). Equal data gives equal sums.
+	Checksums(ctx context.Context, tables ...string) (map[string]map[string]int64, error)
+}
+
 // ErrorClassifier says what a server's error means to a client.
 type ErrorClassifier interface {
 	Classify(err error) ErrorClass

@@ -73,6 +73,10 @@ type Summary struct {
 	// Steady says whether throughput held steady in the measure phase.
 	Steady *stats.Steadiness `json:"steady,omitempty"`
 
+	// Convergence: after the run, whether every copy holds the same rows
+	// (engines that can tell, engine.Checksummer).
+	Convergence *Convergence `json:"convergence,omitempty"`
+
 	// With repetitions: a confidence interval for every headline figure
 	// ("tpm", "commit_latency_ms.p99", "replicas.e1.lag_ms.p50", …), tpm's
 	// also as tpm_ci, and one line per repetition.
@@ -283,6 +287,7 @@ func PrintSummary(w io.Writer, s *Summary) {
 	if s.Steady != nil && !s.Steady.Steady {
 		fmt.Fprintf(w, "  warning: throughput was not steady in the measure phase: %s\n", s.Steady.Reason)
 	}
+	printConvergence(w, s.Convergence)
 	if b := s.BehindScheduleMs; b != nil {
 		fmt.Fprintf(w, "  schedule    behind p99 %s ms, max %s ms, %d skipped\n", shown(s, "behind_schedule_ms.p99", b.P99, "%.2f"),
 			shown(s, "behind_schedule_ms.max", b.Max, "%.2f"), s.Skipped)
@@ -339,6 +344,26 @@ func PrintSummary(w io.Writer, s *Summary) {
 		fmt.Fprintf(w, "  warning: %s\n", few)
 	}
 	printMonitors(w, s)
+}
+
+// Convergence is the check, after a run has caught up, that every node
+// holding a full copy has the same rows in every table of the workload.
+type Convergence struct {
+	// Converged is true when every table's checksum is the same at every
+	// node (in an aggregate: in every repetition).
+	Converged bool `json:"converged"`
+	Nodes     int  `json:"nodes"`
+	Tables    int  `json:"tables"`
+	// DivergedTables counts the tables whose checksums differ; Diverged
+	// names each with the checksums per node ("p1 81736…, p2 -2231…").
+	DivergedTables int               `json:"diverged_tables"`
+	Diverged       map[string]string `json:"diverged,omitempty"`
+	// CheckedAfterS is how long after the driver stopped the checksums
+	// were taken: the cluster had to be flowing (every change everywhere).
+	CheckedAfterS float64 `json:"checked_after_s"`
+	// Error says why no verdict could be reached (then Converged is false
+	// and Nodes is 0).
+	Error string `json:"error,omitempty"`
 }
 
 // completeRepetitions counts an aggregate's complete repetitions.
@@ -552,4 +577,20 @@ func utilText(s *Summary, key string, p *float64) string {
 		return "-"
 	}
 	return shown(s, key, *p, "%.1f%%")
+}
+
+// printConvergence says whether the copies agreed, loudly when not.
+func printConvergence(w io.Writer, c *Convergence) {
+	switch {
+	case c == nil:
+	case c.Error != "":
+		fmt.Fprintf(w, "  copies      not compared: %s\n", c.Error)
+	case c.Converged:
+		fmt.Fprintf(w, "  copies      converged: %d tables the same at %d nodes\n", c.Tables, c.Nodes)
+	default:
+		fmt.Fprintf(w, "  warning: the copies DIVERGED: %d of %d tables differ between nodes\n", c.DivergedTables, c.Tables)
+		for _, t := range slices.Sorted(maps.Keys(c.Diverged)) {
+			fmt.Fprintf(w, "    %s: %s\n", t, c.Diverged[t])
+		}
+	}
 }

@@ -297,3 +297,47 @@ func TestFakeBadSpecErrorsComeAllAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// Two masters updating the same few rows cross each other's updates: the
+// fake, like MariaDB's two-way replication, applies row images without
+// resolving conflicts, so the copies end different. The run says so; a
+// primary and its standby under the same load end the same.
+func TestFakeConvergenceIsCheckedAndDivergenceReported(t *testing.T) {
+	personnel := func(text string) string {
+		return strings.Replace(text, "kind = \"kv-insert\"", "kind = \"personnel\"\npersons = 4", 1)
+	}
+	mm := strings.NewReplacer("role = \"primary\"", "role = \"master\"", "role = \"standby\"\nfrom = \"p\"", "role = \"master\"",
+		"[scheme]\n", "[scheme]\nreplication = \"multimaster\"\n").Replace(personnel(fakeSpec("", "")))
+	cases := []struct {
+		name, text string
+		converged  bool
+	}{
+		{"primary and standby", personnel(fakeSpec("", "")), true},
+		{"two masters, crossing updates", mm, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sum, _, log, err := fakeRun(t, tc.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conv, ok := sum["convergence"].(map[string]any)
+			if !ok {
+				t.Fatalf("no convergence in the summary: %v", sum["convergence"])
+			}
+			if conv["converged"] != tc.converged || conv["nodes"] != 2.0 || conv["tables"] == 0.0 || conv["error"] != nil {
+				t.Fatalf("convergence %v, want converged = %v at 2 nodes", conv, tc.converged)
+			}
+			diverged, _ := conv["diverged"].(map[string]any)
+			if tc.converged != (len(diverged) == 0) || conv["diverged_tables"] != float64(len(diverged)) {
+				t.Errorf("diverged %v (%v tables)", diverged, conv["diverged_tables"])
+			}
+			if d, ok := diverged["per"].(string); !tc.converged && (!ok || !strings.Contains(d, "p ") || !strings.Contains(d, "s ")) {
+				t.Errorf("the per table's entry %q should give both nodes' sums", d)
+			}
+			if !tc.converged && !strings.Contains(log, "the copies diverged") {
+				t.Errorf("the run log does not warn:\n%s", log)
+			}
+		})
+	}
+}

@@ -364,6 +364,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		return r.sum, err
 	}
 	r.fillDriver()
+	stopped := time.Now()
 
 	// Replicas catch up; then stop watching.
 	if len(r.replicas) > 0 && r.stamps != nil && ctx.Err() == nil {
@@ -378,6 +379,9 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	r.stopMonitor() // after the catch-up, so replication.csv shows it
 	r.fillLag()
 	r.sum.Steady = steadiness(r.res.Series)
+	if r.res.Complete {
+		r.sum.Convergence = r.checkConvergence(ctx, stopped)
+	}
 	if !r.res.Complete {
 		return r.sum, errors.New(r.res.StopReason)
 	}

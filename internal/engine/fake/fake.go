@@ -20,11 +20,14 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,6 +119,7 @@ var (
 	_ engine.SQL             = (*cluster)(nil)
 	_ engine.NodeControl     = (*cluster)(nil)
 	_ engine.ErrorClassifier = (*cluster)(nil)
+	_ engine.Checksummer     = (*cluster)(nil)
 )
 
 // node is one fake server.
@@ -405,6 +409,31 @@ func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 		}
 	}
 	return nil
+}
+
+// Checksums implements engine.Checksummer: FNV-1a over each table's rows
+// in key order. Every node holds a full copy.
+func (c *cluster) Checksums(ctx context.Context, tables ...string) (map[string]map[string]int64, error) {
+	out := map[string]map[string]int64{}
+	for _, n := range c.nodes {
+		n.mu.Lock()
+		sums := map[string]int64{}
+		for _, name := range tables {
+			t := n.st.tables[name]
+			if t == nil {
+				n.mu.Unlock()
+				return nil, fmt.Errorf("node %s: no table %s", n.Name, name)
+			}
+			h := fnv.New64a()
+			for _, k := range slices.Sorted(maps.Keys(t.rows)) {
+				fmt.Fprintf(h, "%q=%v\n", k, t.rows[k])
+			}
+			sums[name] = int64(h.Sum64())
+		}
+		n.mu.Unlock()
+		out[n.Name] = sums
+	}
+	return out, ctx.Err()
 }
 
 // Classify implements engine.ErrorClassifier.
