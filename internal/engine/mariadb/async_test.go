@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"replab/internal/engine"
-	"replab/internal/labtest"
 	"replab/internal/lab"
+	"replab/internal/labtest"
 )
 
 // requireMariaDB skips the test when labs cannot be built or MariaDB is

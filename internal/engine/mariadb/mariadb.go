@@ -15,7 +15,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -60,6 +62,7 @@ type cluster struct {
 	byName   map[string]*node
 
 	semi      *semiTracker // semisync only
+	semiArmed atomic.Bool  // the primary's semi-sync is on (and in its option file)
 	stopBg    context.CancelFunc
 	bg        sync.WaitGroup
 	closeOnce sync.Once
@@ -117,6 +120,9 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 		return nil, err
 	}
 	if p.replication == Semisync {
+		if err := c.armSemisync(ctx, first); err != nil {
+			return nil, err
+		}
 		bgctx, cancel := context.WithCancel(context.Background())
 		c.stopBg = cancel
 		c.semi = newSemiTracker(first)
@@ -127,6 +133,51 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 		return nil, err
 	}
 	return c, nil
+}
+
+// armSemisync turns semi-synchronous replication on at the primary once
+// its replicas follow it, and reconnects the direct replicas: a replica
+// asks for semi-sync when it connects, and only gets it if the primary has
+// it on then. It returns when every direct replica is a semi-sync client.
+func (c *cluster) armSemisync(ctx context.Context, primary *node) error {
+	c.semiArmed.Store(true)
+	if err := primary.writeFiles(); err != nil { // a restart keeps it on
+		return fmt.Errorf("node %s: %w", primary.Name, err)
+	}
+	if err := primary.exec(ctx, "SET GLOBAL rpl_semi_sync_master_enabled = ON"); err != nil {
+		return err
+	}
+	var direct []*node
+	for _, n := range c.nodes {
+		if n.From == primary.Name {
+			direct = append(direct, n)
+		}
+	}
+	for _, n := range direct {
+		if err := n.exec(ctx, "STOP SLAVE IO_THREAD"); err != nil {
+			return err
+		}
+		if err := n.exec(ctx, "START SLAVE IO_THREAD"); err != nil {
+			return err
+		}
+	}
+	_, err := engine.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+		db, err := primary.db()
+		if err != nil {
+			return false, "", err
+		}
+		st, err := globalStatus(ctx, db, "Rpl_semi_sync_master_clients")
+		if err != nil {
+			return false, "", err
+		}
+		k, _ := strconv.Atoi(st["Rpl_semi_sync_master_clients"])
+		return k >= len(direct), fmt.Sprintf("%d of %d semi-sync replicas connected", k, len(direct)), nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: semi-sync replicas: %w", primary.Name, err)
+	}
+	fmt.Fprintf(c.log, "node %s: semi-sync on (%s, timeout %s), %d replicas acknowledge\n", primary.Name, c.plan.waitPoint, c.plan.timeout, len(direct))
+	return nil
 }
 
 // markerDDL is the table WaitFlowing writes markers to.

@@ -114,7 +114,9 @@ func (n *node) settings() map[string]string {
 	switch p.replication {
 	case Semisync:
 		if n.Role == "primary" {
-			s["rpl_semi_sync_master_enabled"] = "ON"
+			// Off until the replicas are connected (armSemisync): the
+			// commits of the set-up would each wait for the timeout.
+			s["rpl_semi_sync_master_enabled"] = onOff(n.c.semiArmed.Load())
 			s["rpl_semi_sync_master_timeout"] = strconv.FormatInt(p.timeout.Milliseconds(), 10)
 			s["rpl_semi_sync_master_wait_point"] = p.waitPoint
 		}
@@ -134,6 +136,13 @@ func (n *node) settings() map[string]string {
 		s[k] = v
 	}
 	return s
+}
+
+func onOff(b bool) string {
+	if b {
+		return "ON"
+	}
+	return "OFF"
 }
 
 func indexOf(list []string, s string) int {

@@ -132,7 +132,8 @@ var _ Semisyncer = (*cluster)(nil)
 
 // globalStatus reads SHOW GLOBAL STATUS LIKE pattern as a map.
 func globalStatus(ctx context.Context, db *sql.DB, like string) (map[string]string, error) {
-	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS LIKE ?", like)
+	// SHOW cannot take placeholders: like is a constant of this package.
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS LIKE "+sqlString(like))
 	if err != nil {
 		return nil, err
 	}
