@@ -217,9 +217,31 @@ func (n *node) run(ctx context.Context, bin string, args ...string) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %w (%s)", name, ctx.Err(), lastLines(out.String(), 3))
 		}
-		return fmt.Errorf("%s: %v: %s", name, err, lastLines(out.String(), 5))
+		return fmt.Errorf("%s: %v: %s", name, err, errorLines(out.String()))
 	}
 	return nil
+}
+
+// errorLines picks the server's [ERROR] lines out of a program's output
+// (mariadb-install-db ends with several lines of advice), or its last
+// lines.
+func errorLines(out string) string {
+	var errs []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "[ERROR]") {
+			if i := strings.Index(l, "[ERROR]"); i >= 0 {
+				l = l[i:]
+			}
+			errs = append(errs, strings.TrimSpace(l))
+		}
+	}
+	if len(errs) == 0 {
+		return lastLines(out, 5)
+	}
+	if len(errs) > 3 {
+		errs = errs[:3]
+	}
+	return strings.Join(errs, " | ")
 }
 
 func lastLines(s string, n int) string {
@@ -247,8 +269,20 @@ func (n *node) installDB(ctx context.Context) error {
 	// --defaults-file first: no /etc/mysql file is read. root@localhost
 	// keeps socket authentication (root only); replab's user comes from
 	// the init file.
-	return n.run(ctx, installBin, "--defaults-file="+n.cnfPath, "--skip-test-db",
+	err := n.run(ctx, installBin, "--defaults-file="+n.cnfPath, "--skip-test-db",
 		"--auth-root-authentication-method=socket", "--skip-name-resolve")
+	if err != nil {
+		// The bootstrap server writes its reasons to the error log.
+		if e := errorLines(readFile(n.logPath)); strings.Contains(e, "[ERROR]") {
+			return fmt.Errorf("mariadb-install-db: %s", e)
+		}
+	}
+	return err
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
 }
 
 // start runs mariadbd in the node's site and waits until it accepts
@@ -311,6 +345,9 @@ func (n *node) start(ctx context.Context) error {
 
 func (n *node) logTail() string {
 	b, _ := os.ReadFile(n.logPath)
+	if e := errorLines(string(b)); strings.Contains(e, "[ERROR]") {
+		return e
+	}
 	return lastLines(string(b), 4)
 }
 
