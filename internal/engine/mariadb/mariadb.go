@@ -1,7 +1,8 @@
 // Package mariadb runs MariaDB nodes in a lab's sites and sets up its
 // replication schemes: binlog + GTID replicas (asynchronous, cascading),
 // semi-synchronous replication with its fallbacks to asynchronous tracked,
-// and multi-master rings of asynchronous masters. docs/mariadb.md maps
+// multi-master rings of asynchronous masters, and Galera (synchronous
+// multi-master). docs/mariadb.md maps
 // scheme names and options to MariaDB settings.
 package mariadb
 
@@ -105,7 +106,12 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if err := c.layout(data); err != nil {
 		return nil, err
 	}
-	if err := engine.Each(c.nodes, func(n *node) error { return c.createNode(ctx, n) }); err != nil {
+	if p.replication == Galera {
+		err = c.upGalera(ctx)
+	} else {
+		err = engine.Each(c.nodes, func(n *node) error { return c.createNode(ctx, n) })
+	}
+	if err != nil {
 		return nil, err
 	}
 	first := c.byName[p.sources[0]]
@@ -318,7 +324,7 @@ func (c *cluster) Nodes() []engine.Node {
 		switch {
 		case n.From != "":
 			en.Upstreams = []string{n.From}
-		case c.plan.replication == Multimaster:
+		case c.plan.replication == Multimaster || c.plan.replication == Galera:
 			for _, m := range c.plan.sources {
 				if m != n.Name {
 					en.Upstreams = append(en.Upstreams, m)

@@ -131,6 +131,8 @@ func (n *node) settings() map[string]string {
 			s["auto_increment_offset"] = strconv.Itoa(i + 1)
 			s["gtid_domain_id"] = strconv.Itoa(i + 1)
 		}
+	case Galera:
+		n.galeraSettings(s)
 	}
 	for k, v := range n.Settings {
 		s[k] = v
@@ -175,7 +177,12 @@ func (n *node) writeFiles() error {
 	// user and database, so replicas start from the same empty state as
 	// their upstream and GTID positions count only the workload's changes.
 	pw := sqlString(n.c.password)
-	init := strings.Join([]string{
+	var local string
+	if n.c.plan.replication == Galera {
+		// Nor through Galera: a joiner runs it before it is a member.
+		local = "SET SESSION wsrep_on = OFF;\n"
+	}
+	init := local + strings.Join([]string{
 		"SET sql_log_bin = 0;",
 		"DELETE FROM mysql.global_priv WHERE User = '';", // anonymous users would shadow replab@'%' locally
 		"CREATE USER IF NOT EXISTS 'replab'@'%' IDENTIFIED BY " + pw + ";",
@@ -287,13 +294,17 @@ func readFile(path string) string {
 
 // start runs mariadbd in the node's site and waits until it accepts
 // connections.
-func (n *node) start(ctx context.Context) error {
+func (n *node) start(ctx context.Context) error { return n.startWith(ctx, nil) }
+
+// startWith is start with more arguments for mariadbd (once:
+// --wsrep-new-cluster).
+func (n *node) startWith(ctx context.Context, args []string) error {
 	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(serverBin, "--defaults-file="+n.cnfPath, "--init-file="+n.initPath)
+	cmd := exec.Command(serverBin, append([]string{"--defaults-file=" + n.cnfPath, "--init-file=" + n.initPath}, args...)...)
 	n.c.asServerUser(cmd)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := n.site.Start(cmd); err != nil {

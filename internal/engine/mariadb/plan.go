@@ -1,7 +1,9 @@
 package mariadb
 
 import (
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,16 +15,18 @@ const (
 	Async       = "async"       // binlog + GTID replicas, cascading allowed
 	Semisync    = "semisync"    // async plus semi-synchronous acknowledgement by the direct replicas
 	Multimaster = "multimaster" // masters replicating in a ring (two-way for two)
-	Galera      = "galera"      // not yet: named so the error can say so
+	Galera      = "galera"      // synchronous multi-master (Galera 4), every node a master
 )
 
-var schemes = []string{Async, Semisync, Multimaster}
+var schemes = []string{Async, Semisync, Multimaster, Galera}
 
 var (
 	waitPoints   = []string{"after_sync", "after_commit"}
 	parModes     = []string{"none", "minimal", "conservative", "optimistic", "aggressive"}
 	durabilities = []string{"sync", "write-nosync", "nosync"}
 )
+
+var sizeRE = regexp.MustCompile(`^[0-9]+[KMGkmg]?$`)
 
 // plan is a spec resolved for MariaDB: every default filled in.
 type plan struct {
@@ -37,6 +41,12 @@ type plan struct {
 	// Durability.
 	flushLog   int64 // innodb_flush_log_at_trx_commit
 	syncBinlog int64 // sync_binlog
+	// Galera.
+	syncWait  int64  // wsrep_sync_wait
+	fcLimit   int64  // gcs.fc_limit (0: Galera's default)
+	fcFactor  string // gcs.fc_factor ("": Galera's default)
+	gcache    string // gcache.size
+	provider  string // more wsrep_provider_options, as written
 }
 
 // makePlan validates s for MariaDB and resolves its defaults. Every
@@ -47,10 +57,6 @@ func makePlan(s *spec.Spec) (*plan, error) {
 	p := &plan{replication: s.Scheme.Replication}
 	if p.replication == "" {
 		p.replication = Async
-	}
-	if p.replication == Galera {
-		errs.Add("scheme.replication", "replab's MariaDB engine does not run Galera yet; schemes: %s", strings.Join(schemes, ", "))
-		return nil, errs.Err()
 	}
 	if !slices.Contains(schemes, p.replication) {
 		errs.Add("scheme.replication", "MariaDB has no scheme %q%s; schemes: %s", p.replication, spec.DidYouMean(p.replication, schemes), strings.Join(schemes, ", "))
@@ -63,7 +69,25 @@ func makePlan(s *spec.Spec) (*plan, error) {
 	dur := o.String("durability", "sync", durabilities...)
 	flush := o.Int("flush_log_at_trx_commit", -1, 0, 2)
 	syncBin := o.Int("sync_binlog", -1, 0, 1_000_000)
+	p.syncWait = o.Int("sync_wait", 0, 0, 15)
+	p.fcLimit = o.Int("fc_limit", 0, 1, 1<<31-1)
+	p.fcFactor = o.String("fc_factor", "")
+	p.gcache = o.String("gcache_size", "64M")
+	p.provider = o.String("provider_options", "")
 	errs.Join(o.Err())
+	if f, err := strconv.ParseFloat(p.fcFactor, 64); p.fcFactor != "" && (err != nil || f < 0 || f > 1) {
+		errs.Add("scheme.fc_factor", "want a fraction from 0 to 1 as a string, like \"0.8\"")
+	}
+	if !sizeRE.MatchString(p.gcache) {
+		errs.Add("scheme.gcache_size", "want a size like \"64M\" or \"1G\"")
+	}
+	if p.replication != Galera {
+		for _, k := range []string{"sync_wait", "fc_limit", "fc_factor", "gcache_size", "provider_options"} {
+			if o.Has(k) {
+				errs.Add("scheme."+k, "%s is a Galera setting; it needs replication = \"galera\"", k)
+			}
+		}
+	}
 
 	// Semi-sync options belong to semisync.
 	if p.replication != Semisync {
@@ -151,6 +175,13 @@ func makePlan(s *spec.Spec) (*plan, error) {
 				errs.Add("scheme.replication", "semi-synchronous replication needs at least one replica replicating directly from the primary")
 			}
 		}
+	case Galera:
+		roleErr(primaries, "primary", `every Galera node is a master: use role = "master"`)
+		roleErr(replicas, "replica", `every Galera node is a master (asynchronous replicas of a Galera node are not supported yet)`)
+		if len(masters) < 3 {
+			errs.Add("scheme.replication", "Galera needs at least three nodes with role = \"master\": with two, either one cut off leaves no majority and both refuse writes")
+		}
+		p.sources = masters
 	case Multimaster:
 		roleErr(primaries, "primary", `every writer is a master: use role = "master"`)
 		if len(masters) < 2 {

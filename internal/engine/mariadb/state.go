@@ -41,6 +41,9 @@ func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 // Seconds_Behind_Master counts whole seconds: it is kept as a position,
 // not as ReplayLagMs.
 func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, error) {
+	if c.plan.replication == Galera {
+		return c.galeraState(ctx)
+	}
 	var out []engine.ReplicaState
 	for _, n := range c.nodes {
 		up := c.upstream(n)
@@ -208,7 +211,7 @@ func (c *cluster) Processes(ctx context.Context) ([]engine.Process, error) {
 }
 
 // applyRoles receive or apply changes at a replica.
-var applyRoles = map[string]bool{"replica-io": true, "replica-sql": true, "replica-worker": true}
+var applyRoles = map[string]bool{"replica-io": true, "replica-sql": true, "replica-worker": true, "wsrep-applier": true}
 
 // threadRole maps a performance_schema thread name (and, for client
 // connections, its command) to a role.
@@ -224,6 +227,10 @@ func threadRole(name, command string) string {
 		return "replica-sql"
 	case name == "thread/sql/rpl_parallel_thread":
 		return "replica-worker"
+	case strings.Contains(name, "wsrep") && strings.Contains(name, "applier"):
+		return "wsrep-applier"
+	case strings.Contains(name, "wsrep"):
+		return "wsrep"
 	case strings.HasPrefix(name, "thread/innodb/"):
 		return "innodb"
 	}
