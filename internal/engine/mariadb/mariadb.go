@@ -2,8 +2,8 @@
 // replication schemes: binlog + GTID replicas (asynchronous, cascading),
 // semi-synchronous replication with its fallbacks to asynchronous tracked,
 // multi-master rings of asynchronous masters, and Galera (synchronous
-// multi-master). docs/mariadb.md maps
-// scheme names and options to MariaDB settings.
+// multi-master). docs/mariadb.md maps scheme names and options to MariaDB
+// settings.
 package mariadb
 
 import (

@@ -42,11 +42,11 @@ type plan struct {
 	flushLog   int64 // innodb_flush_log_at_trx_commit
 	syncBinlog int64 // sync_binlog
 	// Galera.
-	syncWait  int64  // wsrep_sync_wait
-	fcLimit   int64  // gcs.fc_limit (0: Galera's default)
-	fcFactor  string // gcs.fc_factor ("": Galera's default)
-	gcache    string // gcache.size
-	provider  string // more wsrep_provider_options, as written
+	syncWait int64  // wsrep_sync_wait
+	fcLimit  int64  // gcs.fc_limit (0: Galera's default)
+	fcFactor string // gcs.fc_factor ("": Galera's default)
+	gcache   string // gcache.size
+	provider string // more wsrep_provider_options, as written
 }
 
 // makePlan validates s for MariaDB and resolves its defaults. Every
