@@ -62,6 +62,23 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 		execAt(t, ctx, c, m, "INSERT INTO t (v) VALUES (1)")
 	}
 	agree(t, ctx, c, "t")
+	// The bulk path loads in write-sets of galeraLoadChunk rows.
+	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "u",
+		Create: map[string]string{"mysql": "CREATE TABLE u (id BIGINT PRIMARY KEY, k VARBINARY(16), v VARCHAR(100), n BIGINT)"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ld, err := c.Loader(ctx, "g2", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ld.Copy(ctx, "u", []string{"id", "k", "v", "n"}, &testRows{n: 2*galeraLoadChunk + 1}); err != nil || n != 2*galeraLoadChunk+1 {
+		t.Fatalf("loaded %d rows (%v), want %d", n, err, 2*galeraLoadChunk+1)
+	}
+	ld.Close()
+	if err := c.WaitFlowing(ctx); err != nil {
+		t.Fatal(err)
+	}
+	agree(t, ctx, c, "u")
 
 	// Two transactions updating one row at two nodes: the second to commit
 	// loses certification and comes back as a deadlock, classified a
@@ -77,7 +94,7 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 	if err := tx1.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	err := tx2.Commit()
+	err = tx2.Commit()
 	if cl := c.Classify(err); cl.Code != "1213" || !cl.Retry || !cl.Conflict {
 		t.Errorf("the losing commit: %v classified %+v, want 1213, retried, a conflict", err, cl)
 	}

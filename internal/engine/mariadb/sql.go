@@ -65,12 +65,24 @@ func (c *cluster) Loader(ctx context.Context, node, fromSite string) (engine.Loa
 		db.Close()
 		return nil, fmt.Errorf("connect to %s from %s: %w", node, fromSite, err)
 	}
-	return &infileLoader{db: db}, nil
+	l := &infileLoader{db: db}
+	if c.plan.replication == Galera {
+		// One write-set per statement, certified by every member across the
+		// WAN: a whole table in one would be a write-set of hundreds of MB
+		// (measured: the loading node left the primary component).
+		l.chunk = galeraLoadChunk
+	}
+	return l, nil
 }
+
+// galeraLoadChunk is how many rows one LOAD DATA statement (one write-set)
+// carries in a Galera cluster.
+const galeraLoadChunk = 5000
 
 // infileLoader is MariaDB's bulk path.
 type infileLoader struct {
-	db *sql.DB
+	db    *sql.DB
+	chunk int64 // rows per statement; 0: all in one
 }
 
 // readerSeq makes reader handler names unique: the driver keeps its
@@ -81,6 +93,42 @@ var readerSeq atomic.Int64
 // through a reader handler registered under a name of its own for the
 // length of the statement.
 func (l *infileLoader) Copy(ctx context.Context, table string, columns []string, rows engine.RowSource) (int64, error) {
+	if l.chunk <= 0 {
+		return l.copyOne(ctx, table, columns, rows)
+	}
+	var total int64
+	for {
+		part := &chunkRows{RowSource: rows, left: l.chunk}
+		n, err := l.copyOne(ctx, table, columns, part)
+		total += n
+		if err != nil || part.ended {
+			return total, err
+		}
+	}
+}
+
+// chunkRows yields at most left rows of a source; ended says the source
+// has no more.
+type chunkRows struct {
+	engine.RowSource
+	left  int64
+	ended bool
+}
+
+func (c *chunkRows) Next() bool {
+	if c.left <= 0 {
+		return false
+	}
+	c.left--
+	if !c.RowSource.Next() {
+		c.ended = true
+		return false
+	}
+	return true
+}
+
+// copyOne loads rows with one LOAD DATA statement.
+func (l *infileLoader) copyOne(ctx context.Context, table string, columns []string, rows engine.RowSource) (int64, error) {
 	name := fmt.Sprintf("replab-%d-%d", time.Now().UnixNano(), readerSeq.Add(1))
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeRows(pw, rows)) }()
