@@ -13,6 +13,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/labtest"
+	"replab/internal/spec"
 )
 
 const pairSpec = `
@@ -135,5 +136,23 @@ func TestGTIDBehind(t *testing.T) {
 		if got := gtidBehind(tc.ahead, tc.behind); got != tc.want {
 			t.Errorf("gtidBehind(%q, %q) = %d, want %d", tc.ahead, tc.behind, got, tc.want)
 		}
+	}
+}
+
+func TestInitialCopyBytes(t *testing.T) {
+	s, err := spec.Parse("g.toml", []byte(strings.Replace(galeraSpec, "NAME", "g", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for node, want := range map[string]int64{"g1": 0, "g2": galeraSSTBytes, "g3": galeraSSTBytes} {
+		if got := (Engine{}).InitialCopyBytes(s, node); got != want {
+			t.Errorf("%s: %d, want %d", node, got, want)
+		}
+	}
+	if s, err = spec.Parse("a.toml", []byte(strings.Replace(asyncSpec, "NAME", "a", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if got := (Engine{}).InitialCopyBytes(s, "r1"); got != 0 {
+		t.Errorf("async replica: %d, want 0", got)
 	}
 }

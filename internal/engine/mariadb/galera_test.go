@@ -54,6 +54,9 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 	l, c := testCluster(t, "mdbgal", galeraSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	for _, d := range l.Emulator().Stats() {
+		t.Logf("set-up on %s->%s: %.1f MB", d.From, d.To, float64(d.Counters.DeliveredBytes)/1e6)
+	}
 	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "t",
 		Create: map[string]string{"mysql": "CREATE TABLE t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT)"}}}}); err != nil {
 		t.Fatal(err)
