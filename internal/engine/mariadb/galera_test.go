@@ -172,6 +172,25 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 	if since := string(b[min(len(before), len(b)):]); !strings.Contains(since, "IST received") && !strings.Contains(since, "Receiving IST") {
 		t.Errorf("g3's log since the heal names no IST:\n%s", lastLines(since, 15))
 	}
+	// A crashed member starts again, rejoins and catches up.
+	if err := c.Kill(ctx, "g2"); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, ctx, "a write after g2's crash", func() bool {
+		_, err := db1.ExecContext(ctx, "INSERT INTO t (v) VALUES (4)")
+		return err == nil
+	})
+	if err := c.Start(ctx, "g2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.waitSynced(ctx, c.byName["g2"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitFlowing(ctx); err != nil {
+		t.Fatal(err)
+	}
+	agree(t, ctx, c, "t")
+
 	ps, err := c.Processes(ctx)
 	if err != nil {
 		t.Fatal(err)
