@@ -67,7 +67,17 @@ func (c *cluster) Start(ctx context.Context, name string) error {
 		return fmt.Errorf("node %s is already running", name)
 	}
 	start := time.Now()
-	if err := n.start(ctx); err != nil {
+	var args []string
+	if c.plan.replication == Galera {
+		pos, err := n.wsrepRecover(ctx)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", name, err)
+		}
+		if pos != "" {
+			args = append(args, "--wsrep_start_position="+pos)
+		}
+	}
+	if err := n.startWith(ctx, args); err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
 	fmt.Fprintf(c.log, "node %s: started again (%.2f s)\n", name, time.Since(start).Seconds())

@@ -3,6 +3,8 @@ package mariadb
 import (
 	"context"
 	"fmt"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -158,4 +160,27 @@ func (c *cluster) galeraState(ctx context.Context) ([]engine.ReplicaState, error
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+var recoveredRE = regexp.MustCompile(`WSREP: Recovered position: ([0-9a-f-]+:-?[0-9]+)`)
+
+// wsrepRecover reads the last committed position from InnoDB
+// (mariadbd --wsrep-recover, as Debian's galera_recovery does): after a
+// crash the node's grastate.dat says nothing, and a node started without
+// its position would copy everything again (SST) instead of asking a
+// donor for the write-sets it missed (IST). "" when none was found.
+func (n *node) wsrepRecover(ctx context.Context) (string, error) {
+	logp := n.logPath + ".recover"
+	if err := n.writeOwned(logp, ""); err != nil {
+		return "", err
+	}
+	defer os.Remove(logp)
+	if err := n.run(ctx, serverBin, "--defaults-file="+n.cnfPath, "--wsrep-recover", "--log-error="+logp); err != nil {
+		return "", fmt.Errorf("wsrep recovery: %w", err)
+	}
+	m := recoveredRE.FindStringSubmatch(readFile(logp))
+	if m == nil || strings.HasSuffix(m[1], ":-1") {
+		return "", nil
+	}
+	return m[1], nil
 }

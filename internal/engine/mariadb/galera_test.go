@@ -180,11 +180,16 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 		_, err := db1.ExecContext(ctx, "INSERT INTO t (v) VALUES (4)")
 		return err == nil
 	})
+	g2 := c.byName["g2"]
+	before, _ = os.ReadFile(g2.logPath)
 	if err := c.Start(ctx, "g2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.waitSynced(ctx, c.byName["g2"]); err != nil {
+	if err := c.waitSynced(ctx, g2); err != nil {
 		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(g2.logPath); !strings.Contains(string(b[min(len(before), len(b)):]), "IST received") {
+		t.Errorf("g2 did not catch up by IST after its crash:\n%s", lastLines(string(b[min(len(before), len(b)):]), 15))
 	}
 	if err := c.WaitFlowing(ctx); err != nil {
 		t.Fatal(err)
