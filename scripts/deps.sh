@@ -52,10 +52,33 @@ need_postgres() {
   apt_install postgresql-15 postgresql-15-pglogical
 }
 
+need_mariadb() {
+  # MariaDB 10.11, Galera 4 and the client. replab starts its own servers with its own
+  # --defaults-file: the packages' service must neither start now nor be left enabled.
+  local pkgs=(mariadb-server galera-4 mariadb-client rsync) missing=0 p
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing=1
+  done
+  [ $missing -eq 0 ] && return 0
+  local guard=/usr/sbin/policy-rc.d own_guard=0
+  if [ "$(id -u)" -eq 0 ] && [ ! -e $guard ]; then
+    # invoke-rc.d asks policy-rc.d; 101 = "action forbidden": no service starts during the install.
+    printf '#!/bin/sh\nexit 101\n' >$guard && chmod 755 $guard && own_guard=1
+  fi
+  apt_install "${pkgs[@]}" || { [ $own_guard -eq 1 ] && rm -f $guard; exit 1; }
+  [ $own_guard -eq 1 ] && rm -f $guard
+  # The package enables its unit; disabling works without a running systemd too.
+  if command -v systemctl >/dev/null 2>&1; then
+    systemctl disable mariadb.service >/dev/null 2>&1 || true
+    [ -d /run/systemd/system ] && { systemctl stop mariadb.service >/dev/null 2>&1 || true; }
+  fi
+  return 0
+}
+
 case "$purpose" in
   build) need_go ;;
-  demo)  need_go; need_lab; need_postgres ;;
-  test)  need_go; need_lab; need_postgres; command -v chromium >/dev/null 2>&1 || apt_install chromium ;;
-  bench) need_go; need_lab; need_postgres; command -v iperf3 >/dev/null 2>&1 || apt_install iperf3 ;;
+  demo)  need_go; need_lab; need_postgres; need_mariadb ;;
+  test)  need_go; need_lab; need_postgres; need_mariadb; command -v chromium >/dev/null 2>&1 || apt_install chromium ;;
+  bench) need_go; need_lab; need_postgres; need_mariadb; command -v iperf3 >/dev/null 2>&1 || apt_install iperf3 ;;
   *) say "unknown purpose $purpose (build|demo|test|bench)"; exit 2 ;;
 esac

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"replab/internal/engine"
+	"replab/internal/engine/mariadb"
 	"replab/internal/engine/postgres"
 	"replab/internal/lab"
 	"replab/internal/runner"
@@ -14,7 +15,7 @@ import (
 
 // engines is every database engine this binary can run.
 func engines() *engine.Registry {
-	return engine.NewRegistry(postgres.Engine{})
+	return engine.NewRegistry(postgres.Engine{}, mariadb.Engine{})
 }
 
 // loadChecked loads a spec and validates it as replab run would: its

@@ -37,6 +37,13 @@ type ReplicaSummary struct {
 	// ReplayLagMs summarises the engine's own lag estimate
 	// (pg_stat_replication.replay_lag) over samples where it had one.
 	ReplayLagMs *stats.Percentiles `json:"replay_lag_ms,omitempty"`
+	// SyncStates counts the samples of each of the engine's sync state
+	// words (PostgreSQL's sync_state; MariaDB semi-sync's "semi-sync" and
+	// "async-fallback"), and SyncStateChanges how often the word changed
+	// from one sample to the next: how long, and how often, a synchronous
+	// scheme ran otherwise.
+	SyncStates       map[string]int `json:"sync_states,omitempty"`
+	SyncStateChanges int            `json:"sync_state_changes,omitempty"`
 }
 
 // Lag growth: a backlog grows when the least-squares fit of it over the
@@ -111,6 +118,9 @@ func summarizeReplication(pts []replPoint, start, end time.Time) map[string]Repl
 		from, kind, unit map[string]bool
 		x, y             []float64
 		lag              []float64
+		syncs            map[string]int
+		lastSync         map[string]string // by upstream
+		syncChanges      int
 	}
 	accs := map[string]*acc{}
 	for _, p := range pts {
@@ -121,13 +131,20 @@ func summarizeReplication(pts []replPoint, start, end time.Time) map[string]Repl
 		for _, r := range p.rows {
 			a := accs[r.Node]
 			if a == nil {
-				a = &acc{from: map[string]bool{}, kind: map[string]bool{}, unit: map[string]bool{}}
+				a = &acc{from: map[string]bool{}, kind: map[string]bool{}, unit: map[string]bool{}, syncs: map[string]int{}, lastSync: map[string]string{}}
 				accs[r.Node] = a
 			}
 			a.from[r.From], a.kind[r.Kind], a.unit[r.BacklogUnit] = true, true, true
 			sum[r.Node] += max(r.Backlog, 0)
 			if r.ReplayLagMs >= 0 {
 				a.lag = append(a.lag, r.ReplayLagMs)
+			}
+			if r.SyncState != "" {
+				a.syncs[r.SyncState]++
+				if last := a.lastSync[r.From]; last != "" && last != r.SyncState {
+					a.syncChanges++
+				}
+				a.lastSync[r.From] = r.SyncState
 			}
 		}
 		for node, b := range sum {
@@ -152,6 +169,9 @@ func summarizeReplication(pts []replPoint, start, end time.Time) map[string]Repl
 		s.LagGrows = s.BacklogGrowth >= LagGrowthMin(s.BacklogUnit) && t >= LagGrowthMinT
 		if s.BacklogUnit == engine.UnitBytes {
 			s.BytesBehindMax, s.BytesBehindMean, s.BytesBehindGrowth = s.BacklogMax, s.BacklogMean, s.BacklogGrowth
+		}
+		if len(a.syncs) > 0 {
+			s.SyncStates, s.SyncStateChanges = a.syncs, a.syncChanges
 		}
 		if len(a.lag) > 0 {
 			h := stats.NewLatencyHist()

@@ -171,7 +171,7 @@ func TestSummarizeReplication(t *testing.T) {
 			// m2 is fed by two masters; its backlog from m1 grows 1 MB/s.
 			{Node: "m2", From: "m1", Kind: "pglogical", Backlog: int64(s) * 1e6, BacklogUnit: engine.UnitBytes, ReplayLagMs: -1},
 			{Node: "m2", From: "m3", Kind: "pglogical", Backlog: 1000, BacklogUnit: engine.UnitBytes, ReplayLagMs: 40},
-			{Node: "s1", From: "m1", Kind: "physical", Backlog: 5000, BacklogUnit: engine.UnitBytes, ReplayLagMs: float64(s)},
+			{Node: "s1", From: "m1", Kind: "physical", Backlog: 5000, BacklogUnit: engine.UnitBytes, ReplayLagMs: float64(s), SyncState: syncAt(s)},
 		}})
 	}
 	got := summarizeReplication(pts, at(2), at(8))
@@ -188,4 +188,16 @@ func TestSummarizeReplication(t *testing.T) {
 	if s1.LagGrows || s1.BytesBehindMean != 5000 || s1.ReplayLagMs.P50 < 4.9 || s1.ReplayLagMs.P50 > 5.1 {
 		t.Errorf("s1 %+v (replay lag %+v)", s1, s1.ReplayLagMs)
 	}
+	// s1 fell back to asynchronous for samples 4 and 5: in [2 s, 8 s] 2 of
+	// 7 samples, one change there and one back.
+	if s1.SyncStates["async-fallback"] != 2 || s1.SyncStates["semi-sync"] != 5 || s1.SyncStateChanges != 2 || m2.SyncStates != nil {
+		t.Errorf("s1 sync states %v, %d changes; m2 %v", s1.SyncStates, s1.SyncStateChanges, m2.SyncStates)
+	}
+}
+
+func syncAt(s int) string {
+	if s == 4 || s == 5 {
+		return "async-fallback"
+	}
+	return "semi-sync"
 }
