@@ -43,7 +43,7 @@ func (r *run) checkConvergence(ctx context.Context, stopped time.Time) *report.C
 		return conv
 	}
 	conv.Nodes = len(sums)
-	conv.Diverged = divergedTables(sums, tables)
+	conv.Diverged = divergedTables(sums)
 	conv.DivergedTables = len(conv.Diverged)
 	conv.Converged = conv.DivergedTables == 0
 	if !conv.Converged {
@@ -54,25 +54,19 @@ func (r *run) checkConvergence(ctx context.Context, stopped time.Time) *report.C
 
 // divergedTables names every table whose checksum is not the same at
 // every node, with each node's sum.
-func divergedTables(sums map[string]map[string]int64, tables []string) map[string]string {
+func divergedTables(sums map[string]map[string]int64) map[string]string {
 	nodes := slices.Sorted(maps.Keys(sums))
 	out := map[string]string{}
-	for _, t := range tables {
-		distinct := map[int64]bool{}
-		var parts []string
-		for _, n := range nodes {
-			v, ok := sums[n][t]
-			if !ok {
-				parts = append(parts, n+" missing")
-				distinct[0], distinct[-1] = true, true // a missing table differs
-				continue
+	for _, d := range engine.Diverged(sums) {
+		parts := make([]string, len(nodes))
+		for i, n := range nodes {
+			if v, ok := d.Sums[n]; ok {
+				parts[i] = fmt.Sprintf("%s %d", n, v)
+			} else {
+				parts[i] = n + " missing"
 			}
-			distinct[v] = true
-			parts = append(parts, fmt.Sprintf("%s %d", n, v))
 		}
-		if len(distinct) > 1 {
-			out[t] = strings.Join(parts, ", ")
-		}
+		out[d.Table] = strings.Join(parts, ", ")
 	}
 	if len(out) == 0 {
 		return nil

@@ -52,7 +52,7 @@ func agree(t *testing.T, ctx context.Context, c *cluster, tables ...string) map[
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := Diverged(sums); len(d) > 0 {
+	if d := engine.Diverged(sums); len(d) > 0 {
 		t.Fatalf("copies differ: %+v", d)
 	}
 	return sums

@@ -76,6 +76,7 @@ var (
 	_ engine.LagReaders      = (*cluster)(nil)
 	_ engine.NodeControl     = (*cluster)(nil)
 	_ engine.ErrorClassifier = (*cluster)(nil)
+	_ engine.Checksummer     = (*cluster)(nil)
 )
 
 // cluster is a running set of MariaDB nodes.

@@ -71,7 +71,7 @@ func TestMultimasterConflictDiverges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := Diverged(sums)
+	d := engine.Diverged(sums)
 	if len(d) != 1 || d[0].Table != "t" {
 		t.Fatalf("divergence %+v, want table t alone", d)
 	}

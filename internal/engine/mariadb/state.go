@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -303,48 +302,3 @@ func tableNames(ctx context.Context, db *sql.DB) ([]string, error) {
 	}
 	return out, rows.Err()
 }
-
-// Divergence is one table whose copies differ: its checksum at each node.
-type Divergence struct {
-	Table string           `json:"table"`
-	Sums  map[string]int64 `json:"sums"` // node -> checksum; a node without the table is missing
-}
-
-// Diverged compares checksums (from Checksums): the tables whose copies
-// are not all equal, sorted by name; none when every copy agrees.
-func Diverged(sums map[string]map[string]int64) []Divergence {
-	tables := map[string]bool{}
-	for _, ts := range sums {
-		for t := range ts {
-			tables[t] = true
-		}
-	}
-	var out []Divergence
-	for t := range tables {
-		d := Divergence{Table: t, Sums: map[string]int64{}}
-		seen := map[int64]bool{}
-		missing := false
-		for node, ts := range sums {
-			s, ok := ts[t]
-			if !ok {
-				missing = true
-				continue
-			}
-			d.Sums[node] = s
-			seen[s] = true
-		}
-		if missing || len(seen) > 1 {
-			out = append(out, d)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Table < out[j].Table })
-	return out
-}
-
-// Checksummer is what a cluster offers to check that its copies agree
-// after a run (the runner may look for it by type assertion).
-type Checksummer interface {
-	Checksums(ctx context.Context, tables ...string) (map[string]map[string]int64, error)
-}
-
-var _ Checksummer = (*cluster)(nil)
