@@ -11,18 +11,22 @@ import (
 	"replab/internal/engine"
 )
 
-// nodeCPU is the CPU time one PostgreSQL node has used so far, in seconds:
-// the postmaster, the backends it has reaped, and every live child.
+// nodeCPU is the CPU time one node has used so far, in seconds: for
+// PostgreSQL the postmaster, the backends it has reaped, and every live
+// child; for an engine whose roles are threads of one process (MariaDB),
+// that process once.
 func nodeCPU(ctx context.Context, c engine.Cluster, node string) float64 {
 	ps, err := c.Processes(ctx)
 	if err != nil {
 		return 0
 	}
 	var total float64
+	seen := map[int]bool{}
 	for _, p := range ps {
-		if p.Node != node {
+		if p.Node != node || seen[p.PID] {
 			continue
 		}
+		seen[p.PID] = true
 		self, reaped, err := benchkit.ProcTimes(strconv.Itoa(p.PID))
 		if err != nil {
 			continue // exited meanwhile: counted in the postmaster's reaped time

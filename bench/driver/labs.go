@@ -18,7 +18,8 @@ import (
 	"replab/internal/spec"
 )
 
-// pgLab is a lab with PostgreSQL running in it.
+// pgLab is a lab with an engine running in it: PostgreSQL for every step
+// but the MariaDB lag step.
 type pgLab struct {
 	lab     *lab.Lab
 	cluster engine.Cluster
@@ -28,12 +29,17 @@ type pgLab struct {
 // table, engine and nodes included) and brings PostgreSQL up in it. The
 // caller must close it.
 func upPostgres(ctx context.Context, name, body string) (*pgLab, error) {
+	return upLab(ctx, postgres.Engine{}, name, body)
+}
+
+// upLab is upPostgres for any engine.
+func upLab(ctx context.Context, e engine.Engine, name, body string) (*pgLab, error) {
 	text := fmt.Sprintf("[lab]\nname = %q\n%s", name, body)
 	s, err := spec.Parse(name+".toml", []byte(text))
 	if err != nil {
 		return nil, fmt.Errorf("spec of lab %s: %w", name, err)
 	}
-	if err := (postgres.Engine{}).Validate(s); err != nil {
+	if err := e.Validate(s); err != nil {
 		return nil, fmt.Errorf("spec of lab %s: %w", name, err)
 	}
 	l, err := benchkit.StartLab(ctx, s, logf)
@@ -42,10 +48,10 @@ func upPostgres(ctx context.Context, name, body string) (*pgLab, error) {
 	}
 	uctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	c, err := postgres.Engine{}.Up(uctx, l, &prefixWriter{w: os.Stderr, prefix: "      "})
+	c, err := e.Up(uctx, l, &prefixWriter{w: os.Stderr, prefix: "      "})
 	if err != nil {
 		closeLab(l)
-		return nil, fmt.Errorf("start PostgreSQL in lab %s: %w", name, err)
+		return nil, fmt.Errorf("start %s in lab %s: %w", e.Kind(), name, err)
 	}
 	return &pgLab{lab: l, cluster: c}, nil
 }
@@ -54,7 +60,7 @@ func upPostgres(ctx context.Context, name, body string) (*pgLab, error) {
 // on stderr (the figures stand).
 func (p *pgLab) close() {
 	if err := p.cluster.Close(); err != nil {
-		logf("      warning: stop PostgreSQL in lab %s: %v", p.lab.Spec.Lab.Name, err)
+		logf("      warning: stop the servers in lab %s: %v", p.lab.Spec.Lab.Name, err)
 	}
 	closeLab(p.lab)
 }

@@ -7,11 +7,13 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"replab/bench/internal/benchkit"
 	"replab/internal/driver"
 	"replab/internal/engine"
+	"replab/internal/engine/postgres"
 	"replab/internal/lagprobe"
 	"replab/internal/stats"
 	"replab/internal/workload"
@@ -85,15 +87,29 @@ type lagRun struct {
 	PollsPerS   float64          `json:"polls_per_s,omitempty"`
 }
 
-func (b *bench) lagOverhead(ctx context.Context) error {
-	body := fmt.Sprintf(`
-[site.db]
-[site.sb]
-[[link]]
-sites = ["db", "sb"]
-delay = %q
-rate = "1gbit"
+// lagTarget is the system the lag step measures the probe on: a
+// primary db and a replica sb lagDelay apart, a table of accounts, and a
+// single-row UPDATE by key as the transaction.
+type lagTarget struct {
+	prefix  string // of every figure's name: "" (PostgreSQL) or "mariadb_"
+	lab     string
+	engine  engine.Engine
+	dialect string
+	nodes   string // the spec's [engine], nodes and [scheme]
+	scheme  string // described in the figures
+	tx      workload.TxType
+	txText  string
+	// load fills the accounts at db; prep runs there before each run.
+	load func(ctx context.Context, b *bench, p *pgLab) error
+	prep []string
+}
 
+func (b *bench) lagOverhead(ctx context.Context) error { return b.lagOverheadOn(ctx, postgresLag) }
+
+// postgresLag is pgbench's accounts at scale 10, physical streaming.
+var postgresLag = lagTarget{
+	lab: "bench-lagprobe", engine: postgres.Engine{}, dialect: "postgres",
+	nodes: `
 [engine]
 kind = "postgres"
 
@@ -105,30 +121,48 @@ role = "primary"
 site = "sb"
 role = "standby"
 from = "db"
-`, lagDelay)
-	p, err := upPostgres(ctx, "bench-lagprobe", body)
+`,
+	scheme: "async physical streaming, primary db, standby sb",
+	tx:     updateTx(),
+	txText: "BEGIN; UPDATE pgbench_accounts … WHERE aid = uniform(1, 1000000); [UPDATE replab_lag SET seq = $1 WHERE writer = $2;] COMMIT, pipelined",
+	load: func(ctx context.Context, b *bench, p *pgLab) error {
+		db, err := p.node("db")
+		if err != nil {
+			return err
+		}
+		if err := pgbenchInit(ctx, b.pgbench, p.lab.Site("db"), db.DSN, compareScale); err != nil {
+			return err
+		}
+		return p.exec(ctx, "db", "ALTER TABLE pgbench_accounts SET (autovacuum_enabled = off)")
+	},
+	prep: []string{"VACUUM pgbench_accounts", "VACUUM " + engine.LagTableName, "CHECKPOINT"},
+}
+
+func (b *bench) lagOverheadOn(ctx context.Context, t lagTarget) error {
+	body := fmt.Sprintf(`
+[site.db]
+[site.sb]
+[[link]]
+sites = ["db", "sb"]
+delay = %q
+rate = "1gbit"
+%s`, lagDelay, t.nodes)
+	p, err := upLab(ctx, t.engine, t.lab, body)
 	if err != nil {
 		return err
 	}
 	defer p.close()
-	db, err := p.node("db")
-	if err != nil {
-		return err
-	}
 	t0 := time.Now()
-	if err := pgbenchInit(ctx, b.pgbench, p.lab.Site("db"), db.DSN, compareScale); err != nil {
+	if err := t.load(ctx, b, p); err != nil {
 		return err
 	}
 	if err := p.sql().ApplySchema(ctx, engine.Schema{Tables: []engine.Table{engine.LagTable()}}); err != nil {
 		return err
 	}
-	if err := p.exec(ctx, "db", "ALTER TABLE pgbench_accounts SET (autovacuum_enabled = off)"); err != nil {
-		return err
-	}
 	if err := p.cluster.WaitFlowing(ctx); err != nil {
 		return err
 	}
-	logf("      pgbench -i -s %d and replab_lag at the primary, replayed at the standby, in %.1f s", compareScale, time.Since(t0).Seconds())
+	logf("      %d accounts and replab_lag at the primary, at the replica too, in %.1f s", compareAccounts, time.Since(t0).Seconds())
 
 	if _, err := benchkit.WaitQuiet(ctx, quiet); err != nil {
 		return err
@@ -143,7 +177,7 @@ from = "db"
 	var runs []lagRun
 	for rep := range lagReps {
 		for _, v := range lagOrder(rep) {
-			r, err := b.lagRun(ctx, p, v, rep+1)
+			r, err := b.lagRun(ctx, p, t, v, rep+1)
 			if err != nil {
 				return fmt.Errorf("%s run %d: %w", v, rep+1, err)
 			}
@@ -157,22 +191,21 @@ from = "db"
 			logf("%s", line)
 		}
 	}
-	b.addLag(runs, alone)
+	b.addLag(t, runs, alone)
 	return nil
 }
 
 // lagRun resets the database to the same state, then runs one variant.
-func (b *bench) lagRun(ctx context.Context, p *pgLab, variant string, rep int) (lagRun, error) {
+func (b *bench) lagRun(ctx context.Context, p *pgLab, t lagTarget, variant string, rep int) (lagRun, error) {
 	probe := lagprobe.New(lagprobe.Config{Writers: lagUsers, Interval: lagInterval})
-	seed, err := engine.LagSeedSQL("postgres", lagUsers)
+	seed, err := engine.LagSeedSQL(t.dialect, lagUsers)
 	if err != nil {
 		return lagRun{}, err
 	}
-	prep := append([]string{"VACUUM pgbench_accounts", "VACUUM " + engine.LagTableName}, seed...)
-	if err := p.exec(ctx, "db", append(prep, "CHECKPOINT")...); err != nil {
+	if err := p.exec(ctx, "db", append(seed, t.prep...)...); err != nil {
 		return lagRun{}, err
 	}
-	// The standby has replayed everything (the previous run included).
+	// The replica has applied everything (the previous run included).
 	if err := p.cluster.WaitFlowing(ctx); err != nil {
 		return lagRun{}, err
 	}
@@ -213,7 +246,7 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, variant string, rep int) (
 	cfg := p.driverConfig(driver.Config{Users: lagUsers, Warmup: lagWarmup, Duration: lagMeasure, Seed: int64(rep), MaxRetries: 3})
 	if variant != variantOff {
 		cfg.Lag = func(i int) driver.LagJournal { return probe.Writer(i) }
-		if cfg.LagStatement, err = engine.LagUpdateSQL("postgres"); err != nil {
+		if cfg.LagStatement, err = engine.LagUpdateSQL(t.dialect); err != nil {
 			return run, err
 		}
 		cfg.LagEvery = 0 // automatic, as replab run by default
@@ -222,7 +255,7 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, variant string, rep int) (
 		}
 	}
 	self0, pri0, sb0, meter, t0 := benchkit.SelfCPU(), nodeCPU(ctx, p.cluster, "db"), nodeCPU(ctx, p.cluster, "sb"), benchkit.StartCPU(), time.Now()
-	res, err := driver.Run(ctx, cfg, []workload.TxType{updateTx()}, driver.Sources(db))
+	res, err := driver.Run(ctx, cfg, []workload.TxType{t.tx}, driver.Sources(db))
 	wall := time.Since(t0).Seconds()
 	self, pri, sb, cpu := benchkit.SelfCPU()-self0, nodeCPU(ctx, p.cluster, "db")-pri0, nodeCPU(ctx, p.cluster, "sb")-sb0, meter.Read()
 	if err != nil {
@@ -292,7 +325,7 @@ func spreadOf(xs []float64, decimals int) spread {
 	return spread{Mean: benchkit.Round(m, decimals), SD: benchkit.Round(sd, decimals), Min: benchkit.Round(slices.Min(xs), decimals), Max: benchkit.Round(slices.Max(xs), decimals)}
 }
 
-func (b *bench) addLag(runs []lagRun, alone watcherCost) {
+func (b *bench) addLag(t lagTarget, runs []lagRun, alone watcherCost) {
 	byVariant := map[string]map[int]lagRun{}
 	for _, r := range runs {
 		if byVariant[r.Variant] == nil {
@@ -367,17 +400,16 @@ func (b *bench) addLag(runs []lagRun, alone watcherCost) {
 	}
 	cfg := map[string]any{
 		"users": lagUsers, "link": fmt.Sprintf("db <-> sb, %s each way, 1gbit", lagDelay), "interval_ms": float64(lagInterval) / 1e6,
-		"transaction": "BEGIN; UPDATE pgbench_accounts … WHERE aid = uniform(1, 1000000); [UPDATE replab_lag SET seq = $1 WHERE writer = $2;] COMMIT, pipelined",
-		"client_site": "db", "scheme": "async physical streaming, primary db, standby sb",
+		"transaction": t.txText, "client_site": "db", "scheme": t.scheme,
 		"warmup_s": lagWarmup.Seconds(), "measure_s": lagMeasure.Seconds(), "repetitions": lagReps,
 		"variants": "off (no probe); auto (replab's default: lag_sample = \"auto\", at most " + fmt.Sprint(driver.DefaultLagBudget) + " tracked/s, adaptive watcher); every (lag_sample = 1, adaptive watcher)",
-		"order":    fmt.Sprintf("%d repetitions of off and auto, alternating which runs first; the first %d also run every (first, second, last); VACUUM + CHECKPOINT + standby caught up before each", lagReps, lagEveryRep),
+		"order":    fmt.Sprintf("%d repetitions of off and auto, alternating which runs first; the first %d also run every (first, second, last); %s replica caught up before each", lagReps, lagEveryRep, strings.Join(append(t.prep, ""), " + ")),
 	}
 	logf("      total CPU per transaction (this process + primary + standby): off %.1f µs, auto %.1f µs, every %.1f µs: %.1f %% and %.1f %% of throughput on a saturated machine",
 		totalCPU[variantOff], totalCPU[variantAuto], totalCPU[variantEvery], cpuOverhead(variantAuto), cpuOverhead(variantEvery))
 	autoS, everyS := spreadOf(pct[variantAuto], 2), spreadOf(pct[variantEvery], 2)
 	b.r.Add(Figure{
-		Name: "lag_overhead_pct", Value: autoS.Mean, Configured: cfg,
+		Name: t.prefix + "lag_overhead_pct", Value: autoS.Mean, Configured: cfg,
 		Target: "<= 3 %", TargetMax: benchkit.Ptr(3.0),
 		Note: fmt.Sprintf("replab's default probe (automatic sample, adaptive watcher): mean over %d adjacent pairs of 1 − TPS with it / TPS without, in %%: %.2f ± %.2f (sd, 95%% CI ± %.2f), from %.2f to %.2f; ratio of the means %.2f",
 			len(pct[variantAuto]), autoS.Mean, autoS.SD, benchkit.Round(stats.MeanCI(pct[variantAuto], 0.95).HalfWidth, 2), autoS.Min, autoS.Max, benchkit.Round(100*(1-mean(variantAuto)/mean(variantOff)), 2)),
@@ -403,7 +435,7 @@ func (b *bench) addLag(runs []lagRun, alone watcherCost) {
 	cores := float64(runtime.NumCPU())
 	modelPct := (mstat(variantAuto, "polls_per_s")*perPollUs + mstat(variantAuto, "tracked_per_s")*stmtUs) / (cores * 1e6) * 100
 	b.r.Add(Figure{
-		Name: "lag_overhead_model_pct", Value: benchkit.Round(modelPct, 2), Configured: cfg,
+		Name: t.prefix + "lag_overhead_model_pct", Value: benchkit.Round(modelPct, 2), Configured: cfg,
 		Target: "<= 3 %", TargetMax: benchkit.Ptr(3.0),
 		Note: fmt.Sprintf("CPU the default probe takes, as a share of the %.0f cores: %.1f polls/s × %.1f µs per poll (the watcher alone, this process + standby) + %.1f tracked/s × %.1f µs per tracked statement (every's extra CPU per transaction less its polls); leaves out interference",
 			cores, mstat(variantAuto, "polls_per_s"), perPollUs, mstat(variantAuto, "tracked_per_s"), stmtUs),
@@ -411,25 +443,25 @@ func (b *bench) addLag(runs []lagRun, alone watcherCost) {
 			"polls_per_s": mstat(variantAuto, "polls_per_s"), "tracked_per_s": mstat(variantAuto, "tracked_per_s"), "cores": cores},
 	})
 	b.r.Add(Figure{
-		Name: "lag_every_overhead_pct", Value: everyS.Mean, Configured: cfg,
+		Name: t.prefix + "lag_every_overhead_pct", Value: everyS.Mean, Configured: cfg,
 		Note:    fmt.Sprintf("every transaction tracked (lag_sample = 1): mean over %d repetitions of 1 − TPS(every) / TPS(off) in the same repetition: %.2f ± %.2f (sd)", len(pct[variantEvery]), everyS.Mean, everyS.SD),
 		Details: map[string]any{"per_repetition_pct": pct[variantEvery], "per_repetition": everyS, "cpu_estimate_pct": cpuOverhead(variantEvery)},
 	})
 	b.r.Add(Figure{
-		Name: "lag_watcher_cpu_cores", Value: benchkit.Round(alone.BenchCores+alone.StandbyCores, 3), Configured: cfg,
+		Name: t.prefix + "lag_watcher_cpu_cores", Value: benchkit.Round(alone.BenchCores+alone.StandbyCores, 3), Configured: cfg,
 		Note: fmt.Sprintf("one watcher polling the idle standby every 1 ms without pause (PollAlways), no workload, %s: CPU above idle of this process (%.3f cores, %.1f µs per poll) plus the standby's (%.3f cores, %.1f µs per poll) — what adaptive polling avoids",
 			watcherAloneFor, alone.BenchCores, alone.BenchUsPerPoll, alone.StandbyCores, alone.StandbyUsPerPoll),
 		Details: map[string]any{"watcher_alone": alone},
 	})
 	b.r.Add(Figure{
-		Name: "lag_resolution_idle_ms", Value: alone.ResolutionMs, Configured: cfg, Expected: benchkit.Ptr(float64(lagInterval) / 1e6),
+		Name: t.prefix + "lag_resolution_idle_ms", Value: alone.ResolutionMs, Configured: cfg, Expected: benchkit.Ptr(float64(lagInterval) / 1e6),
 		Note: fmt.Sprintf("lagprobe ResolutionMs polling without pause and no workload (machine otherwise as busy as it was); interval p99 %.3f ms, poll p50 %.3f ms, poll p99 %.3f ms",
 			alone.IntervalP99Ms, alone.PollP50Ms, alone.PollP99Ms),
 	})
 	if ps := probeStat[variantAuto]; len(ps["resolution_ms"]) > 0 {
 		res := spreadOf(ps["resolution_ms"], 4)
 		b.r.Add(Figure{
-			Name: "lag_resolution_ms", Value: res.Mean, Configured: cfg, Expected: benchkit.Ptr(float64(lagInterval) / 1e6),
+			Name: t.prefix + "lag_resolution_ms", Value: res.Mean, Configured: cfg, Expected: benchkit.Ptr(float64(lagInterval) / 1e6),
 			Target: "<= 1 ms (configured interval)",
 			Note:   "lagprobe Result.ResolutionMs of the default probe's runs: the achieved mean interval between consecutive poll starts (configured 1 ms); details has the interval p99, poll durations, polls/s, the floor and window hits",
 			Details: map[string]any{"resolution_ms": res, "interval_p99_ms": spreadOf(ps["interval_p99_ms"], 4),
@@ -437,12 +469,12 @@ func (b *bench) addLag(runs []lagRun, alone watcherCost) {
 				"polls_per_s": spreadOf(ps["polls_per_s"], 1), "floor_ms": spreadOf(ps["floor_ms"], 3), "window_hits": spreadOf(ps["window_hits"], 1)},
 		})
 		b.r.Add(Figure{
-			Name: "lag_tracked_per_s", Value: spreadOf(ps["tracked_per_s"], 1).Mean, Configured: cfg,
+			Name: t.prefix + "lag_tracked_per_s", Value: spreadOf(ps["tracked_per_s"], 1).Mean, Configured: cfg,
 			Note:    fmt.Sprintf("transactions tracked per measured second by the default probe: every %.0f-th of each user (mean N)", spreadOf(ps["sample_every"], 1).Mean),
 			Details: map[string]any{"sample_every": spreadOf(ps["sample_every"], 1)},
 		})
 		b.r.Add(Figure{
-			Name: "lag_poll_p99_ms", Value: spreadOf(ps["poll_p99_ms"], 4).Mean, Configured: cfg,
+			Name: t.prefix + "lag_poll_p99_ms", Value: spreadOf(ps["poll_p99_ms"], 4).Mean, Configured: cfg,
 			Note: "lagprobe Result.PollP99Ms: 99th percentile of one poll's duration (SELECT writer, seq FROM replab_lag at the standby), mean over the default probe's runs; each lag is late by at most one interval plus one poll",
 		})
 	}

@@ -83,13 +83,15 @@ func (b *bench) steps() []step {
 			Limit: 6 * time.Minute, Run: b.scripts},
 		{ID: "lag", Title: fmt.Sprintf("lag probe: %d users, primary + standby %s away, off/auto/every ×%d, %s + %s each", lagUsers, lagDelay, lagReps, lagWarmup, lagMeasure),
 			Limit: 8 * time.Minute, Run: b.lagOverhead},
+		{ID: "lag-mariadb", Title: fmt.Sprintf("lag probe on MariaDB: %d users, primary + async GTID replica %s away, off/auto/every ×%d, %s + %s each", lagUsers, lagDelay, lagReps, lagWarmup, lagMeasure),
+			Limit: 8 * time.Minute, Run: b.lagOverheadMariaDB},
 		{ID: "diagnose", Title: "not run by default: where the driver's CPU goes (pgbench, driver, driver at GOMAXPROCS = CPUs, bare pgx 3 round trips, bare pgx pipelined)",
 			Limit: 4 * time.Minute, Run: b.diagnose},
 	}
 }
 
 // defaultSteps are run when -only is not given.
-var defaultSteps = []string{"compare", "pipelined", "scripts", "lag"}
+var defaultSteps = []string{"compare", "pipelined", "scripts", "lag", "lag-mariadb"}
 
 func run(out, only, clientSite, cpuProfile string) int {
 	if err := lab.Preflight(); err != nil {

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"replab/internal/engine/mariadb"
+	"replab/internal/workload"
+)
+
+// mariadbLag is the lag step on MariaDB: an asynchronous GTID replica
+// and the same accounts and UPDATE as PostgreSQL's step. MariaDB has no
+// pipeline, so a transaction is BEGIN, UPDATE, [the stamp,] COMMIT, each
+// a round trip inside the primary's site.
+var mariadbLag = lagTarget{
+	prefix: "mariadb_", lab: "bench-lagmdb", engine: mariadb.Engine{}, dialect: "mysql",
+	nodes: `
+[engine]
+kind = "mariadb"
+
+[node.db]
+site = "db"
+role = "primary"
+
+[node.sb]
+site = "sb"
+role = "replica"
+from = "db"
+
+[scheme]
+replication = "async"
+`,
+	scheme: "async binlog + GTID replica, primary db, replica sb (durability sync: innodb_flush_log_at_trx_commit = 1, sync_binlog = 1)",
+	tx:     mariadbUpdateTx(),
+	txText: "BEGIN; UPDATE accounts SET abalance = abalance + 1 WHERE aid = uniform(1, 1000000); [UPDATE replab_lag SET seq = ? WHERE writer = ?;] COMMIT, statement by statement",
+	load: func(ctx context.Context, _ *bench, p *pgLab) error {
+		stmts := []string{"CREATE TABLE accounts (aid INT NOT NULL PRIMARY KEY, bid INT NOT NULL, abalance INT NOT NULL, filler CHAR(84) NOT NULL) ENGINE=InnoDB"}
+		// pgbench's accounts, in transactions of 100,000 rows from the
+		// sequence engine (one binlog event group each).
+		const chunk = 100000
+		for lo := 1; lo <= compareAccounts; lo += chunk {
+			stmts = append(stmts, fmt.Sprintf("INSERT INTO accounts SELECT seq, (seq - 1) DIV 100000 + 1, 0, '' FROM seq_%d_to_%d", lo, lo+chunk-1))
+		}
+		return p.exec(ctx, "db", stmts...)
+	},
+}
+
+func (b *bench) lagOverheadMariaDB(ctx context.Context) error {
+	return b.lagOverheadOn(ctx, mariadbLag)
+}
+
+func mariadbUpdateTx() workload.TxType {
+	return workload.TxType{
+		Name: "update", Weight: 1,
+		Statements: []workload.Statement{{Name: "update", SQL: "UPDATE accounts SET abalance = abalance + 1 WHERE aid = ?"}},
+		Run: func(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
+			aid := 1 + r.Int64N(compareAccounts)
+			res, err := tx.Exec(ctx, "update", aid)
+			if err != nil {
+				return 0, fmt.Errorf("update account %d: %w", aid, err)
+			}
+			// MariaDB counts changed rows, and every update changes its row.
+			n, err := res.RowsAffected()
+			if err != nil || n != 1 {
+				return n, fmt.Errorf("update account %d: %d rows changed (%v), want 1", aid, n, err)
+			}
+			return n, nil
+		},
+	}
+}
