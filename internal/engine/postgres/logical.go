@@ -46,8 +46,11 @@ import (
 
 // logicalState is what logical and snapshot clusters keep beyond the nodes.
 type logicalState struct {
-	mu     sync.Mutex   // one refresh round or subscription change at a time
-	rounds atomic.Int64 // completed refresh rounds (tests wait on it)
+	mu sync.Mutex // one refresh round or subscription change at a time
+	// started and rounds count the refresh rounds begun (under mu) and
+	// completed without error: a test waits until a round begun after its
+	// change has completed.
+	started, rounds atomic.Int64
 }
 
 // retryInterval is the replicas' wal_retrieve_retry_interval. The default

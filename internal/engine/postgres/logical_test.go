@@ -360,12 +360,14 @@ func TestSnapshotRefresh(t *testing.T) {
 		t.Fatalf("apply schema: %v", err)
 	}
 	p, r1 := open(t, c, "p1", "p"), open(t, c, "r1", "a")
-	// waitRound waits for the next scheduled refresh to finish.
+	// waitRound waits until a refresh begun after the call has finished:
+	// one under way may have taken the primary's position before the
+	// change the test just made.
 	waitRound := func() {
 		t.Helper()
-		n := c.lg.rounds.Load()
+		want := c.lg.started.Load() + 1
 		deadline := time.Now().Add(15 * time.Second)
-		for c.lg.rounds.Load() == n {
+		for c.lg.rounds.Load() < want {
 			if time.Now().After(deadline) {
 				t.Fatalf("no refresh within 15 s (refresh = %s)", c.plan.refresh)
 			}

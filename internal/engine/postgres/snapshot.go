@@ -54,6 +54,7 @@ func (c *cluster) refreshLoop(bg context.Context) {
 func (c *cluster) refreshRound(ctx context.Context, why string, hook func(context.Context, *node) error) error {
 	c.lg.mu.Lock()
 	defer c.lg.mu.Unlock()
+	c.lg.started.Add(1)
 	p := c.byName[c.plan.primaries[0]]
 	err := engine.Each(c.replicas(), func(r *node) error { return c.refreshOne(ctx, why, p, r, hook) })
 	if err == nil {
