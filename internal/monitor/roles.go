@@ -21,7 +21,9 @@ type RoleSummary struct {
 	CPUCores float64 `json:"cpu_cores"`
 	// RSSPeakBytes is the largest sum of the role's resident sets at one
 	// sample. Shared memory counts in every process that touched it, so
-	// for PostgreSQL this overstates private memory.
+	// for PostgreSQL this overstates private memory. Where roles are
+	// threads of one process (MariaDB, a JVM) the process's resident set
+	// counts once, in its main thread's role; the other roles show 0.
 	RSSPeakBytes int64 `json:"rss_peak_bytes"`
 	// Processes is the largest number of the role's processes (or
 	// threads) alive at one sample.
@@ -94,6 +96,15 @@ func newRoleTracker(startTicks uint64, pageSize int64) *roleTracker {
 func (r *roleTracker) observe(t time.Time, procs []engine.Process, read func(pid, tid int) (ProcStat, error)) rolePoint {
 	r.n++
 	pt := rolePoint{t: t, roles: map[roleKey]roleGauge{}}
+	// A thread's stat line gives its whole process's resident set: count
+	// it once, under the main thread's role (TID = PID) when it is listed,
+	// else under the first listed thread's.
+	mainListed, rssCounted := map[int]bool{}, map[int]bool{}
+	for _, p := range procs {
+		if p.TID != 0 && p.TID == p.PID {
+			mainListed[p.PID] = true
+		}
+	}
 	for _, p := range procs {
 		st, err := read(p.PID, p.TID)
 		if err != nil {
@@ -120,7 +131,10 @@ func (r *roleTracker) observe(t time.Time, procs []engine.Process, read func(pid
 		ps.last, ps.seen = st, r.n
 		g := pt.roles[k]
 		g.pids++
-		g.rss += st.RSSPages * r.pageSize
+		if p.TID == 0 || (!rssCounted[p.PID] && (p.TID == p.PID || !mainListed[p.PID])) {
+			g.rss += st.RSSPages * r.pageSize
+			rssCounted[p.PID] = true
+		}
 		pt.roles[k] = g
 	}
 	for pk, ps := range r.procs {

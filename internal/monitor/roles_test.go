@@ -103,6 +103,37 @@ func TestRoleTracker(t *testing.T) {
 	})
 }
 
+// Threads of one process (MariaDB) each read the process's resident set:
+// it counts once, in the main thread's role, or else in the first listed
+// thread's; CPU stays per thread.
+func TestRoleTrackerThreadsCountMemoryOnce(t *testing.T) {
+	stats := map[[2]int]ProcStat{
+		{7, 7}: {PID: 7, StartTime: 10, UTime: 1, RSSPages: 1000},
+		{7, 8}: {PID: 7, StartTime: 10, UTime: 2, RSSPages: 1000},
+		{7, 9}: {PID: 7, StartTime: 10, UTime: 3, RSSPages: 1000},
+		{5, 6}: {PID: 5, StartTime: 10, UTime: 4, RSSPages: 200},
+		{5, 4}: {PID: 5, StartTime: 10, UTime: 5, RSSPages: 200},
+	}
+	read := func(pid, tid int) (ProcStat, error) { return stats[[2]int{pid, tid}], nil }
+	procs := []engine.Process{
+		{Node: "m", Role: "connection", PID: 7, TID: 8},
+		{Node: "m", Role: "innodb", PID: 7, TID: 9},
+		{Node: "m", Role: "server", PID: 7, TID: 7}, // the main thread, listed last
+		{Node: "r", Role: "replica-io", PID: 5, TID: 6},
+		{Node: "r", Role: "replica-sql", PID: 5, TID: 4},
+	}
+	pt := newRoleTracker(0, 4096).observe(time.Unix(0, 0), procs, read)
+	want := map[roleKey]int64{
+		{"m", "server"}: 1000 * 4096, {"m", "connection"}: 0, {"m", "innodb"}: 0,
+		{"r", "replica-io"}: 200 * 4096, {"r", "replica-sql"}: 0,
+	}
+	for k, w := range want {
+		if g := pt.roles[k]; g.rss != w || g.pids != 1 {
+			t.Errorf("%v: rss %d, %d threads; want %d, 1", k, g.rss, g.pids, w)
+		}
+	}
+}
+
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 // BenchmarkObserve is the monitor's own share of a sample: one
