@@ -210,6 +210,24 @@ func Diverged(sums map[string]map[string]int64) []Divergence {
 	return out
 }
 
+// SyncFallbacker is a cluster whose synchronous replication falls back to
+// asynchronous by itself when no replica acknowledges in time, and back
+// when one catches up (MariaDB's semi-sync after its timeout). The runner
+// reports the periods that fell in the measure phase.
+type SyncFallbacker interface {
+	// SyncFallbacks lists the periods each node that can fall back ran
+	// asynchronously so far (End zero: still going on), as the engine saw
+	// them at its polling resolution.
+	SyncFallbacks() (periods []FallbackPeriod, resolution time.Duration)
+}
+
+// FallbackPeriod is one period a node committed without waiting for a
+// replica's acknowledgement.
+type FallbackPeriod struct {
+	Node       string
+	Start, End time.Time
+}
+
 // ErrorClassifier says what a server's error means to a client.
 type ErrorClassifier interface {
 	Classify(err error) ErrorClass

@@ -76,6 +76,9 @@ type Summary struct {
 	// Convergence: after the run, whether every copy holds the same rows
 	// (engines that can tell, engine.Checksummer).
 	Convergence *Convergence `json:"convergence,omitempty"`
+	// SyncFallbacks: how often and how long a synchronous scheme ran
+	// asynchronously in the measure phase (engine.SyncFallbacker).
+	SyncFallbacks *SyncFallbacks `json:"sync_fallbacks,omitempty"`
 
 	// With repetitions: a confidence interval for every headline figure
 	// ("tpm", "commit_latency_ms.p99", "replicas.e1.lag_ms.p50", …), tpm's
@@ -288,6 +291,7 @@ func PrintSummary(w io.Writer, s *Summary) {
 		fmt.Fprintf(w, "  warning: throughput was not steady in the measure phase: %s\n", s.Steady.Reason)
 	}
 	printConvergence(w, s.Convergence)
+	printFallbacks(w, s.SyncFallbacks)
 	if b := s.BehindScheduleMs; b != nil {
 		fmt.Fprintf(w, "  schedule    behind p99 %s ms, max %s ms, %d skipped\n", shown(s, "behind_schedule_ms.p99", b.P99, "%.2f"),
 			shown(s, "behind_schedule_ms.max", b.Max, "%.2f"), s.Skipped)
@@ -364,6 +368,32 @@ type Convergence struct {
 	// Error says why no verdict could be reached (then Converged is false
 	// and Nodes is 0).
 	Error string `json:"error,omitempty"`
+}
+
+// SyncFallbacks are the periods, within the measure phase, in which a
+// synchronous scheme committed without a replica's acknowledgement
+// (MariaDB semi-sync after its timeout), as the engine polled them.
+type SyncFallbacks struct {
+	// Count is the periods that overlap the measure phase.
+	Count int `json:"count"`
+	// AsyncS is the time within the phase spent asynchronous, and
+	// AsyncFraction its share of the phase.
+	AsyncS        float64 `json:"async_s"`
+	AsyncFraction float64 `json:"async_fraction"`
+	// ResolutionMs is the engine's polling interval: each start and end is
+	// late by up to that much.
+	ResolutionMs float64 `json:"resolution_ms"`
+	// Periods, in seconds from the start of the measure phase: StartS is
+	// negative for a period already going on, EndS absent for one still
+	// going on when the run ended. (An aggregate keeps only the counts.)
+	Periods []FallbackPeriod `json:"periods,omitempty"`
+}
+
+// FallbackPeriod is one asynchronous period of a node.
+type FallbackPeriod struct {
+	Node   string   `json:"node"`
+	StartS float64  `json:"start_s"`
+	EndS   *float64 `json:"end_s,omitempty"`
 }
 
 // completeRepetitions counts an aggregate's complete repetitions.
@@ -593,4 +623,28 @@ func printConvergence(w io.Writer, c *Convergence) {
 			fmt.Fprintf(w, "    %s: %s\n", t, c.Diverged[t])
 		}
 	}
+}
+
+// printFallbacks says when a synchronous scheme ran asynchronously.
+func printFallbacks(w io.Writer, f *SyncFallbacks) {
+	if f == nil {
+		return
+	}
+	if f.Count == 0 {
+		fmt.Fprintf(w, "  sync        never fell back to asynchronous (polled every %.0f ms)\n", f.ResolutionMs)
+		return
+	}
+	var ps []string
+	for _, p := range f.Periods {
+		end := "the end"
+		if p.EndS != nil {
+			end = fmt.Sprintf("%.1f s", *p.EndS)
+		}
+		ps = append(ps, fmt.Sprintf("%s from %.1f s to %s", p.Node, p.StartS, end))
+	}
+	fmt.Fprintf(w, "  warning: the synchronous scheme fell back to asynchronous %d times, %.1f s in all (%.0f %% of the measure phase)", f.Count, f.AsyncS, 100*f.AsyncFraction)
+	if len(ps) > 0 {
+		fmt.Fprintf(w, ": %s", strings.Join(ps, "; "))
+	}
+	fmt.Fprintln(w)
 }

@@ -104,6 +104,9 @@ func (r *run) driverConfig() driver.Config {
 			// The driver's clock started p.Elapsed ago; the measure phase
 			// follows the warmup. Only it counts in the monitors' summary.
 			start := time.Now().Add(-p.Elapsed).Add(rs.Warmup)
+			r.phaseMu.Lock()
+			r.phaseFrom, r.phaseTo = start, start.Add(rs.Duration)
+			r.phaseMu.Unlock()
 			if r.mon != nil {
 				r.mon.MarkMeasure(start, start.Add(rs.Duration))
 			}

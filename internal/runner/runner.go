@@ -181,6 +181,11 @@ type run struct {
 
 	lastBytes map[string]uint64 // for the progress line
 	lastAt    time.Time
+
+	// phaseMu guards the measure phase's window, set from the driver's
+	// first progress report.
+	phaseMu            sync.Mutex
+	phaseFrom, phaseTo time.Time
 }
 
 // setup builds the lab and the cluster, creates the schema and loads the
@@ -380,6 +385,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	r.fillLag()
 	r.sum.Steady = steadiness(r.res.Series)
 	if r.res.Complete {
+		r.sum.SyncFallbacks = r.fallbacks()
 		r.sum.Convergence = r.checkConvergence(ctx, stopped)
 	}
 	if !r.res.Complete {

@@ -73,3 +73,54 @@ func divergedTables(sums map[string]map[string]int64) map[string]string {
 	}
 	return out
 }
+
+// fallbacks reports the periods a synchronous scheme ran asynchronously
+// within the measure phase, for engines that can fall back by themselves.
+func (r *run) fallbacks() *report.SyncFallbacks {
+	fb, ok := r.cluster.(engine.SyncFallbacker)
+	if !ok {
+		return nil
+	}
+	r.phaseMu.Lock()
+	from, to := r.phaseFrom, r.phaseTo
+	r.phaseMu.Unlock()
+	if from.IsZero() {
+		return nil
+	}
+	periods, res := fb.SyncFallbacks()
+	return clipFallbacks(periods, res, from, to)
+}
+
+// clipFallbacks keeps the periods that overlap [from, to] and sums the
+// time of each inside it; a period without an end lasts past to.
+func clipFallbacks(periods []engine.FallbackPeriod, res time.Duration, from, to time.Time) *report.SyncFallbacks {
+	out := &report.SyncFallbacks{ResolutionMs: float64(res) / 1e6}
+	var async time.Duration
+	rel := func(t time.Time) float64 { return math.Round(t.Sub(from).Seconds()*1000) / 1000 }
+	for _, p := range periods {
+		end := p.End
+		if end.IsZero() || end.After(to) {
+			end = to
+		}
+		start := p.Start
+		if start.Before(from) {
+			start = from
+		}
+		if !end.After(start) {
+			continue // wholly outside the phase
+		}
+		async += end.Sub(start)
+		fp := report.FallbackPeriod{Node: p.Node, StartS: rel(p.Start)}
+		if !p.End.IsZero() && !p.End.After(to) {
+			e := rel(p.End)
+			fp.EndS = &e
+		}
+		out.Periods = append(out.Periods, fp)
+	}
+	out.Count = len(out.Periods)
+	out.AsyncS = math.Round(async.Seconds()*1000) / 1000
+	if span := to.Sub(from); span > 0 {
+		out.AsyncFraction = math.Round(float64(async)/float64(span)*1e4) / 1e4
+	}
+	return out
+}

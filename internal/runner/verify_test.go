@@ -3,6 +3,10 @@ package runner
 import (
 	"reflect"
 	"testing"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/report"
 )
 
 func TestDivergedTables(t *testing.T) {
@@ -22,6 +26,38 @@ func TestDivergedTables(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := divergedTables(tc.sums); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestClipFallbacks(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	f := func(x float64) *float64 { return &x }
+	from, to := at(10), at(30)
+	tests := []struct {
+		name    string
+		periods []engine.FallbackPeriod
+		want    report.SyncFallbacks
+	}{
+		{"none", nil, report.SyncFallbacks{ResolutionMs: 100}},
+		{"before and after the phase only", []engine.FallbackPeriod{{Node: "p", Start: at(1), End: at(9)}, {Node: "p", Start: at(31), End: time.Time{}}},
+			report.SyncFallbacks{ResolutionMs: 100}},
+		{"inside", []engine.FallbackPeriod{{Node: "p", Start: at(12), End: at(14.5)}},
+			report.SyncFallbacks{Count: 1, AsyncS: 2.5, AsyncFraction: 0.125, ResolutionMs: 100,
+				Periods: []report.FallbackPeriod{{Node: "p", StartS: 2, EndS: f(4.5)}}}},
+		{"across both edges, and one still going on", []engine.FallbackPeriod{{Node: "p", Start: at(8), End: at(11)}, {Node: "p", Start: at(25), End: time.Time{}}},
+			report.SyncFallbacks{Count: 2, AsyncS: 6, AsyncFraction: 0.3, ResolutionMs: 100,
+				Periods: []report.FallbackPeriod{{Node: "p", StartS: -2, EndS: f(1)}, {Node: "p", StartS: 15}}}},
+		{"ending after the phase", []engine.FallbackPeriod{{Node: "p", Start: at(29), End: at(40)}},
+			report.SyncFallbacks{Count: 1, AsyncS: 1, AsyncFraction: 0.05, ResolutionMs: 100,
+				Periods: []report.FallbackPeriod{{Node: "p", StartS: 19}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := clipFallbacks(tc.periods, 100*time.Millisecond, from, to); !reflect.DeepEqual(*got, tc.want) {
+				t.Errorf("got %+v, want %+v", *got, tc.want)
 			}
 		})
 	}

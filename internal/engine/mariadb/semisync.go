@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"replab/internal/engine"
 )
 
 // A semi-synchronous primary that gets no acknowledgement within its
@@ -133,13 +135,21 @@ func (c *cluster) Semisync() (SemisyncReport, bool) {
 	return c.semi.report()
 }
 
-// Semisyncer is what a semisync cluster offers the runner: the fallbacks
-// so far.
-type Semisyncer interface {
-	Semisync() (SemisyncReport, bool)
+// SyncFallbacks implements engine.SyncFallbacker: the primary's periods
+// without semi-synchronous acknowledgement, polled every semiPoll.
+func (c *cluster) SyncFallbacks() ([]engine.FallbackPeriod, time.Duration) {
+	r, ok := c.Semisync()
+	if !ok {
+		return nil, semiPoll
+	}
+	out := make([]engine.FallbackPeriod, len(r.Periods))
+	for i, p := range r.Periods {
+		out[i] = engine.FallbackPeriod{Node: c.semi.n.Name, Start: p.Start, End: p.End}
+	}
+	return out, semiPoll
 }
 
-var _ Semisyncer = (*cluster)(nil)
+var _ engine.SyncFallbacker = (*cluster)(nil)
 
 // globalStatus reads SHOW GLOBAL STATUS LIKE pattern as a map.
 func globalStatus(ctx context.Context, db *sql.DB, like string) (map[string]string, error) {
