@@ -298,7 +298,7 @@ func Start(ctx context.Context, cfg Config) (*Monitor, error) {
 	if m.cfg.Epoch.IsZero() {
 		m.cfg.Epoch = m.t0
 	}
-	m.roles = newRoleTracker(bootTicks(m.hz), int64(os.Getpagesize()))
+	m.roles = newRoleTracker(bootTicks(m.hz), m.hz, int64(os.Getpagesize()))
 	m.sampleCtx, m.cancelCtx = context.WithCancel(ctx)
 	ready := make(chan struct{})
 	go m.loop(ready)
@@ -558,6 +558,9 @@ func (m *Monitor) summarize() Summary {
 	s.Replicas = summarizeReplication(m.replPts, start, end)
 	m.verdicts(&s)
 	s.Cost = m.cost()
+	if n := m.roles.blkioDiscarded; n > 0 {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("I/O wait: %d readings discarded that grew by more than the time elapsed (a task asleep on I/O when kernel.task_delayacct was switched on is charged about the machine's uptime)", n))
+	}
 	whats := make([]string, 0, len(m.failures))
 	for w := range m.failures {
 		whats = append(whats, w)

@@ -22,6 +22,8 @@ type ProcStat struct {
 	// mode, in clock ticks, since the process started.
 	UTime uint64
 	STime uint64
+	// NumThreads (field 20) is the process's thread count.
+	NumThreads int64
 	// StartTime (field 22) is when the process started, in clock ticks
 	// since boot (CLOCK_BOOTTIME).
 	StartTime uint64
@@ -87,6 +89,7 @@ func ParseStat(b []byte) (ProcStat, error) {
 	}
 	s.PPID = int(u(4))
 	s.UTime, s.STime = u(14), u(15)
+	s.NumThreads = int64(u(20))
 	s.StartTime = u(22)
 	rss, err := strconv.ParseInt(string(field(24)), 10, 64)
 	if err != nil {

@@ -13,12 +13,12 @@ func TestParseStat(t *testing.T) {
 		want    ProcStat
 		wantErr string
 	}{
-		{file: "walsender.stat", want: ProcStat{PID: 4242, Comm: "postgres", State: 'S', PPID: 4200, UTime: 1234, STime: 567, StartTime: 98765, RSSPages: 3210, BlkioTicks: 42}},
-		{file: "comm-with-spaces.stat", want: ProcStat{PID: 77, Comm: "Web Content", State: 'R', PPID: 2, UTime: 5, STime: 6, StartTime: 7, RSSPages: 8, BlkioTicks: 9}},
-		{file: "comm-with-parens.stat", want: ProcStat{PID: 31337, Comm: "a) b (c) d", State: 'S', PPID: 3, UTime: 100, STime: 200, StartTime: 300, RSSPages: 400, BlkioTicks: 500}},
-		{file: "comm-ends-with-paren-space.stat", want: ProcStat{PID: 12, Comm: ") ) ", State: 'D', PPID: 6, UTime: 1, STime: 2, StartTime: 3, RSSPages: 4, BlkioTicks: 5}},
-		{file: "empty-comm.stat", want: ProcStat{PID: 13, Comm: "", State: 'S', PPID: 1, UTime: 10, STime: 20, StartTime: 30, RSSPages: 40, BlkioTicks: 50}},
-		{file: "no-newline.stat", want: ProcStat{PID: 14, Comm: "kworker/0:1-events", State: 'I', PPID: 2, STime: 999, StartTime: 1}},
+		{file: "walsender.stat", want: ProcStat{PID: 4242, Comm: "postgres", State: 'S', PPID: 4200, UTime: 1234, STime: 567, NumThreads: 1, StartTime: 98765, RSSPages: 3210, BlkioTicks: 42}},
+		{file: "comm-with-spaces.stat", want: ProcStat{PID: 77, Comm: "Web Content", State: 'R', PPID: 2, UTime: 5, STime: 6, NumThreads: 1, StartTime: 7, RSSPages: 8, BlkioTicks: 9}},
+		{file: "comm-with-parens.stat", want: ProcStat{PID: 31337, Comm: "a) b (c) d", State: 'S', PPID: 3, UTime: 100, STime: 200, NumThreads: 1, StartTime: 300, RSSPages: 400, BlkioTicks: 500}},
+		{file: "comm-ends-with-paren-space.stat", want: ProcStat{PID: 12, Comm: ") ) ", State: 'D', PPID: 6, UTime: 1, STime: 2, NumThreads: 1, StartTime: 3, RSSPages: 4, BlkioTicks: 5}},
+		{file: "empty-comm.stat", want: ProcStat{PID: 13, Comm: "", State: 'S', PPID: 1, UTime: 10, STime: 20, NumThreads: 1, StartTime: 30, RSSPages: 40, BlkioTicks: 50}},
+		{file: "no-newline.stat", want: ProcStat{PID: 14, Comm: "kworker/0:1-events", State: 'I', PPID: 2, STime: 999, NumThreads: 1, StartTime: 1}},
 		{file: "old-kernel-41-fields.stat", wantErr: "want at least 40 (field 42"},
 		{file: "no-comm.stat", wantErr: "no (comm)"},
 		{file: "bad-utime.stat", wantErr: "field 14"},

@@ -69,7 +69,8 @@ type procKey struct {
 
 type procState struct {
 	last ProcStat
-	seen int // sample number when last listed
+	seen int       // sample number when last listed
+	at   time.Time // when last read
 }
 
 // roleTracker turns per-process counters (cumulative since each process
@@ -80,21 +81,29 @@ type procState struct {
 // A process that exits loses what it used after its last sample.
 type roleTracker struct {
 	startTicks uint64 // monitor start, clock ticks since boot
+	hz         uint64 // clock ticks per second
 	pageSize   int64
+	first      time.Time // the first sample
+	// blkioDiscarded counts I/O wait readings that grew by more than the
+	// time elapsed allows (see observe).
+	blkioDiscarded int
 	procs      map[procKey]*procState
 	cum        map[roleKey]roleCum
 	apply      map[roleKey]bool // roles the engine marked Apply
 	n          int              // samples taken
 }
 
-func newRoleTracker(startTicks uint64, pageSize int64) *roleTracker {
-	return &roleTracker{startTicks: startTicks, pageSize: pageSize, procs: map[procKey]*procState{}, cum: map[roleKey]roleCum{}, apply: map[roleKey]bool{}}
+func newRoleTracker(startTicks, hz uint64, pageSize int64) *roleTracker {
+	return &roleTracker{startTicks: startTicks, hz: hz, pageSize: pageSize, procs: map[procKey]*procState{}, cum: map[roleKey]roleCum{}, apply: map[roleKey]bool{}}
 }
 
 // observe takes one sample: the processes (or threads) listed and their
 // stat lines (read fails for one that has exited; it is skipped).
 func (r *roleTracker) observe(t time.Time, procs []engine.Process, read func(pid, tid int) (ProcStat, error)) rolePoint {
 	r.n++
+	if r.first.IsZero() {
+		r.first = t
+	}
 	pt := rolePoint{t: t, roles: map[roleKey]roleGauge{}}
 	// A thread's stat line gives its whole process's resident set: count
 	// it once, under the main thread's role (TID = PID) when it is listed,
@@ -126,9 +135,13 @@ func (r *roleTracker) observe(t time.Time, procs []engine.Process, read func(pid
 		c := r.cum[k]
 		c.user += sub(st.UTime, ps.last.UTime)
 		c.sys += sub(st.STime, ps.last.STime)
-		c.blkio += sub(st.BlkioTicks, ps.last.BlkioTicks)
+		if d := sub(st.BlkioTicks, ps.last.BlkioTicks); d <= r.blkioBound(t, ps, p.TID, st) {
+			c.blkio += d
+		} else {
+			r.blkioDiscarded++
+		}
 		r.cum[k] = c
-		ps.last, ps.seen = st, r.n
+		ps.last, ps.seen, ps.at = st, r.n, t
 		g := pt.roles[k]
 		g.pids++
 		if p.TID == 0 || (!rssCounted[p.PID] && (p.TID == p.PID || !mainListed[p.PID])) {
@@ -150,6 +163,24 @@ func (r *roleTracker) observe(t time.Time, procs []engine.Process, read func(pid
 		pt.roles[k] = g
 	}
 	return pt
+}
+
+// blkioBound is the most I/O wait a task can have added since it was last
+// read: the time elapsed, once per thread. The kernel can add more: a
+// task that went to sleep on I/O while kernel.task_delayacct was off and
+// wakes after it was switched on (by this monitor, or by another program)
+// is charged from a start of zero, about the machine's uptime. Such a
+// reading is discarded rather than reported as hours of I/O wait.
+func (r *roleTracker) blkioBound(t time.Time, ps *procState, tid int, st ProcStat) uint64 {
+	since := ps.at
+	if since.IsZero() {
+		since = r.first.Add(-time.Second) // counting from zero: it started after the monitor
+	}
+	threads := int64(1)
+	if tid == 0 {
+		threads = max(st.NumThreads, 1)
+	}
+	return uint64(t.Sub(since).Seconds()*float64(r.hz)*float64(threads)) + 2 // tick rounding
 }
 
 func sub(a, b uint64) uint64 {

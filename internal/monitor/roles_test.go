@@ -26,7 +26,7 @@ func TestRoleTracker(t *testing.T) {
 	const startTicks = 1000 // the monitor started 10 s after boot
 	t0 := time.Unix(0, 0)
 	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
-	tr := newRoleTracker(startTicks, 4096)
+	tr := newRoleTracker(startTicks, 100, 4096)
 	procs := fakeProcs{
 		// Running before the monitor: counts from its first reading.
 		10: {PID: 10, StartTime: 500, UTime: 5000, STime: 100, BlkioTicks: 70, RSSPages: 100},
@@ -122,7 +122,7 @@ func TestRoleTrackerThreadsCountMemoryOnce(t *testing.T) {
 		{Node: "r", Role: "replica-io", PID: 5, TID: 6},
 		{Node: "r", Role: "replica-sql", PID: 5, TID: 4},
 	}
-	pt := newRoleTracker(0, 4096).observe(time.Unix(0, 0), procs, read)
+	pt := newRoleTracker(0, 100, 4096).observe(time.Unix(0, 0), procs, read)
 	want := map[roleKey]int64{
 		{"m", "server"}: 1000 * 4096, {"m", "connection"}: 0, {"m", "innodb"}: 0,
 		{"r", "replica-io"}: 200 * 4096, {"r", "replica-sql"}: 0,
@@ -131,6 +131,37 @@ func TestRoleTrackerThreadsCountMemoryOnce(t *testing.T) {
 		if g := pt.roles[k]; g.rss != w || g.pids != 1 {
 			t.Errorf("%v: rss %d, %d threads; want %d, 1", k, g.rss, g.pids, w)
 		}
+	}
+}
+
+// The kernel charges a task that slept on I/O across the switch-on of
+// delay accounting about the machine's uptime: a reading that grew by
+// more than the time elapsed (per thread) is discarded and counted.
+func TestRoleTrackerDiscardsImpossibleIOWait(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	stats := map[[2]int]ProcStat{
+		{7, 8}: {PID: 7, StartTime: 10, BlkioTicks: 100},
+		{9, 0}: {PID: 9, StartTime: 10, NumThreads: 4, BlkioTicks: 100},
+	}
+	read := func(pid, tid int) (ProcStat, error) { return stats[[2]int{pid, tid}], nil }
+	procs := []engine.Process{{Node: "m", Role: "innodb", PID: 7, TID: 8}, {Node: "p", Role: "backend", PID: 9}}
+	tr := newRoleTracker(1000, 100, 4096)
+	tr.observe(sec(0), procs, read)
+	// One second: a thread may wait 100 ticks, a 4-thread process 400.
+	stats[[2]int{7, 8}] = ProcStat{PID: 7, StartTime: 10, BlkioTicks: 1457144} // + 14570 s: the kernel's quirk
+	stats[[2]int{9, 0}] = ProcStat{PID: 9, StartTime: 10, NumThreads: 4, BlkioTicks: 450}
+	p2 := tr.observe(sec(1), procs, read)
+	if g := p2.roles[roleKey{"m", "innodb"}]; g.cum.blkio != 0 {
+		t.Errorf("innodb I/O wait %d ticks after one second, want the jump discarded", g.cum.blkio)
+	}
+	if g := p2.roles[roleKey{"p", "backend"}]; g.cum.blkio != 350 {
+		t.Errorf("backend I/O wait %d ticks: 3.5 s over 4 threads in one second is possible, want 350", g.cum.blkio)
+	}
+	stats[[2]int{7, 8}] = ProcStat{PID: 7, StartTime: 10, BlkioTicks: 1457194}
+	p3 := tr.observe(sec(2), procs, read)
+	if g := p3.roles[roleKey{"m", "innodb"}]; g.cum.blkio != 50 || tr.blkioDiscarded != 1 {
+		t.Errorf("innodb %d ticks, %d discarded; want 50 from the new base, 1", g.cum.blkio, tr.blkioDiscarded)
 	}
 }
 
@@ -146,7 +177,7 @@ func BenchmarkObserve(b *testing.B) {
 			procs = append(procs, engine.Process{Node: "n", Role: "r" + strconv.Itoa(len(procs)%5), PID: pid})
 		}
 	}
-	tr := newRoleTracker(bootTicks(100), 4096)
+	tr := newRoleTracker(bootTicks(100), 100, 4096)
 	r := statReader{root: "/proc"}
 	for b.Loop() {
 		tr.observe(time.Now(), procs, r.read)
