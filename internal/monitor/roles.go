@@ -87,10 +87,10 @@ type roleTracker struct {
 	// blkioDiscarded counts I/O wait readings that grew by more than the
 	// time elapsed allows (see observe).
 	blkioDiscarded int
-	procs      map[procKey]*procState
-	cum        map[roleKey]roleCum
-	apply      map[roleKey]bool // roles the engine marked Apply
-	n          int              // samples taken
+	procs          map[procKey]*procState
+	cum            map[roleKey]roleCum
+	apply          map[roleKey]bool // roles the engine marked Apply
+	n              int              // samples taken
 }
 
 func newRoleTracker(startTicks, hz uint64, pageSize int64) *roleTracker {
