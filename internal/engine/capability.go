@@ -217,8 +217,9 @@ func Diverged(sums map[string]map[string]int64) []Divergence {
 type SyncFallbacker interface {
 	// SyncFallbacks lists the periods each node that can fall back ran
 	// asynchronously so far (End zero: still going on), as the engine saw
-	// them at its polling resolution.
-	SyncFallbacks() (periods []FallbackPeriod, resolution time.Duration)
+	// them at its polling resolution; ok is false when the cluster's scheme
+	// has nothing that can fall back.
+	SyncFallbacks() (periods []FallbackPeriod, resolution time.Duration, ok bool)
 }
 
 // FallbackPeriod is one period a node committed without waiting for a

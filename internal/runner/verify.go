@@ -87,7 +87,10 @@ func (r *run) fallbacks() *report.SyncFallbacks {
 	if from.IsZero() {
 		return nil
 	}
-	periods, res := fb.SyncFallbacks()
+	periods, res, ok := fb.SyncFallbacks()
+	if !ok {
+		return nil
+	}
 	return clipFallbacks(periods, res, from, to)
 }
 

@@ -137,16 +137,16 @@ func (c *cluster) Semisync() (SemisyncReport, bool) {
 
 // SyncFallbacks implements engine.SyncFallbacker: the primary's periods
 // without semi-synchronous acknowledgement, polled every semiPoll.
-func (c *cluster) SyncFallbacks() ([]engine.FallbackPeriod, time.Duration) {
+func (c *cluster) SyncFallbacks() ([]engine.FallbackPeriod, time.Duration, bool) {
 	r, ok := c.Semisync()
 	if !ok {
-		return nil, semiPoll
+		return nil, 0, false
 	}
 	out := make([]engine.FallbackPeriod, len(r.Periods))
 	for i, p := range r.Periods {
 		out[i] = engine.FallbackPeriod{Node: c.semi.n.Name, Start: p.Start, End: p.End}
 	}
-	return out, semiPoll
+	return out, semiPoll, true
 }
 
 var _ engine.SyncFallbacker = (*cluster)(nil)
