@@ -59,8 +59,9 @@ type userType struct {
 	stmts map[string]*sql.Stmt
 
 	pipe  engine.Pipe
-	index map[string]int // statement name → the pipe's statement
-	lag   int            // the pipe's lag statement; -1 without one
+	auto  engine.AutocommitPipe // the same pipe, for an Autocommit type
+	index map[string]int        // statement name → the pipe's statement
+	lag   int                   // the pipe's lag statement; -1 without one
 	calls []engine.PipeCall
 	rows  []int64
 }
@@ -134,7 +135,7 @@ func (d *run) pipe(ctx context.Context, c *userConn, types []*userType) error {
 	var sqls []string
 	lag := -1
 	for _, ut := range types {
-		if ut.c != c || ut.t.Batch == nil || autocommit(ut.t) {
+		if ut.c != c || ut.t.Batch == nil {
 			continue
 		}
 		ut.index = map[string]int{}
@@ -161,10 +162,21 @@ func (d *run) pipe(ctx context.Context, c *userConn, types []*userType) error {
 	if err != nil {
 		return err
 	}
-	c.pipe = p
+	auto, _ := p.(engine.AutocommitPipe)
+	used := false
 	for _, ut := range mine {
-		ut.pipe = p
+		if autocommit(ut.t) {
+			if auto == nil {
+				continue // statement by statement, without BEGIN
+			}
+			ut.auto = auto
+		}
+		ut.pipe, used = p, true
 	}
+	if !used {
+		return p.Close()
+	}
+	c.pipe = p
 	return nil
 }
 
@@ -314,7 +326,12 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 	}
 	counts := ut.rows[:len(pc)]
 	u.sending = sending{seq: seq, measured: measured}
-	err := ut.pipe.Run(ctx, pc, u.beforeSend, counts)
+	var err error
+	if ut.auto != nil {
+		err = ut.auto.RunAutocommit(ctx, pc, u.beforeSend, counts) // read-only: never tracked
+	} else {
+		err = ut.pipe.Run(ctx, pc, u.beforeSend, counts)
+	}
 	if seq > 0 {
 		u.j.Done(seq, u.sending.sent && err == nil)
 	}

@@ -98,6 +98,16 @@ type Pipe interface {
 	Close() error
 }
 
+// AutocommitPipe is a Pipe that can also send statements outside any
+// transaction, each its own (as pgbench sends a script without BEGIN): the
+// statements and a sync after each leave in one write, and their results
+// come back together.
+type AutocommitPipe interface {
+	// RunAutocommit is Run without BEGIN and COMMIT: every call commits on
+	// its own, and an error of one does not undo the others.
+	RunAutocommit(ctx context.Context, calls []PipeCall, beforeSend func(), rows []int64) error
+}
+
 // PipeCall is one statement of a pipelined transaction: the index of one
 // of the Pipe's stmts, and its arguments.
 type PipeCall struct {

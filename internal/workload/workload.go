@@ -76,7 +76,8 @@ type TxType struct {
 	// Autocommit, for a ReadOnly type, runs its statements without BEGIN
 	// and COMMIT, each its own transaction (as pgbench runs a script
 	// without BEGIN): one statement where a transaction would send three.
-	// It is never pipelined. Ignored for a type that writes.
+	// It is pipelined where the engine's pipe can send statements without
+	// a transaction (engine.AutocommitPipe). Ignored for a type that writes.
 	Autocommit bool
 	// Batch, when set, describes the same transaction as statements that
 	// do not depend on each other's results, drawing from r exactly as Run

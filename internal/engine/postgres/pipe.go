@@ -151,23 +151,49 @@ type pipeStmt struct {
 
 // Run implements engine.Pipe.
 func (p *pipe) Run(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64) error {
+	return p.run(ctx, calls, beforeSend, rows, true)
+}
+
+var _ engine.AutocommitPipe = (*pipe)(nil)
+
+// RunAutocommit implements engine.AutocommitPipe: each call is followed by
+// a Sync, so each is an implicit transaction of its own, as pgbench's
+// statements are without BEGIN.
+func (p *pipe) RunAutocommit(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64) error {
+	return p.run(ctx, calls, beforeSend, rows, false)
+}
+
+func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64, tx bool) error {
 	if p.fd < 0 {
 		return fmt.Errorf("pipeline connection closed: %w", p.broken)
 	}
-	req := append(p.req[:0], p.begin...)
+	req := p.req[:0]
+	if tx {
+		req = append(req, p.begin...)
+	}
 	for _, cl := range calls {
 		var err error
 		if req, err = p.appendCall(req, cl); err != nil {
 			return err // nothing sent
 		}
+		if !tx {
+			req = append(req, 'S', 0, 0, 0, 4)
+		}
 	}
-	req = append(req, p.commit...)
-	req = append(req, 'S', 0, 0, 0, 4)
+	if tx {
+		req = append(req, p.commit...)
+		req = append(req, 'S', 0, 0, 0, 4)
+	}
 	p.req = req
 	if beforeSend != nil {
 		beforeSend()
 	}
-	runErr, ioErr := p.exchange(ctx, rows)
+	var runErr, ioErr error
+	if tx {
+		runErr, ioErr = p.exchange(ctx, rows)
+	} else {
+		runErr, ioErr = p.exchangeAutocommit(ctx, rows)
+	}
 	if now := time.Now(); now.Sub(p.yielded) > pipeYield {
 		// This goroutine waits in system calls, never in the scheduler:
 		// after 10 ms on one scheduling tick the runtime takes it for a
@@ -249,6 +275,32 @@ func (p *pipe) exchange(ctx context.Context, rows []int64) (runErr, ioErr error)
 			return runErr, p.rollBack(ctx)
 		}
 	}
+}
+
+// exchangeAutocommit sends p.req (calls, each with its Sync) and reads
+// the replies up to the last call's ReadyForQuery; runErr is the first
+// call's error.
+func (p *pipe) exchangeAutocommit(ctx context.Context, rows []int64) (runErr, ioErr error) {
+	if err := sockWrite(ctx, p.fd, p.req); err != nil {
+		return nil, err
+	}
+	for n := 0; n < len(rows); {
+		typ, body, err := p.msgs.next(ctx)
+		if err != nil {
+			return runErr, err
+		}
+		switch typ {
+		case 'C': // CommandComplete
+			rows[n] = rowsAffected(body)
+		case 'E':
+			if runErr == nil {
+				runErr = pipeError(body, n, len(rows))
+			}
+		case 'Z':
+			n++
+		}
+	}
+	return runErr, nil
 }
 
 // rollBack ends an aborted transaction: one more round trip, on errors

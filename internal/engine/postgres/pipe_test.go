@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +128,29 @@ func TestPipe(t *testing.T) {
 		}
 		if _, _, err := run(engine.PipeCall{Stmt: 9, Args: nil}); err == nil {
 			t.Error("no statement 9, yet no error")
+		}
+	})
+
+	t.Run("autocommit: each statement its own transaction, a failure undoes only itself", func(t *testing.T) {
+		ap, ok := p.(engine.AutocommitPipe)
+		if !ok {
+			t.Fatal("the pipe cannot run without a transaction")
+		}
+		b6, b7 := n(6), n(7)
+		rows := make([]int64, 3)
+		err := ap.RunAutocommit(ctx, []engine.PipeCall{{Stmt: 0, Args: []any{6}}, {Stmt: 1, Args: []any{1, 0}}, {Stmt: 0, Args: []any{7}}}, nil, rows)
+		if cl := engine.Classify(c, err); cl.Code != "23505" || !strings.Contains(err.Error(), "statement 2 of 3") {
+			t.Fatalf("err %v (%+v), want the second statement's duplicate key", err, cl)
+		}
+		if n(6) != b6+1 || n(7) != b7+1 || rows[0] != 1 || rows[2] != 1 {
+			t.Errorf("n(6) %d→%d, n(7) %d→%d, rows %v: the statements before and after the failing one commit", b6, n(6), b7, n(7), rows)
+		}
+		var inTx bool
+		if err := db.QueryRowContext(ctx, "SELECT count(*) > 0 FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'").Scan(&inTx); err != nil || inTx {
+			t.Errorf("a session left in a transaction: %v %v", inTx, err)
+		}
+		if _, _, err := run(engine.PipeCall{Stmt: 0, Args: []any{6}}); err != nil || n(6) != b6+2 {
+			t.Fatalf("a transaction after autocommit statements: %v, n(6) %d", err, n(6))
 		}
 	})
 
