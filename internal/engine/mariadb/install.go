@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"regexp"
-	"strconv"
+	"replab/internal/engine"
 	"strings"
 	"time"
 )
@@ -18,9 +17,8 @@ const (
 	installBin = "/usr/bin/mariadb-install-db"
 )
 
-// OSUser runs every MariaDB server of every lab, as it runs PostgreSQL's:
-// the servers' files and processes belong to one unprivileged user.
-const OSUser = "replab"
+// OSUser runs every server of every lab (engine.ServerUser).
+const OSUser = engine.ServerUser
 
 var versionRE = regexp.MustCompile(`Ver (\d+\.\d+\.\d+)`)
 
@@ -43,34 +41,4 @@ func findVersion(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("cannot read the MariaDB version from %q", strings.TrimSpace(string(out)))
 	}
 	return m[1], nil
-}
-
-// osUser returns the uid and gid of OSUser, creating the user (a system
-// account without login) if it is missing. The PostgreSQL engine does the
-// same; whichever runs first creates it.
-func osUser(ctx context.Context) (uid, gid int, err error) {
-	u, err := user.Lookup(OSUser)
-	if err != nil {
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		out, cerr := exec.CommandContext(ctx, "useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-			"--shell", "/usr/sbin/nologin", "--user-group", OSUser).CombinedOutput()
-		if cerr != nil && !strings.Contains(string(out), "already exists") {
-			return 0, 0, fmt.Errorf("create OS user %s for the servers: %v: %s", OSUser, cerr, strings.TrimSpace(string(out)))
-		}
-		if u, err = user.Lookup(OSUser); err != nil {
-			return 0, 0, fmt.Errorf("look up OS user %s: %w", OSUser, err)
-		}
-	}
-	uid, _ = strconv.Atoi(u.Uid)
-	gid, _ = strconv.Atoi(u.Gid)
-	return uid, gid, nil
-}
-
-// mkdirOwned creates dir (0700) owned by uid:gid.
-func mkdirOwned(dir string, uid, gid int) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	return os.Chown(dir, uid, gid)
 }

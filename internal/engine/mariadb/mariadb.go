@@ -12,14 +12,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"replab/internal/engine"
@@ -112,7 +110,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if err != nil {
 		return nil, err
 	}
-	uid, gid, err := osUser(ctx)
+	uid, gid, err := engine.ServerCredentials(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -220,33 +218,17 @@ const markerDDL = `CREATE TABLE IF NOT EXISTS replab_marker (source VARCHAR(64) 
 
 // layout assigns each node its address, port and files.
 func (c *cluster) layout(data string) error {
-	ports := map[string]int{} // site -> next port
-	used := map[netip.AddrPort]string{}
+	addrs, err := engine.NodeAddresses(c.lab, DefaultPort)
+	if err != nil {
+		return err
+	}
 	sockRoot, err := c.lab.SocketDir()
 	if err != nil {
 		return err
 	}
 	for i, sn := range c.lab.Spec.Nodes {
 		site := c.lab.Site(sn.Site)
-		if site == nil {
-			return fmt.Errorf("node %s: no site %s", sn.Name, sn.Site)
-		}
-		port := sn.Port
-		if port == 0 {
-			if ports[sn.Site] == 0 {
-				ports[sn.Site] = DefaultPort
-			}
-			port = ports[sn.Site]
-			ports[sn.Site]++
-		}
-		ap := netip.AddrPortFrom(site.Address, uint16(port))
-		if other, dup := used[ap]; dup {
-			return fmt.Errorf("nodes %s and %s both listen on %s: give one a different port", other, sn.Name, ap)
-		}
-		used[ap] = sn.Name
-		for ports[sn.Site] != 0 && used[netip.AddrPortFrom(site.Address, uint16(ports[sn.Site]))] != "" {
-			ports[sn.Site]++
-		}
+		ap := addrs[sn.Name]
 		base := filepath.Join(data, "mariadb-"+sn.Name)
 		n := &node{
 			Node:     sn,
@@ -269,11 +251,7 @@ func (c *cluster) layout(data string) error {
 }
 
 // asServerUser makes cmd run as the servers' OS user.
-func (c *cluster) asServerUser(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(c.uid), Gid: uint32(c.gid)}}
-	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/bin", "LC_ALL=C", "HOME=/nonexistent"}
-}
+func (c *cluster) asServerUser(cmd *exec.Cmd) { engine.AsUser(cmd, c.uid, c.gid) }
 
 // createNode installs, starts and empties the binlog of one node.
 func (c *cluster) createNode(ctx context.Context, n *node) error {

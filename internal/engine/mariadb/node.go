@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"replab/internal/engine"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -262,7 +263,7 @@ func lastLines(s string, n int) string {
 // installDB creates a fresh data directory.
 func (n *node) installDB(ctx context.Context) error {
 	for _, d := range []string{n.dataDir, n.tmpDir, n.sockDir} {
-		if err := mkdirOwned(d, n.c.uid, n.c.gid); err != nil {
+		if err := engine.MkdirOwned(d, n.c.uid, n.c.gid); err != nil {
 			return err
 		}
 	}
@@ -384,18 +385,7 @@ func (n *node) stop(timeout time.Duration) {
 	if sv == nil {
 		return
 	}
-	select {
-	case <-sv.exited:
-		return
-	default:
-	}
-	_ = sv.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-sv.exited:
-	case <-time.After(timeout):
-		_ = sv.cmd.Process.Kill()
-		<-sv.exited
-	}
+	engine.StopServer(sv.cmd, sv.exited, syscall.SIGTERM, timeout)
 }
 
 func (n *node) closeAdmin() {

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
+	"replab/internal/engine"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,9 +18,8 @@ import (
 // directory per major version.
 const pgRoot = "/usr/lib/postgresql"
 
-// OSUser runs every PostgreSQL server of every lab: postgres refuses to run
-// as root.
-const OSUser = "replab"
+// OSUser runs every server of every lab (engine.ServerUser).
+const OSUser = engine.ServerUser
 
 // install is one PostgreSQL installation.
 type install struct {
@@ -85,35 +84,6 @@ func backupCompression(ctx context.Context, bin string, major int) string {
 func majorOf(path string) int {
 	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(path))))
 	return n
-}
-
-// osUser returns the uid and gid of OSUser, creating the user (a system
-// account without login) if it is missing.
-func osUser(ctx context.Context) (uid, gid int, err error) {
-	u, err := user.Lookup(OSUser)
-	if err != nil {
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		out, cerr := exec.CommandContext(ctx, "useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-			"--shell", "/usr/sbin/nologin", "--user-group", OSUser).CombinedOutput()
-		if cerr != nil && !strings.Contains(string(out), "already exists") {
-			return 0, 0, fmt.Errorf("create OS user %s for the servers: %v: %s", OSUser, cerr, strings.TrimSpace(string(out)))
-		}
-		if u, err = user.Lookup(OSUser); err != nil {
-			return 0, 0, fmt.Errorf("look up OS user %s: %w", OSUser, err)
-		}
-	}
-	uid, _ = strconv.Atoi(u.Uid)
-	gid, _ = strconv.Atoi(u.Gid)
-	return uid, gid, nil
-}
-
-// mkdirOwned creates dir (0700) owned by uid:gid.
-func mkdirOwned(dir string, uid, gid int) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	return os.Chown(dir, uid, gid)
 }
 
 // hasExtension reports whether the installation ships an extension (e.g.

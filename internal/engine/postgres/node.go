@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"replab/internal/engine"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -97,7 +98,7 @@ func lastLines(s string, n int) string {
 
 // initdb creates a fresh data directory.
 func (n *node) initdb(ctx context.Context) error {
-	if err := mkdirOwned(n.dataDir, n.c.uid, n.c.gid); err != nil {
+	if err := engine.MkdirOwned(n.dataDir, n.c.uid, n.c.gid); err != nil {
 		return err
 	}
 	// --no-sync: a lab's data is thrown away; trust: the lab's network is
@@ -237,18 +238,7 @@ func (n *node) stop(timeout time.Duration) {
 	if pm == nil {
 		return
 	}
-	select {
-	case <-pm.exited:
-		return
-	default:
-	}
-	_ = pm.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-pm.exited:
-	case <-time.After(timeout):
-		_ = pm.cmd.Process.Kill()
-		<-pm.exited
-	}
+	engine.StopServer(pm.cmd, pm.exited, syscall.SIGINT, timeout)
 }
 
 // exec runs SQL on the node as the superuser in the replab database, with

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"replab/internal/engine"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +67,7 @@ func (c *cluster) createStandby(ctx context.Context, n, up *node) error {
 	if err := os.RemoveAll(n.dataDir); err != nil {
 		return err
 	}
-	if err := mkdirOwned(n.dataDir, c.uid, c.gid); err != nil {
+	if err := engine.MkdirOwned(n.dataDir, c.uid, c.gid); err != nil {
 		return err
 	}
 	// A physical slot on the upstream keeps the WAL the standby still

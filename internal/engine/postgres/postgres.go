@@ -10,14 +10,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"replab/internal/engine"
@@ -98,7 +96,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if p.replication == Multimaster && !inst.hasExtension("pglogical") {
 		return nil, fmt.Errorf("multi-master needs pglogical: apt-get install postgresql-%d-pglogical", inst.Major)
 	}
-	uid, gid, err := osUser(ctx)
+	uid, gid, err := engine.ServerCredentials(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -137,33 +135,17 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 
 // layout assigns each node its address, port and directories.
 func (c *cluster) layout(data string) error {
-	ports := map[string]int{} // site -> next port
-	used := map[netip.AddrPort]string{}
+	addrs, err := engine.NodeAddresses(c.lab, DefaultPort)
+	if err != nil {
+		return err
+	}
 	sockRoot, err := c.lab.SocketDir()
 	if err != nil {
 		return err
 	}
 	for _, sn := range c.lab.Spec.Nodes {
 		site := c.lab.Site(sn.Site)
-		if site == nil {
-			return fmt.Errorf("node %s: no site %s", sn.Name, sn.Site)
-		}
-		port := sn.Port
-		if port == 0 {
-			if ports[sn.Site] == 0 {
-				ports[sn.Site] = DefaultPort
-			}
-			port = ports[sn.Site]
-			ports[sn.Site]++
-		}
-		ap := netip.AddrPortFrom(site.Address, uint16(port))
-		if other, dup := used[ap]; dup {
-			return fmt.Errorf("nodes %s and %s both listen on %s: give one a different port", other, sn.Name, ap)
-		}
-		used[ap] = sn.Name
-		for ports[sn.Site] != 0 && used[netip.AddrPortFrom(site.Address, uint16(ports[sn.Site]))] != "" {
-			ports[sn.Site]++
-		}
+		ap := addrs[sn.Name]
 		n := &node{
 			Node:    sn,
 			c:       c,
@@ -173,7 +155,7 @@ func (c *cluster) layout(data string) error {
 			sockDir: filepath.Join(sockRoot, sn.Name),
 			logPath: filepath.Join(data, "pg-"+sn.Name+".log"),
 		}
-		if err := mkdirOwned(n.sockDir, c.uid, c.gid); err != nil {
+		if err := engine.MkdirOwned(n.sockDir, c.uid, c.gid); err != nil {
 			return err
 		}
 		_ = os.Chmod(n.sockDir, 0o755) // clients (root, other users) connect through it
@@ -184,11 +166,7 @@ func (c *cluster) layout(data string) error {
 }
 
 // asServerUser makes cmd run as the servers' OS user.
-func (c *cluster) asServerUser(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(c.uid), Gid: uint32(c.gid)}}
-	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/nonexistent"}
-}
+func (c *cluster) asServerUser(cmd *exec.Cmd) { engine.AsUser(cmd, c.uid, c.gid) }
 
 // clusterSettings are the settings every node shares: sized for a small,
 // shared machine (2 cores), with replication and durability from the plan.
