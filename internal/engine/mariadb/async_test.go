@@ -134,6 +134,28 @@ func TestAsyncCascadingConverges(t *testing.T) {
 	if len(sums) != 3 {
 		t.Fatalf("checksums of %d nodes, want 3", len(sums))
 	}
+	// The lag probe's stamps: reset at the primary, a tracked update, read
+	// at the far replica by the cluster's own reader.
+	stamps, update, err := engine.StampsOf(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stamps.ResetLag(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	execAt(t, ctx, c, "p", update, 7, 2)
+	if err := c.WaitFlowing(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lr, err := stamps.LagReader(ctx, "r2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := make([]int64, 4)
+	if err := lr.Positions(ctx, seqs); err != nil || seqs[2] != 7 || seqs[1] != 0 {
+		t.Errorf("stamps at r2: %v (%v), want writer 2 at 7", seqs, err)
+	}
+	lr.Close()
 	st, err := c.ReplicationState(ctx)
 	if err != nil {
 		t.Fatal(err)

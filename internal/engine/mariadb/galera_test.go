@@ -172,6 +172,17 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 	if since := string(b[min(len(before), len(b)):]); !strings.Contains(since, "IST received") && !strings.Contains(since, "Receiving IST") {
 		t.Errorf("g3's log since the heal names no IST:\n%s", lastLines(since, 15))
 	}
+	// The lag probe reads what a node shows now, without a causal wait.
+	ldb, err := c.lagDB("g3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wait int
+	if err := ldb.QueryRowContext(ctx, "SELECT @@session.wsrep_sync_wait").Scan(&wait); err != nil || wait != 0 {
+		t.Errorf("lag reader's wsrep_sync_wait = %d (%v), want 0 (the scheme's is 1)", wait, err)
+	}
+	ldb.Close()
+
 	// A crashed member starts again, rejoins and catches up.
 	if err := c.Kill(ctx, "g2"); err != nil {
 		t.Fatal(err)

@@ -69,10 +69,11 @@ func (Engine) Validate(s *spec.Spec) error {
 }
 
 // The capabilities a cluster has; lag stamps are the SQL implementation
-// (engine.StampsOf) over replab_lag.
+// (engine.StampsOf) over replab_lag, read by the cluster's own LagReader.
 var (
 	_ engine.SQL             = (*cluster)(nil)
 	_ engine.BulkLoader      = (*cluster)(nil)
+	_ engine.LagReaders      = (*cluster)(nil)
 	_ engine.NodeControl     = (*cluster)(nil)
 	_ engine.ErrorClassifier = (*cluster)(nil)
 )

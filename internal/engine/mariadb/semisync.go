@@ -25,7 +25,7 @@ type SemisyncReport struct {
 	// runs asynchronously now).
 	On bool `json:"on"`
 	// Fallbacks is the server's count of switches to asynchronous
-	// (Rpl_semi_sync_master_no_times).
+	// (Rpl_semi_sync_master_no_times, summed over the primary's restarts).
 	Fallbacks int64 `json:"fallbacks"`
 	// Periods are the periods the tracker saw the primary asynchronous; a
 	// period still going on has a zero End.
@@ -51,6 +51,9 @@ type semiTracker struct {
 	mu sync.Mutex
 	r  SemisyncReport
 	ok bool // a status was read at least once
+	// The server's counters start from zero when the primary restarts:
+	// raw holds the last values read, base what earlier runs counted.
+	raw, base [3]int64 // no_times, yes_tx, no_tx
 }
 
 func newSemiTracker(n *node) *semiTracker { return &semiTracker{n: n} }
@@ -86,7 +89,15 @@ func (t *semiTracker) poll(ctx context.Context) {
 	defer t.mu.Unlock()
 	on := st["Rpl_semi_sync_master_status"] == "ON"
 	num := func(k string) int64 { v, _ := strconv.ParseInt(st[k], 10, 64); return v }
-	t.r.Fallbacks, t.r.YesTx, t.r.NoTx, t.r.Clients = num("Rpl_semi_sync_master_no_times"), num("Rpl_semi_sync_master_yes_tx"), num("Rpl_semi_sync_master_no_tx"), num("Rpl_semi_sync_master_clients")
+	raw := [3]int64{num("Rpl_semi_sync_master_no_times"), num("Rpl_semi_sync_master_yes_tx"), num("Rpl_semi_sync_master_no_tx")}
+	if raw[0] < t.raw[0] || raw[1] < t.raw[1] || raw[2] < t.raw[2] { // restarted
+		for i := range raw {
+			t.base[i] += t.raw[i]
+		}
+	}
+	t.raw = raw
+	t.r.Fallbacks, t.r.YesTx, t.r.NoTx = t.base[0]+raw[0], t.base[1]+raw[1], t.base[2]+raw[2]
+	t.r.Clients = num("Rpl_semi_sync_master_clients")
 	last := len(t.r.Periods) - 1
 	switch {
 	case !on && (last < 0 || !t.r.Periods[last].End.IsZero()):
