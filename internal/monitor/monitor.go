@@ -236,7 +236,8 @@ type Monitor struct {
 	rolePts      []rolePoint
 	replPts      []replPoint
 	replCost     []time.Duration
-	ioLost       bool // delay accounting went off during the run
+	ioLost       bool  // delay accounting went off during the run
+	committed    int64 // transactions the sources committed in the phase (SetCommitted)
 }
 
 type failure struct {
@@ -305,6 +306,16 @@ func Start(ctx context.Context, cfg Config) (*Monitor, error) {
 	<-ready // the baseline sample is taken
 	go m.replLoop()
 	return m, nil
+}
+
+// SetCommitted tells the monitor how many transactions the sources
+// committed in the measure phase, before Stop: a replica's backlog then
+// counts as growing from a tenth of them (LagGrowthMin), so a slow
+// workload's growing backlog is seen too.
+func (m *Monitor) SetCommitted(n int64) {
+	m.mu.Lock()
+	m.committed = n
+	m.mu.Unlock()
 }
 
 // MarkMeasure sets the measure phase, the only part the summary covers
@@ -555,7 +566,7 @@ func (m *Monitor) summarize() Summary {
 		s.Links[name] = summarizeLink(pts, start, end, m.interval/2)
 	}
 	s.Roles = summarizeRoles(m.rolePts, start, end, m.hz, m.roles.apply)
-	s.Replicas = summarizeReplication(m.replPts, start, end)
+	s.Replicas = summarizeReplication(m.replPts, start, end, m.committed)
 	m.verdicts(&s)
 	s.Cost = m.cost()
 	if n := m.roles.blkioDiscarded; n > 0 {

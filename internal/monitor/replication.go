@@ -58,9 +58,16 @@ const (
 
 // LagGrowthMin is the least growth that counts, per backlog unit: 64 KiB,
 // or 50 transactions or write-sets (a few KiB each in a small workload).
-func LagGrowthMin(unit string) float64 {
+// committed, when known (> 0), is how many transactions the sources
+// committed in the measure phase: a slow workload (60 a minute across a
+// serial line) never reaches 50, so a tenth of what was committed, at
+// least 3, counts too.
+func LagGrowthMin(unit string, committed int64) float64 {
 	if unit == engine.UnitBytes || unit == "" {
 		return LagGrowthMinBytes
+	}
+	if committed > 0 {
+		return min(50, max(3, float64(committed)/10))
 	}
 	return 50
 }
@@ -113,7 +120,7 @@ func lagTrend(x, y []float64) (slope, t float64) {
 
 // summarizeReplication summarises each replica (by node name) over
 // [start, end].
-func summarizeReplication(pts []replPoint, start, end time.Time) map[string]ReplicaSummary {
+func summarizeReplication(pts []replPoint, start, end time.Time, committed int64) map[string]ReplicaSummary {
 	type acc struct {
 		from, kind, unit map[string]bool
 		x, y             []float64
@@ -166,7 +173,7 @@ func summarizeReplication(pts []replPoint, start, end time.Time) map[string]Repl
 		}
 		slope, t := lagTrend(a.x, a.y)
 		s.BacklogGrowth = slope * secs
-		s.LagGrows = s.BacklogGrowth >= LagGrowthMin(s.BacklogUnit) && t >= LagGrowthMinT
+		s.LagGrows = s.BacklogGrowth >= LagGrowthMin(s.BacklogUnit, committed) && t >= LagGrowthMinT
 		if s.BacklogUnit == engine.UnitBytes {
 			s.BytesBehindMax, s.BytesBehindMean, s.BytesBehindGrowth = s.BacklogMax, s.BacklogMean, s.BacklogGrowth
 		}

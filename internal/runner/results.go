@@ -129,6 +129,9 @@ func (r *run) stopMonitor() {
 	if r.mon == nil {
 		return
 	}
+	if r.res != nil {
+		r.mon.SetCommitted(r.res.Transactions)
+	}
 	ms, err := r.mon.Stop()
 	r.mon = nil
 	if err != nil {

@@ -2,6 +2,7 @@ package mariadb
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +60,20 @@ func TestMultimasterConflictDiverges(t *testing.T) {
 	var rows int
 	if err := c.byName["m2"].query1(ctx, "SELECT count(*) FROM seq", nil, &rows); err != nil || rows != 6 {
 		t.Fatalf("seq at m2: %d rows (%v), want 6", rows, err)
+	}
+	// Two masters log only their own transactions (log_slave_updates off):
+	// a master's binlog holds no GTID of the other's domain, so nothing it
+	// applied travels back.
+	for name, other := range map[string]string{"m1": "2", "m2": "1"} {
+		var pos string
+		if err := c.byName[name].query1(ctx, "SELECT @@global.gtid_binlog_pos", nil, &pos); err != nil {
+			t.Fatal(err)
+		}
+		for _, gtid := range strings.Split(pos, ",") { // domain-server-seq
+			if domain, _, _ := strings.Cut(strings.TrimSpace(gtid), "-"); domain == other {
+				t.Errorf("%s's binlog holds %q: the other master's domain %s, which its dump would send back", name, pos, other)
+			}
+		}
 	}
 
 	// Both commit locally well within the 100 ms the other's change takes.

@@ -131,6 +131,15 @@ func (n *node) settings() map[string]string {
 			s["auto_increment_increment"] = strconv.Itoa(len(p.sources))
 			s["auto_increment_offset"] = strconv.Itoa(i + 1)
 			s["gtid_domain_id"] = strconv.Itoa(i + 1)
+			// Two masters without replicas of their own: a master need not
+			// log what it applies from the other, and if it did, its binlog
+			// dump would send every change back to where it came from (to
+			// be dropped there by server id): twice the bytes on the link.
+			// A ring of three or more relays, and a replica below a master
+			// reads what it applies, so they keep it.
+			if len(p.sources) == 2 && !n.hasReplicas() {
+				s["log_slave_updates"] = "OFF"
+			}
 		}
 	case Galera:
 		n.galeraSettings(s)
@@ -139,6 +148,16 @@ func (n *node) settings() map[string]string {
 		s[k] = v
 	}
 	return s
+}
+
+// hasReplicas says whether a node of the spec replicates from n.
+func (n *node) hasReplicas() bool {
+	for _, o := range n.c.lab.Spec.Nodes {
+		if o.From == n.Name {
+			return true
+		}
+	}
+	return false
 }
 
 func onOff(b bool) string {
