@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -191,6 +192,7 @@ func (c *cluster) Processes(ctx context.Context) ([]engine.Process, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node %s: read performance_schema.threads: %w", n.Name, err)
 		}
+		listed := map[int]bool{}
 		for rows.Next() {
 			var tid int
 			var name, command string
@@ -199,14 +201,44 @@ func (c *cluster) Processes(ctx context.Context) ([]engine.Process, error) {
 				return nil, err
 			}
 			role := threadRole(name, command)
+			listed[tid] = true
 			out = append(out, engine.Process{Node: n.Name, Role: role, PID: pid, TID: tid, Apply: applyRoles[role]})
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
+		out = append(out, unlistedThreads(n.Name, pid, listed, c.plan.replication == Galera)...)
 	}
 	return out, nil
+}
+
+// unlistedThreads are the process's threads performance_schema does not
+// list, so that their CPU counts somewhere: under Galera the provider's
+// own (group communication, receiving write-sets, its service thread),
+// otherwise a few of the server's (signal handler, timers).
+func unlistedThreads(node string, pid int, listed map[int]bool, galera bool) []engine.Process {
+	entries, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil // the server has just exited
+	}
+	role := "unlisted"
+	if galera {
+		role = "galera-provider"
+	}
+	var out []engine.Process
+	for _, e := range entries {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil || listed[tid] {
+			continue
+		}
+		r := role
+		if tid == pid {
+			r = "server" // the main thread
+		}
+		out = append(out, engine.Process{Node: node, Role: r, PID: pid, TID: tid})
+	}
+	return out
 }
 
 // applyRoles receive or apply changes at a replica.
