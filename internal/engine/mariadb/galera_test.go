@@ -173,15 +173,16 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 		t.Errorf("g3's log since the heal names no IST:\n%s", lastLines(since, 15))
 	}
 	// The lag probe reads what a node shows now, without a causal wait.
-	ldb, err := c.lagDB("g3")
+	lr, err := c.LagReader(ctx, "g3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wait int
-	if err := ldb.QueryRowContext(ctx, "SELECT @@session.wsrep_sync_wait").Scan(&wait); err != nil || wait != 0 {
+	wait := int32(-1)
+	q := packet(0, append([]byte{comQuery}, "SELECT @@session.wsrep_sync_wait, 0"...))
+	if err := lr.(*wireReader).query(ctx, q, func(w int32, _ int64) { wait = w }); err != nil || wait != 0 {
 		t.Errorf("lag reader's wsrep_sync_wait = %d (%v), want 0 (the scheme's is 1)", wait, err)
 	}
-	ldb.Close()
+	lr.Close()
 
 	// A crashed member starts again, rejoins and catches up.
 	if err := c.Kill(ctx, "g2"); err != nil {

@@ -249,35 +249,24 @@ func (l *infileLoader) Exec(ctx context.Context, q string) error {
 func (l *infileLoader) Close() error { return l.db.Close() }
 
 // LagReader implements engine.LagReaders: replab_lag read over one
-// connection from the node's own site, as engine.SQLLagReader does, but
-// in a Galera cluster with wsrep_sync_wait = 0 whatever the scheme sets: a
-// causal read first waits for the cluster (a round trip across the WAN)
-// and would time that wait, not what the node shows now.
+// connection from the node's own site, speaking the protocol itself on a
+// blocking socket (wireReader), and in a Galera cluster with
+// wsrep_sync_wait = 0 whatever the scheme sets: a causal read first waits
+// for the cluster (a round trip across the WAN) and would time that wait,
+// not what the node shows now.
 func (c *cluster) LagReader(ctx context.Context, node string) (engine.LagReader, error) {
-	db, err := c.lagDB(node)
-	if err != nil {
-		return nil, err
-	}
-	return &engine.SQLLagReader{DB: db, CloseDB: true}, nil
-}
-
-func (c *cluster) lagDB(node string) (*sql.DB, error) {
 	n := c.byName[node]
 	if n == nil {
 		return nil, fmt.Errorf("no node %q", node)
 	}
-	cfg, err := c.clientConfig(node, n.Site)
-	if err != nil {
+	site := c.lab.Site(n.Site)
+	if site == nil {
+		return nil, fmt.Errorf("no site %q", n.Site)
+	}
+	r := &wireReader{dial: site.DialContext, addr: n.addr.String(), user: User, pw: c.password, db: Database,
+		syncWait0: c.plan.replication == Galera, fd: -1}
+	if err := r.connect(ctx); err != nil {
 		return nil, err
 	}
-	if c.plan.replication == Galera {
-		cfg.Params = map[string]string{"wsrep_sync_wait": "0"} // the driver SETs it at connect
-	}
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, err
-	}
-	db := sql.OpenDB(conn)
-	db.SetMaxOpenConns(1)
-	return db, nil
+	return r, nil
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"syscall"
-	"time"
 
 	"replab/internal/engine"
 
@@ -88,10 +86,6 @@ type wireConn struct {
 // wirePollStmt is the prepared statement's name on the server.
 const wirePollStmt = "replab_lag_poll"
 
-// wireReadTimeout bounds one blocking read so a cancelled context is
-// noticed while a server is slow (or paused) to answer.
-const wireReadTimeout = 50 * time.Millisecond
-
 // hijackWire prepares query on pc, checks that it returns (int4, int8)
 // rows, and takes the connection over. pc is unusable afterwards.
 func hijackWire(ctx context.Context, pc *pgconn.PgConn, query string) (*wireConn, error) {
@@ -118,89 +112,22 @@ func hijackWire(ctx context.Context, pc *pgconn.PgConn, query string) (*wireConn
 }
 
 // takeSocket takes pc's socket over from pgx (pc is unusable afterwards)
-// as a descriptor of its own, out of Go's netpoller and in blocking mode,
-// whose reads and writes give up after wireReadTimeout (EAGAIN) so that a
-// cancelled context is noticed.
+// as a blocking descriptor of its own (engine.BlockingSocket).
 func takeSocket(pc *pgconn.PgConn) (int, error) {
 	hc, err := pc.Hijack()
 	if err != nil {
 		return -1, err
 	}
-	defer hc.Conn.Close() // the duplicate below keeps the socket open
+	defer hc.Conn.Close() // the duplicate keeps the socket open
 	if hc.TLSConfig != nil {
 		return -1, errors.New("TLS connections are not supported")
 	}
-	sc, ok := hc.Conn.(syscall.Conn)
-	if !ok {
-		return -1, fmt.Errorf("connection %T has no file descriptor", hc.Conn)
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	fd := -1
-	var derr error
-	if err := rc.Control(func(f uintptr) { fd, derr = unix.Dup(int(f)) }); err != nil {
-		return -1, err
-	}
-	if derr != nil {
-		return -1, fmt.Errorf("dup: %w", derr)
-	}
-	tv := unix.NsecToTimeval(int64(wireReadTimeout))
-	for _, step := range []func() error{
-		func() error { return unix.SetNonblock(fd, false) },
-		func() error { return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv) },
-		func() error { return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv) },
-	} {
-		if err := step(); err != nil {
-			_ = unix.Close(fd)
-			return -1, err
-		}
-	}
-	return fd, nil
+	return engine.BlockingSocket(hc.Conn)
 }
 
-// sockWrite writes all of b to a socket from takeSocket.
-func sockWrite(ctx context.Context, fd int, b []byte) error {
-	for off := 0; off < len(b); {
-		n, err := unix.Write(fd, b[off:])
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			continue
-		case err != nil:
-			return fmt.Errorf("write: %w", err)
-		}
-		off += n
-	}
-	return nil
-}
+func sockWrite(ctx context.Context, fd int, b []byte) error { return engine.SockWrite(ctx, fd, b) }
 
-// sockRead reads into b from a socket from takeSocket, blocking until
-// something is there.
-func sockRead(ctx context.Context, fd int, b []byte) (int, error) {
-	for {
-		n, err := unix.Read(fd, b)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			if ctx.Err() != nil {
-				return 0, ctx.Err() // the reply is still due: the caller closes the connection
-			}
-			continue
-		case err != nil:
-			return 0, fmt.Errorf("read: %w", err)
-		case n == 0:
-			return 0, errors.New("server closed the connection")
-		}
-		return n, nil
-	}
-}
+func sockRead(ctx context.Context, fd int, b []byte) (int, error) { return engine.SockRead(ctx, fd, b) }
 
 // bindExecuteSync encodes Bind (unnamed portal, no parameters, binary
 // results), Execute (all rows) and Sync for a prepared statement.
