@@ -45,9 +45,12 @@ const updateSQL = "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid
 
 // updateTx is a workload.TxType doing what updateScript does: one UPDATE
 // of a uniformly random account (the driver wraps it in BEGIN/COMMIT).
-func updateTx() workload.TxType {
+func updateTx() workload.TxType { return updateTxOf(updateSQL) }
+
+// updateTxOf is updateTx with the UPDATE in another table or dialect.
+func updateTxOf(sql string) workload.TxType {
 	return workload.TxType{
-		Name: "update", Weight: 1, Statements: []workload.Statement{{Name: "update", SQL: updateSQL}},
+		Name: "update", Weight: 1, Statements: []workload.Statement{{Name: "update", SQL: sql}},
 		Run: func(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
 			aid := 1 + r.Int64N(compareAccounts)
 			res, err := tx.Exec(ctx, "update", aid)
@@ -109,21 +112,8 @@ func (b *bench) compare(ctx context.Context) error {
 		return err
 	}
 	defer p.close()
-	db, err := p.node("db")
-	if err != nil {
-		return err
-	}
-	site := p.lab.Site(b.clientSite)
-	if site == nil {
-		return fmt.Errorf("no site %s", b.clientSite)
-	}
 	t0 := time.Now()
-	if err := pgbenchInit(ctx, b.pgbench, site, db.DSN, compareScale); err != nil {
-		return err
-	}
-	// Every run starts from the same state: no autovacuum in the middle
-	// of one run and not the other; VACUUM and CHECKPOINT before each.
-	if err := p.exec(ctx, "db", "ALTER TABLE pgbench_accounts SET (autovacuum_enabled = off)"); err != nil {
+	if err := b.loadPgbench(ctx, p, b.clientSite); err != nil {
 		return err
 	}
 	logf("      pgbench -i -s %d from site %s in %.1f s", compareScale, b.clientSite, time.Since(t0).Seconds())

@@ -43,15 +43,7 @@ func (b *bench) diagnose(ctx context.Context) error {
 		return err
 	}
 	defer p.close()
-	db, err := p.node("db")
-	if err != nil {
-		return err
-	}
-	site := p.lab.Site(b.clientSite)
-	if err := pgbenchInit(ctx, b.pgbench, site, db.DSN, compareScale); err != nil {
-		return err
-	}
-	if err := p.exec(ctx, "db", "ALTER TABLE pgbench_accounts SET (autovacuum_enabled = off)"); err != nil {
+	if err := b.loadPgbench(ctx, p, b.clientSite); err != nil {
 		return err
 	}
 	idle := idleCores(ctx)

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 
 	"replab/internal/engine/mariadb"
-	"replab/internal/workload"
 )
 
 // mariadbLag is the lag step on MariaDB: an asynchronous GTID replica
@@ -40,7 +38,7 @@ parallel_mode = "optimistic"
 	// for, polled 800 times a second: the figure then measured a replica
 	// that cannot keep up, not the probe.
 	scheme: "async binlog + GTID replica applying in parallel (slave_parallel_threads = 4, optimistic), primary db, replica sb (durability sync: innodb_flush_log_at_trx_commit = 1, sync_binlog = 1)",
-	tx:     mariadbUpdateTx(),
+	tx:     updateTxOf("UPDATE accounts SET abalance = abalance + 1 WHERE aid = ?"), // every update changes its row: MariaDB counts changed rows
 	txText: "BEGIN; UPDATE accounts SET abalance = abalance + 1 WHERE aid = uniform(1, 1000000); [UPDATE replab_lag SET seq = ? WHERE writer = ?;] COMMIT, statement by statement",
 	load: func(ctx context.Context, _ *bench, p *pgLab) error {
 		stmts := []string{"CREATE TABLE accounts (aid INT NOT NULL PRIMARY KEY, bid INT NOT NULL, abalance INT NOT NULL, filler CHAR(84) NOT NULL) ENGINE=InnoDB"}
@@ -56,24 +54,4 @@ parallel_mode = "optimistic"
 
 func (b *bench) lagOverheadMariaDB(ctx context.Context) error {
 	return b.lagOverheadOn(ctx, mariadbLag)
-}
-
-func mariadbUpdateTx() workload.TxType {
-	return workload.TxType{
-		Name: "update", Weight: 1,
-		Statements: []workload.Statement{{Name: "update", SQL: "UPDATE accounts SET abalance = abalance + 1 WHERE aid = ?"}},
-		Run: func(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
-			aid := 1 + r.Int64N(compareAccounts)
-			res, err := tx.Exec(ctx, "update", aid)
-			if err != nil {
-				return 0, fmt.Errorf("update account %d: %w", aid, err)
-			}
-			// MariaDB counts changed rows, and every update changes its row.
-			n, err := res.RowsAffected()
-			if err != nil || n != 1 {
-				return n, fmt.Errorf("update account %d: %d rows changed (%v), want 1", aid, n, err)
-			}
-			return n, nil
-		},
-	}
 }

@@ -125,17 +125,8 @@ from = "db"
 	scheme: "async physical streaming, primary db, standby sb",
 	tx:     updateTx(),
 	txText: "BEGIN; UPDATE pgbench_accounts … WHERE aid = uniform(1, 1000000); [UPDATE replab_lag SET seq = $1 WHERE writer = $2;] COMMIT, pipelined",
-	load: func(ctx context.Context, b *bench, p *pgLab) error {
-		db, err := p.node("db")
-		if err != nil {
-			return err
-		}
-		if err := pgbenchInit(ctx, b.pgbench, p.lab.Site("db"), db.DSN, compareScale); err != nil {
-			return err
-		}
-		return p.exec(ctx, "db", "ALTER TABLE pgbench_accounts SET (autovacuum_enabled = off)")
-	},
-	prep: []string{"VACUUM pgbench_accounts", "VACUUM " + engine.LagTableName, "CHECKPOINT"},
+	load:   func(ctx context.Context, b *bench, p *pgLab) error { return b.loadPgbench(ctx, p, "db") },
+	prep:   []string{"VACUUM pgbench_accounts", "VACUUM " + engine.LagTableName, "CHECKPOINT"},
 }
 
 func (b *bench) lagOverheadOn(ctx context.Context, t lagTarget) error {

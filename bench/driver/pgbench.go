@@ -86,6 +86,25 @@ func runPgbench(ctx context.Context, bin string, site *lab.Site, dsn string, tim
 	return out.String(), cmd.ProcessState, wall, nil
 }
 
+// loadPgbench fills node db with pgbench's tables at compareScale, run
+// from site. Every run starts from the same state: no autovacuum in the
+// middle of one run and not another (the steps VACUUM and CHECKPOINT
+// before each run instead).
+func (b *bench) loadPgbench(ctx context.Context, p *pgLab, site string) error {
+	db, err := p.node("db")
+	if err != nil {
+		return err
+	}
+	s := p.lab.Site(site)
+	if s == nil {
+		return fmt.Errorf("no site %s", site)
+	}
+	if err := pgbenchInit(ctx, b.pgbench, s, db.DSN, compareScale); err != nil {
+		return err
+	}
+	return p.exec(ctx, "db", "ALTER TABLE pgbench_accounts SET (autovacuum_enabled = off)")
+}
+
 // pgbenchInit creates and fills the pgbench tables at the given scale.
 func pgbenchInit(ctx context.Context, bin string, site *lab.Site, dsn string, scale int) error {
 	_, _, _, err := runPgbench(ctx, bin, site, dsn, 3*time.Minute, "-i", "-q", "-s", strconv.Itoa(scale))

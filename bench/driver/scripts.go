@@ -56,17 +56,14 @@ func (b *bench) scripts(ctx context.Context) error {
 		return err
 	}
 	defer p.close()
+	if err := b.loadPgbench(ctx, p, b.clientSite); err != nil {
+		return err
+	}
 	db, err := p.node("db")
 	if err != nil {
 		return err
 	}
 	site := p.lab.Site(b.clientSite)
-	if err := pgbenchInit(ctx, b.pgbench, site, db.DSN, compareScale); err != nil {
-		return err
-	}
-	if err := p.exec(ctx, "db", "ALTER TABLE pgbench_accounts SET (autovacuum_enabled = off)"); err != nil {
-		return err
-	}
 	for _, name := range builtinScripts {
 		tx, err := scriptTx(name)
 		if err != nil {

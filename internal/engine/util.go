@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -115,4 +116,24 @@ func (l *LockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// NoSuchNode is the error for a node name the cluster does not have,
+// listing the ones it has.
+func NoSuchNode(name string, nodes []Node) error {
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	return fmt.Errorf("no node %q; nodes: %s", name, strings.Join(names, ", "))
+}
+
+// LastLines is s's last n lines joined with " | ": a server's log or a
+// tool's output, short enough for an error message.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
 }

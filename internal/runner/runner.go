@@ -451,11 +451,7 @@ func (r *run) watch(ctx context.Context) (stop func() error, err error) {
 }
 
 func (r *run) catchUpTimeout() time.Duration {
-	var worst time.Duration
-	for _, l := range r.s.Links {
-		worst = max(worst, l.Forward.Delay+l.Reverse.Delay)
-	}
-	t := 30*time.Second + 20*worst
+	t := 30*time.Second + 20*r.s.WorstRoundTrip()
 	if rf, ok := r.cluster.(engine.Refresher); ok {
 		t += rf.RefreshInterval() // snapshot replicas see changes at their next refresh
 	}

@@ -48,6 +48,16 @@ func (s *Spec) Line(field string) int {
 	return 1
 }
 
+// WorstRoundTrip is the largest delay there and back of any link: what
+// bounds waiting for a change to cross the lab.
+func (s *Spec) WorstRoundTrip() time.Duration {
+	var worst time.Duration
+	for _, l := range s.Links {
+		worst = max(worst, l.Forward.Delay+l.Reverse.Delay)
+	}
+	return worst
+}
+
 // Node returns the named node or nil.
 func (s *Spec) Node(name string) *Node {
 	for i := range s.Nodes {

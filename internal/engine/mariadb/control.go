@@ -3,7 +3,7 @@ package mariadb
 import (
 	"context"
 	"fmt"
-	"strings"
+	"replab/internal/engine"
 	"syscall"
 	"time"
 )
@@ -16,11 +16,7 @@ import (
 func (c *cluster) controlled(name string) (*node, error) {
 	n := c.byName[name]
 	if n == nil {
-		var names []string
-		for _, x := range c.nodes {
-			names = append(names, x.Name)
-		}
-		return nil, fmt.Errorf("no node %q; nodes: %s", name, strings.Join(names, ", "))
+		return nil, engine.NoSuchNode(name, c.Nodes())
 	}
 	return n, nil
 }

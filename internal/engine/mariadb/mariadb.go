@@ -399,11 +399,7 @@ func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64
 // flowTimeout bounds a marker's trip: generous for satellite links, and
 // longer than a semi-synchronous commit waits for its acknowledgement.
 func (c *cluster) flowTimeout() time.Duration {
-	var worst time.Duration
-	for _, l := range c.lab.Spec.Links {
-		worst = max(worst, l.Forward.Delay+l.Reverse.Delay)
-	}
-	return 60*time.Second + 20*worst + c.plan.timeout
+	return 60*time.Second + 20*c.lab.Spec.WorstRoundTrip() + c.plan.timeout
 }
 
 // Close implements engine.Cluster: replicas first, then the sources, each

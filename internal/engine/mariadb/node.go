@@ -242,7 +242,7 @@ func (n *node) run(ctx context.Context, bin string, args ...string) error {
 	}
 	if err := cmd.Wait(); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w (%s)", name, ctx.Err(), lastLines(out.String(), 3))
+			return fmt.Errorf("%s: %w (%s)", name, ctx.Err(), engine.LastLines(out.String(), 3))
 		}
 		return fmt.Errorf("%s: %v: %s", name, err, errorLines(out.String()))
 	}
@@ -263,20 +263,12 @@ func errorLines(out string) string {
 		}
 	}
 	if len(errs) == 0 {
-		return lastLines(out, 5)
+		return engine.LastLines(out, 5)
 	}
 	if len(errs) > 3 {
 		errs = errs[:3]
 	}
 	return strings.Join(errs, " | ")
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }
 
 // installDB creates a fresh data directory.
@@ -379,7 +371,7 @@ func (n *node) logTail() string {
 	if e := errorLines(string(b)); strings.Contains(e, "[ERROR]") {
 		return e
 	}
-	return lastLines(string(b), 4)
+	return engine.LastLines(string(b), 4)
 }
 
 // pid is mariadbd's PID while it runs; 0 when the node is down.

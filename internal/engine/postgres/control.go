@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"replab/internal/engine"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,11 +32,7 @@ func (n *node) pid() int {
 func (c *cluster) controlled(name string) (*node, error) {
 	n := c.byName[name]
 	if n == nil {
-		var names []string
-		for _, x := range c.nodes {
-			names = append(names, x.Name)
-		}
-		return nil, fmt.Errorf("no node %q; nodes: %s", name, strings.Join(names, ", "))
+		return nil, engine.NoSuchNode(name, c.Nodes())
 	}
 	return n, nil
 }

@@ -81,19 +81,11 @@ func (n *node) run(ctx context.Context, name string, args ...string) error {
 	}
 	if err := cmd.Wait(); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w (%s)", name, ctx.Err(), lastLines(out.String(), 3))
+			return fmt.Errorf("%s: %w (%s)", name, ctx.Err(), engine.LastLines(out.String(), 3))
 		}
-		return fmt.Errorf("%s: %v: %s", name, err, lastLines(out.String(), 5))
+		return fmt.Errorf("%s: %v: %s", name, err, engine.LastLines(out.String(), 5))
 	}
 	return nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }
 
 // initdb creates a fresh data directory.
@@ -227,7 +219,7 @@ func (n *node) start(ctx context.Context) error {
 
 func (n *node) logTail() string {
 	b, _ := os.ReadFile(n.logPath)
-	return lastLines(string(b), 4)
+	return engine.LastLines(string(b), 4)
 }
 
 // stop shuts the server down (fast mode: SIGINT), killing it if it has

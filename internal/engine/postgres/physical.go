@@ -136,9 +136,9 @@ func (c *cluster) basebackup(ctx context.Context, n, up *node) error {
 	}
 	if err := cmd.Wait(); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("pg_basebackup: %w (%s)", ctx.Err(), lastLines(p.output(), 3))
+			return fmt.Errorf("pg_basebackup: %w (%s)", ctx.Err(), engine.LastLines(p.output(), 3))
 		}
-		return fmt.Errorf("pg_basebackup: %v: %s", err, lastLines(p.output(), 5))
+		return fmt.Errorf("pg_basebackup: %v: %s", err, engine.LastLines(p.output(), 5))
 	}
 	return nil
 }

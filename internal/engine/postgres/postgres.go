@@ -326,11 +326,7 @@ func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64
 // flowTimeout bounds a marker's trip: generous for satellite links and for
 // snapshot replicas that catch up only at their refresh interval.
 func (c *cluster) flowTimeout() time.Duration {
-	var worst time.Duration
-	for _, l := range c.lab.Spec.Links {
-		worst = max(worst, l.Forward.Delay+l.Reverse.Delay)
-	}
-	return 60*time.Second + 20*worst + c.plan.refresh
+	return 60*time.Second + 20*c.lab.Spec.WorstRoundTrip() + c.plan.refresh
 }
 
 // Close implements engine.Cluster: standbys and replicas first, then the

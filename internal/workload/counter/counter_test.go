@@ -1,20 +1,11 @@
 package counter
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
+	"replab/internal/workload/workloadtest"
 	"strings"
 	"testing"
-	"time"
-
-	"replab/internal/engine"
-	"replab/internal/engine/fake"
-	"replab/internal/runner"
-	"replab/internal/spec"
-	"replab/internal/workload"
 )
 
 // TestDocsShowThisFile keeps docs/extending.md's example and this package
@@ -45,50 +36,7 @@ func TestDocsShowThisFile(t *testing.T) {
 // TestRunsOnTheFakeEngine runs the example through replab run's code, in
 // this process: the engine is the fake (no root needed).
 func TestRunsOnTheFakeEngine(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "counter.toml")
-	if err := os.WriteFile(path, []byte(`[lab]
-name = "counter"
-[site.a]
-[site.b]
-[[link]]
-sites = ["a", "b"]
-[engine]
-kind = "fake"
-[node.p]
-site = "a"
-role = "primary"
-[node.s]
-site = "b"
-role = "standby"
-from = "p"
-[workload]
-kind = "counter"
-counters = 10
-[run]
-users = 2
-warmup = "200ms"
-duration = "1s"
-cooldown = "0s"
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := spec.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var log bytes.Buffer
-	out := filepath.Join(dir, "results")
-	if _, _, err := runner.Run(ctx, s, runner.Options{Out: out, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &log, Offline: true,
-		Engines: engine.NewRegistry(fake.Engine{}), Workloads: workload.NewRegistry(Factory)}); err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, log := workloadtest.RunOnFake(t, Factory, "counters = 10")
 	var sum struct {
 		Complete     bool
 		Transactions int64
@@ -100,6 +48,6 @@ cooldown = "0s"
 		t.Fatal(err)
 	}
 	if !sum.Complete || sum.Transactions == 0 || sum.RowsChanged != sum.Transactions || sum.Errors != 0 || sum.Load.Rows != 10 {
-		t.Errorf("summary %+v\n%s", sum, log.String())
+		t.Errorf("summary %+v\n%s", sum, log)
 	}
 }

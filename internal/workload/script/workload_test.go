@@ -1,7 +1,6 @@
 package script
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -9,12 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
-	"replab/internal/engine"
-	"replab/internal/engine/fake"
-	"replab/internal/runner"
-	"replab/internal/spec"
 	"replab/internal/workload"
 	"replab/internal/workload/workloadtest"
 )
@@ -66,52 +60,8 @@ func TestOptions(t *testing.T) {
 // process: the load's COPY block, \gset and \if at a replica, and a
 // division by zero now and then counted as an error of its type.
 func TestRunsOnTheFakeEngine(t *testing.T) {
-	dir := t.TempDir()
 	wd, _ := os.Getwd()
-	opts := strings.ReplaceAll(fakeOptions, `"testdata/`, `"`+filepath.Join(wd, "testdata")+"/")
-	path := filepath.Join(dir, "script.toml")
-	if err := os.WriteFile(path, []byte(`[lab]
-name = "script"
-[site.a]
-[site.b]
-[[link]]
-sites = ["a", "b"]
-[engine]
-kind = "fake"
-[node.p]
-site = "a"
-role = "primary"
-[node.s]
-site = "b"
-role = "standby"
-from = "p"
-[workload]
-kind = "script"
-`+opts+`
-[run]
-users = 2
-warmup = "200ms"
-duration = "1s"
-cooldown = "0s"
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := spec.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var log bytes.Buffer
-	out := filepath.Join(dir, "results")
-	if _, _, err := runner.Run(ctx, s, runner.Options{Out: out, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &log, Offline: true,
-		Engines: engine.NewRegistry(fake.Engine{}), Workloads: workload.NewRegistry(Factory)}); err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, log := workloadtest.RunOnFake(t, Factory, strings.ReplaceAll(fakeOptions, `"testdata/`, `"`+filepath.Join(wd, "testdata")+"/"))
 	var sum struct {
 		Complete     bool
 		Transactions int64
@@ -127,7 +77,7 @@ cooldown = "0s"
 	}
 	bump, look := sum.Types["bump"], sum.Types["look"]
 	if !sum.Complete || sum.Load.Rows != 2 || bump.Count == 0 || look.Count == 0 || len(look.Errors) != 0 {
-		t.Errorf("summary %s\n%s", b, log.String())
+		t.Errorf("summary %s\n%s", b, log)
 	}
 	// 1000 / :z with z in 0…30: about one bump in 31 divides by zero.
 	if n := bump.Errors["other"]; n == 0 || n > bump.Count/5 {

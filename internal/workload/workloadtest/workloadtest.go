@@ -1,15 +1,22 @@
 // Package workloadtest holds what the workloads' tests share: building a
-// workload from option lines through the registry, and keeping
-// docs/workloads.md in step with a workload. Only tests import it.
+// workload from option lines through the registry, running it through
+// replab run's code on the fake engine, and keeping docs/workloads.md in
+// step with a workload. Only tests import it.
 package workloadtest
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"replab/internal/engine"
+	"replab/internal/engine/fake"
+	"replab/internal/runner"
 	"replab/internal/spec"
 	"replab/internal/workload"
 )
@@ -90,4 +97,58 @@ func CheckDocs(t *testing.T, engines *engine.Registry, docPath string, f workloa
 	if examples < minExamples {
 		t.Errorf("%d %s examples in docs/workloads.md, want at least %d", examples, f.Kind, minExamples)
 	}
+}
+
+// RunOnFake runs f's workload with the given [workload] option lines
+// through replab run's code, in this process, on the fake engine (a
+// primary and a standby in two sites, two users, 200 ms of warmup and 1 s
+// measured: no root needed), and returns summary.json and the run's log.
+func RunOnFake(t *testing.T, f workload.Factory, options string) (summary []byte, log string) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, f.Kind+".toml")
+	text := fmt.Sprintf(`[lab]
+name = %q
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+[engine]
+kind = "fake"
+[node.p]
+site = "a"
+role = "primary"
+[node.s]
+site = "b"
+role = "standby"
+from = "p"
+[workload]
+kind = %q
+%s
+[run]
+users = 2
+warmup = "200ms"
+duration = "1s"
+cooldown = "0s"
+`, f.Kind, f.Kind, options)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	results := filepath.Join(dir, "results")
+	if _, _, err := runner.Run(ctx, s, runner.Options{Out: results, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &out, Offline: true,
+		Engines: engine.NewRegistry(fake.Engine{}), Workloads: workload.NewRegistry(f)}); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	b, err := os.ReadFile(filepath.Join(results, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, out.String()
 }
