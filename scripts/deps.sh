@@ -75,10 +75,18 @@ need_mariadb() {
   return 0
 }
 
+need_xrootd() {
+  # The XRootD data server (the page-read study's server) and its client tools (xrdfs, xrdcp);
+  # the packages ship template units only (xrootd@NAME): no service starts.
+  apt_install xrootd-server xrootd-client
+}
+
 case "$purpose" in
   build) need_go ;;
-  demo)  need_go; need_lab; need_postgres; need_mariadb ;;
-  test)  need_go; need_lab; need_postgres; need_mariadb; command -v chromium >/dev/null 2>&1 || apt_install chromium ;;
-  bench) need_go; need_lab; need_postgres; need_mariadb; command -v iperf3 >/dev/null 2>&1 || apt_install iperf3 ;;
+  demo)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd ;;
+  # tcpdump: the tests read the lab's packet captures with a real pcap reader.
+  test)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; apt_install tcpdump
+         command -v chromium >/dev/null 2>&1 || apt_install chromium ;;
+  bench) need_go; need_lab; need_postgres; need_mariadb; need_xrootd; command -v iperf3 >/dev/null 2>&1 || apt_install iperf3 ;;
   *) say "unknown purpose $purpose (build|demo|test|bench)"; exit 2 ;;
 esac
