@@ -211,10 +211,13 @@ func Sources(dbs ...*sql.DB) Targets {
 // Run drives types (each user with its own connections from targets)
 // until the phases are over, ctx ends, or errors pass the threshold. The
 // result is always returned, marked incomplete when the run did not
-// finish.
+// finish. targets may be nil when every type is an Op (no SQL).
 func Run(ctx context.Context, cfg Config, types []workload.TxType, targets Targets) (*Result, error) {
-	if cfg.Users < 1 || targets == nil || len(types) == 0 {
-		return nil, errors.New("driver: need users, connections and transaction types")
+	if cfg.Users < 1 || len(types) == 0 {
+		return nil, errors.New("driver: need users and transaction types")
+	}
+	if targets == nil && !workload.OpsOnly(types) {
+		return nil, errors.New("driver: SQL transaction types need connections")
 	}
 	if cfg.Now == nil {
 		cfg.Now = clock.Now

@@ -251,3 +251,38 @@ func TestAutocommitReadOnlyRunsOutsideATransaction(t *testing.T) {
 		t.Errorf("complete %v, %d commits, %d errors, %d pipelined", res.Complete, res.Transactions, res.Errors, runs)
 	}
 }
+
+// An Op type needs no SQL connection: the driver calls it, times it and
+// counts its errors like any transaction.
+func TestOpTypesRunWithoutConnections(t *testing.T) {
+	var calls sync.Map
+	op := func(ctx context.Context, user int, r *rand.Rand) (int64, error) {
+		n, _ := calls.LoadOrStore(user, new(int64))
+		*n.(*int64)++
+		if *n.(*int64)%5 == 0 {
+			return 0, errors.New("page 5 is missing")
+		}
+		return 1, nil
+	}
+	types := []workload.TxType{{Name: "page", Weight: 1, ReadOnly: true, Op: op}}
+	cfg := Config{Users: 3, Duration: 300 * time.Millisecond, ThinkMin: time.Millisecond, ThinkMax: time.Millisecond, MaxErrorPct: 100}
+	res, err := Run(context.Background(), cfg, types, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := res.Types["page"]
+	if tr == nil || tr.Count == 0 {
+		t.Fatalf("no page counted: %+v", res.Types)
+	}
+	if res.Errors == 0 || tr.Count < 3*res.Errors {
+		t.Errorf("every fifth call failed, but the result counts %d pages and %d errors (%v)", tr.Count, res.Errors, tr.Errors)
+	}
+	for u := range 3 {
+		if _, ok := calls.Load(u); !ok {
+			t.Errorf("user %d never called the op", u)
+		}
+	}
+	if _, err := Run(context.Background(), cfg, []workload.TxType{{Name: "sql", Weight: 1}}, nil); err == nil {
+		t.Error("an SQL type without connections was accepted")
+	}
+}

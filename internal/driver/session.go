@@ -76,6 +76,10 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 	var pools []*userConn // in the types' order
 	for i := range d.types {
 		t := &d.types[i]
+		if t.Op != nil {
+			u.types = append(u.types, &userType{t: t, lag: -1}) // the workload holds its connections
+			continue
+		}
 		db, err := targets(id, t.At)
 		if err != nil {
 			return nil, fmt.Errorf("user %d: transaction %s: %w", id, t.Name, err)
@@ -96,7 +100,7 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 		}
 	}
 	for _, ut := range u.types {
-		if ut.pipe != nil {
+		if ut.pipe != nil || ut.t.Op != nil {
 			continue
 		}
 		t, c := ut.t, ut.c
@@ -214,7 +218,9 @@ func (u *user) do(ctx context.Context, from int64) {
 	for attempt := 0; ; attempt++ {
 		var rows int64
 		var err error
-		if ut.pipe != nil {
+		if ut.t.Op != nil {
+			rows, err = ut.t.Op(ctx, u.id, u.r)
+		} else if ut.pipe != nil {
 			rows, err = u.attemptBatch(ctx, ut, measured, track)
 		} else {
 			rows, err = u.attempt(ctx, ut, measured, track)

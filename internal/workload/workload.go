@@ -84,6 +84,23 @@ type TxType struct {
 	// does. The driver can then send BEGIN, them and COMMIT in one round
 	// trip (pipelined) where the engine's connection allows it.
 	Batch func(user int, r *rand.Rand) []Call
+	// Op, when set, is an operation that is not SQL (a page read from a
+	// page server): the workload holds its own connections (Connector),
+	// the driver times and counts each call as one transaction, and
+	// Statements, Run and Batch are unused. It returns what it moved (rows,
+	// pages).
+	Op func(ctx context.Context, user int, r *rand.Rand) (int64, error)
+}
+
+// OpsOnly says whether every type is an Op: the driver then opens no SQL
+// connection.
+func OpsOnly(types []TxType) bool {
+	for _, t := range types {
+		if t.Op == nil {
+			return false
+		}
+	}
+	return len(types) > 0
 }
 
 // Statement is a named SQL statement of a transaction type.
