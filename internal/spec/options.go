@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -195,6 +196,42 @@ func (o *Options) Duration(key string, def, lo, hi time.Duration) time.Duration 
 		return def
 	}
 	return d
+}
+
+// Size reads a byte size written as a string with a unit ("8KiB",
+// "64MiB") in [lo, hi], or def when absent.
+func (o *Options) Size(key string, def, lo, hi int64) int64 {
+	v, ok := o.raw(key)
+	if !ok {
+		return def
+	}
+	str, isStr := v.(string)
+	if !isStr {
+		o.Errorf(key, `want a string with a unit, like "8KiB"`)
+		return def
+	}
+	b, msg := parseSize(str)
+	if msg == "" && (b < lo || b > hi) {
+		msg = fmt.Sprintf("want from %s to %s", sizeText(lo), sizeText(hi))
+	}
+	if msg != "" {
+		o.Errorf(key, "%s", msg)
+		return def
+	}
+	return b
+}
+
+// sizeText writes a byte count in the largest binary unit that divides it.
+func sizeText(b int64) string {
+	for _, u := range []struct {
+		name string
+		n    int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if b >= u.n && b%u.n == 0 {
+			return strconv.FormatInt(b/u.n, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(b, 10) + "B"
 }
 
 // Err reports every error recorded, and every key nobody read (with the

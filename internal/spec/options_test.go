@@ -131,3 +131,39 @@ func TestOptionsStringsReadsAListOrOneString(t *testing.T) {
 		t.Errorf("errors: %v", err)
 	}
 }
+
+func TestOptionsSize(t *testing.T) {
+	s, err := Parse("o.toml", []byte(strings.Replace(optionsSpec, "typo_key = 1\nlevel = \"remote_aply\"\n",
+		"page = \"8KiB\"\nhuge = \"3GiB\"\nbits = \"8kbit\"\nbare = 8192\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.SchemeOptions("engine x")
+	if got := o.Size("page", 1, 512, 1<<30); got != 8192 {
+		t.Errorf("page = %d", got)
+	}
+	if got := o.Size("absent", 42, 1, 100); got != 42 {
+		t.Errorf("absent = %d, want the default", got)
+	}
+	for _, k := range []string{"huge", "bits", "bare"} {
+		if got := o.Size(k, 7, 512, 1<<30); got != 7 {
+			t.Errorf("bad %s = %d, want the default", k, got)
+		}
+	}
+	for _, k := range []string{"commit", "users", "big", "flag", "notflag", "every", "fast"} {
+		o.Has(k)
+	}
+	got := o.Err().Error()
+	for _, want := range []string{
+		"o.toml:22: scheme.huge: want from 512B to 1GiB",
+		"o.toml:23: scheme.bits: sizes are in bytes, not bits",
+		`o.toml:24: scheme.bare: want a string with a unit, like "8KiB"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "scheme.page") {
+		t.Errorf("a good size was refused:\n%s", got)
+	}
+}
