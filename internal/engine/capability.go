@@ -162,6 +162,30 @@ type NodeControl interface {
 	Restart(ctx context.Context, node string) error
 }
 
+// Pauser freezes and thaws nodes (SIGSTOP, SIGCONT): a server that hangs
+// with its connections open, as a stalled disk or a swapping host would.
+type Pauser interface {
+	Pause(ctx context.Context, node string) error
+	Resume(ctx context.Context, node string) error
+}
+
+// PageServer is a cluster that serves files read page by page (XRootD),
+// not SQL: the page-read workload reads what it lists over the server's
+// protocol.
+type PageServer interface {
+	Files() []ServedFile
+}
+
+// ServedFile is one file a node exports; its content derives from Seed
+// and Index (package pagedata), so a reader can check every page.
+type ServedFile struct {
+	Node  string
+	Path  string // as clients name it
+	Index int
+	Size  int64
+	Seed  int64
+}
+
 // Refresher is a cluster whose replicas are snapshots refreshed at an
 // interval.
 type Refresher interface {

@@ -221,3 +221,15 @@ func ReadCSV(r io.Reader) ([]Row, error) {
 	}
 	return out, nil
 }
+
+// Summary is a page-read measurement in summary.json ("pages").
+type Summary struct {
+	PageSizeBytes int64   `json:"page_size_bytes"`
+	Order         string  `json:"order"`       // sequential or random
+	Connections   int     `json:"connections"` // TCP connections to the server
+	Users         int     `json:"users"`       // requests in flight, all connections together
+	Pages         int64   `json:"pages"`       // read in the measure phase
+	PagesPerS     float64 `json:"pages_per_s"`
+	ReadBytesPerS float64 `json:"read_bytes_per_s"`
+	Slow          Slow    `json:"slow"`
+}

@@ -198,6 +198,29 @@ func (o *Options) Duration(key string, def, lo, hi time.Duration) time.Duration 
 	return d
 }
 
+// Float reads a number (whole or not) in [lo, hi], or def when absent.
+func (o *Options) Float(key string, def, lo, hi float64) float64 {
+	v, ok := o.raw(key)
+	if !ok {
+		return def
+	}
+	var f float64
+	switch x := v.(type) {
+	case float64:
+		f = x
+	case int64:
+		f = float64(x)
+	default:
+		o.Errorf(key, "want a number from %g to %g", lo, hi)
+		return def
+	}
+	if f < lo || f > hi || f != f {
+		o.Errorf(key, "want a number from %g to %g", lo, hi)
+		return def
+	}
+	return f
+}
+
 // Size reads a byte size written as a string with a unit ("8KiB",
 // "64MiB") in [lo, hi], or def when absent.
 func (o *Options) Size(key string, def, lo, hi int64) int64 {

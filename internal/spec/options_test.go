@@ -142,6 +142,12 @@ func TestOptionsSize(t *testing.T) {
 	if got := o.Size("page", 1, 512, 1<<30); got != 8192 {
 		t.Errorf("page = %d", got)
 	}
+	if got := o.Float("page", 2, 1, 3); got != 2 {
+		t.Errorf("a string read as a number: %g", got)
+	}
+	if got := o.Float("absent", 1.8, 1, 3); got != 1.8 {
+		t.Errorf("absent float = %g", got)
+	}
 	if got := o.Size("absent", 42, 1, 100); got != 42 {
 		t.Errorf("absent = %d, want the default", got)
 	}
@@ -158,12 +164,13 @@ func TestOptionsSize(t *testing.T) {
 		"o.toml:22: scheme.huge: want from 512B to 1GiB",
 		"o.toml:23: scheme.bits: sizes are in bytes, not bits",
 		`o.toml:24: scheme.bare: want a string with a unit, like "8KiB"`,
+		"o.toml:21: scheme.page: want a number from 1 to 3",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("errors lack %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "scheme.page") {
-		t.Errorf("a good size was refused:\n%s", got)
+	if strings.Count(got, "scheme.page") != 1 {
+		t.Errorf("a good size was refused, or a string read as a number was not:\n%s", got)
 	}
 }

@@ -10,10 +10,13 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sort"
 	"strings"
+	"time"
 
 	"replab/internal/engine"
+	"replab/internal/pagestats"
 	"replab/internal/spec"
 )
 
@@ -90,6 +93,31 @@ type TxType struct {
 	// Statements, Run and Batch are unused. It returns what it moved (rows,
 	// pages).
 	Op func(ctx context.Context, user int, r *rand.Rand) (int64, error)
+}
+
+// Connector is a workload whose operations are not SQL (TxType.Op): it
+// makes its own connections before the driver starts and closes them
+// after, once per measurement.
+type Connector interface {
+	Connect(ctx context.Context, env ConnectEnv) error
+	Close() error
+}
+
+// ConnectEnv is what a Connector connects to and from.
+type ConnectEnv struct {
+	Cluster engine.Cluster
+	Nodes   []engine.Node
+	// Dial makes a connection from the client's site, across the links a
+	// client there would use.
+	Dial  func(ctx context.Context, network, addr string) (net.Conn, error)
+	Users int
+}
+
+// PageReporter is a workload that reads pages: after a measurement it
+// writes pages.csv into dir and returns its figures over the measure phase
+// [from, to) for summary.json.
+type PageReporter interface {
+	PageReport(dir string, from, to time.Time) (*pagestats.Summary, error)
 }
 
 // OpsOnly says whether every type is an Op: the driver then opens no SQL

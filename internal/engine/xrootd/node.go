@@ -1,0 +1,163 @@
+package xrootd
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/lab"
+	"replab/internal/spec"
+	"replab/internal/xrd"
+)
+
+// node is one xrootd in a site.
+type node struct {
+	spec.Node
+	c    *cluster
+	site *lab.Site
+	addr netip.AddrPort
+	base string // everything of the node lives under base
+
+	proc atomic.Pointer[server] // nil before the first start
+}
+
+// server is one run of a node's xrootd.
+type server struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once it has exited and been reaped
+}
+
+func (n *node) dataDir() string  { return filepath.Join(n.base, "data") }
+func (n *node) adminDir() string { return filepath.Join(n.base, "admin") }
+func (n *node) cfgPath() string  { return filepath.Join(n.base, "xrootd.cfg") }
+
+// logPath is where xrootd writes its log: -l FILE with -n NAME puts it in
+// a directory named after the instance.
+func (n *node) logPath() string { return filepath.Join(n.base, "log", n.Name, "xrootd.log") }
+
+// config is the server's only configuration: the data set exported
+// read-only, no DNS lookups (the lab has no resolver), admin and pid
+// files in the node's directory.
+func (n *node) config() string {
+	return strings.Join([]string{
+		"# written by replab: the only configuration this server reads",
+		fmt.Sprintf("xrd.port %d", n.addr.Port()),
+		"xrd.network nodnr",
+		"all.export /replab r/o",
+		"oss.localroot " + n.dataDir(),
+		"all.adminpath " + n.adminDir(),
+		"all.pidpath " + n.adminDir(),
+		"",
+	}, "\n")
+}
+
+// create writes the node's files and data set, starts it and waits until
+// it answers.
+func (n *node) create(ctx context.Context) error {
+	for _, d := range []string{n.base, n.adminDir(), filepath.Join(n.base, "log")} {
+		if err := engine.MkdirOwned(d, n.c.uid, n.c.gid); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	if err := n.writeData(); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	if err := os.WriteFile(n.cfgPath(), []byte(n.config()), 0o644); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	if err := n.start(ctx); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// start runs xrootd in the node's site as the servers' user and waits
+// until it answers a ping from that site.
+func (n *node) start(ctx context.Context) error {
+	cmd := exec.Command(serverBin, "-c", n.cfgPath(), "-l", filepath.Join(n.base, "log", "xrootd.log"), "-n", n.Name, "-I", "v4")
+	engine.AsUser(cmd, n.c.uid, n.c.gid)
+	out, err := os.OpenFile(filepath.Join(n.base, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := n.site.Start(cmd); err != nil {
+		return fmt.Errorf("start xrootd: %w", err)
+	}
+	sv := &server{cmd: cmd, exited: make(chan struct{})}
+	n.proc.Store(sv)
+	go func() { _ = cmd.Wait(); close(sv.exited) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := n.ping(ctx, 2*time.Second)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-sv.exited:
+			return fmt.Errorf("xrootd exited during start-up: %s", n.logTail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("xrootd did not answer within 30 s: %v: %s", err, n.logTail())
+		}
+	}
+}
+
+// ping connects from the node's own site (no WAN link in the way) and
+// sends kXR_ping.
+func (n *node) ping(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := xrd.Dial(ctx, n.site.DialContext, n.addr.String(), "replab")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Ping(ctx)
+}
+
+func (n *node) logTail() string {
+	for _, p := range []string{n.logPath(), filepath.Join(n.base, "stdout.log")} {
+		if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
+			return engine.LastLines(string(b), 4)
+		}
+	}
+	return "(no log)"
+}
+
+// pid is xrootd's PID while it runs; 0 when the node is down.
+func (n *node) pid() int {
+	sv := n.proc.Load()
+	if sv == nil {
+		return 0
+	}
+	select {
+	case <-sv.exited:
+		return 0
+	default:
+		return sv.cmd.Process.Pid
+	}
+}
+
+// stop asks xrootd to exit (SIGTERM), killing it after timeout. A paused
+// server is continued first, or it would not see the signal.
+func (n *node) stop(timeout time.Duration) {
+	sv := n.proc.Load()
+	if sv == nil {
+		return
+	}
+	_ = sv.cmd.Process.Signal(syscall.SIGCONT)
+	engine.StopServer(sv.cmd, sv.exited, syscall.SIGTERM, timeout)
+}
