@@ -8,6 +8,7 @@ import (
 	"replab/internal/engine"
 	"replab/internal/engine/mariadb"
 	"replab/internal/engine/postgres"
+	"replab/internal/engine/xrootd"
 	"replab/internal/lab"
 	"replab/internal/runner"
 	"replab/internal/spec"
@@ -15,7 +16,7 @@ import (
 
 // engines is every database engine this binary can run.
 func engines() *engine.Registry {
-	return engine.NewRegistry(postgres.Engine{}, mariadb.Engine{})
+	return engine.NewRegistry(postgres.Engine{}, mariadb.Engine{}, xrootd.Engine{})
 }
 
 // loadChecked loads a spec and validates it as replab run would: its

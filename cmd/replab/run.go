@@ -12,13 +12,14 @@ import (
 	"replab/internal/runner"
 	"replab/internal/workload"
 	"replab/internal/workload/kvinsert"
+	"replab/internal/workload/pageread"
 	"replab/internal/workload/personnel"
 	"replab/internal/workload/script"
 )
 
 // workloads is every workload this binary can run.
 func workloads() *workload.Registry {
-	return workload.NewRegistry(personnel.Factory, kvinsert.Factory, script.Factory)
+	return workload.NewRegistry(personnel.Factory, kvinsert.Factory, script.Factory, pageread.Factory)
 }
 
 func cmdRun(ctx context.Context, args []string, out io.Writer) error {

@@ -195,10 +195,12 @@ var foldRules = []struct {
 	{"conflicts", sum}, {"skipped", sum}, {"types.*.errors.*", sum}, {"types.*.retries", sum}, {"types.*.conflicts", sum},
 	{"replicas.*.not_visible_at_end", sum}, {"replicas.*.tracked", sum}, {"replicas.*.polls", sum},
 	{"replicas.*.window_hits", sum}, {"replicas.*.visible_before_watch", sum},
+	{"pages.pages", sum}, {"pages.slow.pages", sum}, {"pages.slow.slow_pages", sum}, {"pages.slow.retransmits", sum},
 
 	// Configuration.
 	{"links.*.rate_bps", same}, {"links.*.delay_ms", same}, {"monitor.interval_s", same},
 	{"replicas.*.sample_budget_per_s", same},
+	{"pages.page_size_bytes", same}, {"pages.connections", same}, {"pages.users", same}, {"pages.slow.threshold_factor", same},
 	{"replicas.*.sample_every", sameOrZero}, // Repetitions[].LagSampleEvery has each
 
 	{"replication.*.lag_grows", anyTrue},

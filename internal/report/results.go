@@ -19,6 +19,7 @@ import (
 
 	"replab/internal/driver"
 	"replab/internal/monitor"
+	"replab/internal/pagestats"
 	"replab/internal/stats"
 )
 
@@ -79,6 +80,10 @@ type Summary struct {
 	// SyncFallbacks: how often and how long a synchronous scheme ran
 	// asynchronously in the measure phase (engine.SyncFallbacker).
 	SyncFallbacks *SyncFallbacks `json:"sync_fallbacks,omitempty"`
+
+	// Pages: a page-read run's pages (workload page-read; pages.csv has
+	// every page).
+	Pages *pagestats.Summary `json:"pages,omitempty"`
 
 	// With repetitions: a confidence interval for every headline figure
 	// ("tpm", "commit_latency_ms.p99", "replicas.e1.lag_ms.p50", …), tpm's

@@ -349,11 +349,23 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	}
 	defer r.stopMonitor() // early returns; a no-op after the call below
 
-	targets, closeTargets, err := r.targets(ctx)
-	if err != nil {
-		return r.sum, err
+	types := r.wl.Transactions()
+	var targets driver.Targets
+	if !workload.OpsOnly(types) {
+		t, closeTargets, err := r.targets(ctx)
+		if err != nil {
+			return r.sum, err
+		}
+		defer closeTargets()
+		targets = t
 	}
-	defer closeTargets()
+	if cn, ok := r.wl.(workload.Connector); ok {
+		env := workload.ConnectEnv{Cluster: r.cluster, Nodes: r.nodes, Dial: r.dialer(), Users: r.s.Run.Users}
+		if err := cn.Connect(ctx, env); err != nil {
+			return r.sum, fmt.Errorf("workload %s: connect from site %s: %w", r.wl.Name(), r.client, err)
+		}
+		defer cn.Close()
+	}
 	cfg := r.driverConfig()
 	mode := fmt.Sprintf("%d users", cfg.Users)
 	if cfg.RatePerSec > 0 {
@@ -361,7 +373,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	}
 	fmt.Fprintf(r.log, "running %s from site %s against %s: warmup %s, measure %s, cooldown %s\n",
 		mode, r.client, names(r.sources), cfg.Warmup, cfg.Duration, cfg.Cooldown)
-	r.res, err = driver.Run(ctx, cfg, r.wl.Transactions(), targets)
+	r.res, err = driver.Run(ctx, cfg, types, targets)
 	if r.opt.Live {
 		fmt.Fprintln(r.log)
 	}
@@ -369,6 +381,14 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		return r.sum, err
 	}
 	r.fillDriver()
+	if pr, ok := r.wl.(workload.PageReporter); ok {
+		r.phaseMu.Lock()
+		from, to := r.phaseFrom, r.phaseTo
+		r.phaseMu.Unlock()
+		if r.sum.Pages, err = pr.PageReport(dir.Path, from, to); err != nil {
+			return r.sum, fmt.Errorf("pages.csv: %w", err)
+		}
+	}
 	stopped := time.Now()
 
 	// Replicas catch up; then stop watching.

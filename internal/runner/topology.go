@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"replab/internal/driver"
@@ -33,7 +34,35 @@ func (r *run) clientSite() string {
 	if r.s.Run.Client != "" {
 		return r.s.Run.Client
 	}
+	if _, ok := r.cluster.(engine.PageServer); ok {
+		// A page server's clients are remote: the first site without a
+		// node, so that reads cross a link.
+		for _, st := range r.s.Sites {
+			if !r.hasNode(st.Name) {
+				return st.Name
+			}
+		}
+	}
 	return r.sources[0].Site
+}
+
+func (r *run) hasNode(site string) bool {
+	for _, n := range r.nodes {
+		if n.Site == site {
+			return true
+		}
+	}
+	return false
+}
+
+// dialer makes connections from the client's site; in an offline lab
+// (no namespaces), from this process.
+func (r *run) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if st := r.lab.Site(r.client); st != nil && !r.opt.Offline {
+		return st.DialContext
+	}
+	var d net.Dialer
+	return d.DialContext
 }
 
 func names(ns []engine.Node) string {

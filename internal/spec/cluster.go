@@ -22,7 +22,7 @@ var (
 	nodeNameRE  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
 	identRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 	settingRE   = regexp.MustCompile(`^[a-z_][a-z0-9_.]{0,62}$`)
-	knownRoles  = []string{"primary", "standby", "replica", "master"}
+	knownRoles  = []string{"primary", "standby", "replica", "master", "server"}
 	upstreamful = map[string]bool{"standby": true, "replica": true}
 )
 
@@ -155,13 +155,13 @@ func (c *decoder) nodes(root map[string]any, s *Spec) []Node {
 		} else if _, present := nm["site"]; !present {
 			c.failAt(np, `site is required, e.g. site = "primary"`)
 		}
-		if role, ok := str("role", `one of "primary", "standby", "replica", "master"`); ok {
+		if role, ok := str("role", `one of "primary", "standby", "replica", "master", "server"`); ok {
 			if !contains(knownRoles, role) {
 				c.fail(np.child("role"), nm["role"], "unknown role%s; roles: %s", didYouMean(role, knownRoles), strings.Join(knownRoles, ", "))
 			}
 			n.Role = role
 		} else if _, present := nm["role"]; !present {
-			c.failAt(np, `role is required: one of "primary", "standby", "replica", "master"`)
+			c.failAt(np, `role is required: one of "primary", "standby", "replica", "master", "server"`)
 		}
 		n.From, _ = str("from", `a node name like "p1"`)
 		if v, ok := str("apply_delay", `a string with a unit, like "30s"`); ok {
