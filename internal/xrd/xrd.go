@@ -86,7 +86,7 @@ func (e *ServerError) Error() string {
 }
 
 // Conn is one XRootD session on one TCP connection. Its methods are safe for
-// concurrent use.
+// concurrent use. Close it to stop its reader goroutine.
 type Conn struct {
 	nc   net.Conn
 	addr string
@@ -531,7 +531,8 @@ func (f *File) Size() int64 { return f.size }
 
 // ReadAt reads len(p) bytes at offset off, with io.ReaderAt's contract: if it
 // returns n < len(p), err says why, and it is io.EOF when the end of the file
-// was reached. A read entirely past the end returns 0, io.EOF. Each call is
+// was reached (a read ending exactly at the end returns len(p), nil). A read
+// entirely past the end returns 0, io.EOF. Each call is
 // one kXR_read request (or several sequential ones above 8 MiB), so
 // concurrent calls from many goroutines are that many requests in flight on
 // the one connection. If ctx ends first, ReadAt returns ctx.Err() at once and

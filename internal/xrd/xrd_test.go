@@ -315,9 +315,24 @@ func TestTCPInfoAndCancel(t *testing.T) {
 		t.Error("the late response was written into the abandoned buffer")
 	}
 
-	// After Close, calls fail with ErrClosed.
+	// Close fails a pending read at once, and later calls, with ErrClosed.
+	// (The stopped server is killed by the cleanup; SIGKILL needs no SIGCONT.)
+	s.stop()
+	go func() {
+		_, err := f.ReadAt(ctx, make([]byte, pageSize), 0)
+		res <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("ReadAt pending during Close = %v; want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ReadAt pending during Close did not return within 10 s")
 	}
 	if _, err := f.ReadAt(ctx, make([]byte, 1), 0); !errors.Is(err, ErrClosed) {
 		t.Errorf("ReadAt after Close = %v; want ErrClosed", err)
