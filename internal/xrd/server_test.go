@@ -114,6 +114,7 @@ func startServer(t *testing.T, files map[string][]byte) *server {
 
 		err = s.waitReady(20 * time.Second)
 		if err == nil {
+			s.checkUser(cred)
 			return s
 		}
 		tail := s.logTail()
@@ -158,6 +159,29 @@ func (s *server) waitReady(limit time.Duration) error {
 	}
 }
 
+// checkUser fails the test unless the server runs as cred's user (as the
+// test's own user when cred is nil).
+func (s *server) checkUser(cred *syscall.Credential) {
+	s.t.Helper()
+	want := uint32(os.Geteuid())
+	if cred != nil {
+		want = cred.Uid
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "Uid:" {
+			if f[2] != strconv.FormatUint(uint64(want), 10) {
+				s.t.Fatalf("xrootd runs with uid %s, want %d", f[2], want)
+			}
+			return
+		}
+	}
+	s.t.Fatal("no Uid line in the server's /proc status")
+}
+
 // kill ends the server's process group and waits for it.
 func (s *server) kill() {
 	s.once.Do(func() {
@@ -178,6 +202,35 @@ func (s *server) signal(sig syscall.Signal) {
 	s.t.Helper()
 	if err := syscall.Kill(-s.cmd.Process.Pid, sig); err != nil {
 		s.t.Fatalf("signal %v to xrootd: %v", sig, err)
+	}
+}
+
+// stop stops the server with SIGSTOP and waits until all its threads are
+// stopped: the signal takes effect asynchronously.
+func (s *server) stop() {
+	s.t.Helper()
+	s.signal(syscall.SIGSTOP)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", s.cmd.Process.Pid))
+		running := len(tasks) == 0
+		for _, p := range tasks {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				continue // thread gone
+			}
+			// The state follows the parenthesized command name.
+			if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				running = true
+			}
+		}
+		if !running {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatal("xrootd threads still running 10 s after SIGSTOP")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

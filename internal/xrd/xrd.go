@@ -86,7 +86,7 @@ func (e *ServerError) Error() string {
 }
 
 // Conn is one XRootD session on one TCP connection. Its methods are safe for
-// concurrent use.
+// concurrent use. Close it to stop its reader goroutine.
 type Conn struct {
 	nc   net.Conn
 	addr string
@@ -167,9 +167,7 @@ func Dial(ctx context.Context, dial DialFunc, addr, user string) (*Conn, error) 
 
 // handshake sends the 20-byte initial handshake and checks the server's reply.
 func handshake(ctx context.Context, nc net.Conn) error {
-	if dl, ok := ctx.Deadline(); ok {
-		nc.SetDeadline(dl)
-	}
+	// Interrupt the I/O only once ctx is done, so that ctx.Err() says why.
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
@@ -340,8 +338,17 @@ func (c *Conn) abandon(id uint16, cl *call) {
 	}
 }
 
-// send writes one request. A failed write may leave half a request on the
-// wire, so it breaks the connection.
+// release frees the stream id of a request that was not sent.
+func (c *Conn) release(id uint16, cl *call) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[id] == cl {
+		delete(c.pending, id)
+	}
+}
+
+// send writes one request. A write that fails after sending part of the
+// request leaves the stream unframed, so it breaks the connection.
 func (c *Conn) send(ctx context.Context, id, reqID uint16, params [16]byte, data []byte) error {
 	msg := make([]byte, 24+len(data))
 	binary.BigEndian.PutUint16(msg[0:], id)
@@ -355,20 +362,21 @@ func (c *Conn) send(ctx context.Context, id, reqID uint16, params [16]byte, data
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	dl, _ := ctx.Deadline()
-	c.nc.SetWriteDeadline(dl)
+	c.nc.SetWriteDeadline(time.Time{}) // only ctx interrupts the write
 	fired := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		c.nc.SetWriteDeadline(time.Unix(1, 0))
 		close(fired)
 	})
-	_, err := c.nc.Write(msg)
+	n, err := c.nc.Write(msg)
 	if !stop() {
 		<-fired
 	}
 	if err != nil {
 		err = ctxErr(ctx, err)
-		c.fail(fmt.Errorf("writing request: %w", err))
+		if n > 0 {
+			c.fail(fmt.Errorf("writing request: %w", err))
+		}
 		return err
 	}
 	return nil
@@ -385,7 +393,7 @@ func (c *Conn) roundTrip(ctx context.Context, reqID uint16, params [16]byte, dat
 			return nil, err
 		}
 		if err := c.send(ctx, id, reqID, params, data); err != nil {
-			c.abandon(id, cl)
+			c.release(id, cl) // nothing will answer it
 			return nil, err
 		}
 		select {
@@ -484,17 +492,24 @@ func (c *Conn) Open(ctx context.Context, path string) (*File, error) {
 	if len(cl.body) > 12 {
 		f.size, err = parseStatSize(cl.body[12:])
 	} else {
-		var sp [16]byte
-		copy(sp[12:], f.fh[:])
-		if cl, err = c.roundTrip(ctx, reqStat, sp, nil, nil); err == nil {
-			f.size, err = parseStatSize(cl.body)
-		}
+		f.size, err = f.stat(ctx)
 	}
 	if err != nil {
 		f.Close(ctx)
 		return nil, fmt.Errorf("xrootd stat %s on %s: %w", path, c.addr, err)
 	}
 	return f, nil
+}
+
+// stat asks the server for the open file's size (kXR_stat on the handle).
+func (f *File) stat(ctx context.Context) (int64, error) {
+	var p [16]byte
+	copy(p[12:], f.fh[:])
+	cl, err := f.c.roundTrip(ctx, reqStat, p, nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	return parseStatSize(cl.body)
 }
 
 // parseStatSize returns the size field of a stat text "id size flags mtime".
@@ -516,7 +531,8 @@ func (f *File) Size() int64 { return f.size }
 
 // ReadAt reads len(p) bytes at offset off, with io.ReaderAt's contract: if it
 // returns n < len(p), err says why, and it is io.EOF when the end of the file
-// was reached. A read entirely past the end returns 0, io.EOF. Each call is
+// was reached (a read ending exactly at the end returns len(p), nil). A read
+// entirely past the end returns 0, io.EOF. Each call is
 // one kXR_read request (or several sequential ones above 8 MiB), so
 // concurrent calls from many goroutines are that many requests in flight on
 // the one connection. If ctx ends first, ReadAt returns ctx.Err() at once and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -80,6 +81,10 @@ func TestReadPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := openFile(t, ctx, c, "/db/pages.bin", want)
+	// Open took the size from its kXR_retstat answer; kXR_stat agrees.
+	if size, err := f.stat(ctx); err != nil || size != int64(len(want)) {
+		t.Fatalf("kXR_stat on the handle = %d, %v; want %d", size, err, len(want))
+	}
 
 	for off := int64(0); off < int64(len(want)); off += pageSize {
 		checkRead(t, ctx, f, want, off, pageSize)
@@ -160,7 +165,12 @@ func TestConcurrentReadsOneConnection(t *testing.T) {
 		}
 	}()
 
-	pages := rand.New(rand.NewPCG(5, 6)).Perm((len(want) + pageSize - 1) / pageSize)
+	// Every page four times, in random order.
+	npages := (len(want) + pageSize - 1) / pageSize
+	pages := rand.New(rand.NewPCG(5, 6)).Perm(4 * npages)
+	for i := range pages {
+		pages[i] %= npages
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
@@ -176,7 +186,7 @@ func TestConcurrentReadsOneConnection(t *testing.T) {
 				n, err := f.ReadAt(ctx, p, off)
 				end := min(off+pageSize, int64(len(want)))
 				if (err != nil && !(err == io.EOF && end-off < pageSize)) || int64(n) != end-off {
-					errs <- err
+					errs <- fmt.Errorf("ReadAt(page at %d) = %d, %v; want %d", off, n, err, end-off)
 					return
 				}
 				if !bytes.Equal(p[:n], want[off:end]) {
@@ -206,7 +216,7 @@ func TestConcurrentReadsOneConnection(t *testing.T) {
 	if maxPending < 2 {
 		t.Errorf("at most %d requests were in flight; want several", maxPending)
 	}
-	t.Logf("%d pages, %d samples, up to %d requests in flight on 1 connection", len(pages), samples, maxPending)
+	t.Logf("%d page reads, %d samples, up to %d requests in flight on 1 connection", len(pages), samples, maxPending)
 }
 
 func TestServerKilled(t *testing.T) {
@@ -252,7 +262,7 @@ func TestTCPInfoAndCancel(t *testing.T) {
 	}
 
 	// With the server stopped, reads stay pending; their contexts end them.
-	s.signal(syscall.SIGSTOP)
+	s.stop()
 	stopped := true
 	defer func() {
 		if stopped {
@@ -305,9 +315,24 @@ func TestTCPInfoAndCancel(t *testing.T) {
 		t.Error("the late response was written into the abandoned buffer")
 	}
 
-	// After Close, calls fail with ErrClosed.
+	// Close fails a pending read at once, and later calls, with ErrClosed.
+	// (The stopped server is killed by the cleanup; SIGKILL needs no SIGCONT.)
+	s.stop()
+	go func() {
+		_, err := f.ReadAt(ctx, make([]byte, pageSize), 0)
+		res <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("ReadAt pending during Close = %v; want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ReadAt pending during Close did not return within 10 s")
 	}
 	if _, err := f.ReadAt(ctx, make([]byte, 1), 0); !errors.Is(err, ErrClosed) {
 		t.Errorf("ReadAt after Close = %v; want ErrClosed", err)
