@@ -611,6 +611,12 @@ func (c *Conn) TCPInfo() (TCPInfo, error) {
 	if serr != nil {
 		return TCPInfo{}, fmt.Errorf("xrootd connection to %s: TCP_INFO: %w", c.addr, serr)
 	}
+	return FromUnix(ti), nil
+}
+
+// FromUnix keeps the part of a kernel tcp_info that replab reports: the
+// client's own (TCPInfo) or the server's, read through sock_diag.
+func FromUnix(ti *unix.TCPInfo) TCPInfo {
 	return TCPInfo{
 		State:            ti.State,
 		CAState:          ti.Ca_state,
@@ -623,5 +629,11 @@ func (c *Conn) TCPInfo() (TCPInfo, error) {
 		LostPackets:      ti.Lost,
 		BytesAcked:       ti.Bytes_acked,
 		DeliveryRateBps:  ti.Delivery_rate,
-	}, nil
+	}
 }
+
+// LocalAddr is the client's end of the connection.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
+// RemoteAddr is the server's end of the connection.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
