@@ -87,10 +87,15 @@ func CheckDocs(t *testing.T, engines *engine.Registry, docPath string, f workloa
 			t.Errorf("block %d: %v", i+1, err)
 			continue
 		}
-		if _, err := engines.For(s); err != nil {
+		e, err := engines.For(s)
+		if err != nil {
 			t.Errorf("block %d: %v", i+1, err)
 		}
-		if _, err := workload.NewRegistry(f).For(s, "postgres"); err != nil {
+		dialect := "postgres" // a block without [engine] is wrapped for PostgreSQL
+		if e != nil {
+			dialect = engine.DialectOf(e)
+		}
+		if _, err := workload.NewRegistry(f).For(s, dialect); err != nil {
 			t.Errorf("block %d: %v", i+1, err)
 		}
 	}
