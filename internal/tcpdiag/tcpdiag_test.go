@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -347,5 +348,38 @@ func TestInfoOtherNamespace(t *testing.T) {
 	// thread that created it has long left.
 	if _, err := inside.Info(local, remote); err != nil {
 		t.Errorf("Info(inside) again: %v", err)
+	}
+}
+
+// TestInfoTimeWait: once the connection is closed, the side that closed
+// first lingers in TIME_WAIT, a mini-socket without tcp_info: not found.
+func TestInfoTimeWait(t *testing.T) {
+	c, err := connect("tcp4", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, remote := addrPort(t, c.cli.LocalAddr()), addrPort(t, c.cli.RemoteAddr())
+	p := openProber(t, nil)
+	if _, err := p.Info(local, remote); err != nil {
+		t.Fatalf("Info before close: %v", err)
+	}
+	c.cli.Close()
+	if _, err := io.ReadAll(c.srv); err != nil { // the client's FIN
+		t.Fatalf("server read: %v", err)
+	}
+	c.srv.Close()
+	// The final ACK is processed asynchronously: wait for it, boundedly.
+	for i := 0; ; i++ {
+		_, err := p.Info(local, remote)
+		if errors.Is(err, ErrNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Info after close: %v", err)
+		}
+		if i == 500 {
+			t.Fatal("client socket still has tcp_info after 500 polls")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
