@@ -360,7 +360,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		targets = t
 	}
 	if cn, ok := r.wl.(workload.Connector); ok {
-		env := workload.ConnectEnv{Cluster: r.cluster, Nodes: r.nodes, Dial: r.dialer(), Users: r.s.Run.Users}
+		env := workload.ConnectEnv{Cluster: r.cluster, Nodes: r.nodes, Dial: r.dialer(), Users: r.s.Run.Users, SiteDo: r.siteDo()}
 		if err := cn.Connect(ctx, env); err != nil {
 			return r.sum, fmt.Errorf("workload %s: connect from site %s: %w", r.wl.Name(), r.client, err)
 		}

@@ -155,3 +155,17 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 	}
 	return targets, closeAll, nil
 }
+
+// siteDo runs functions inside a site's namespace; nil offline.
+func (r *run) siteDo() func(site string, f func() error) error {
+	if r.opt.Offline {
+		return nil
+	}
+	return func(site string, f func() error) error {
+		st := r.lab.Site(site)
+		if st == nil {
+			return fmt.Errorf("no site %s", site)
+		}
+		return st.Do(f)
+	}
+}

@@ -111,6 +111,9 @@ type ConnectEnv struct {
 	// client there would use.
 	Dial  func(ctx context.Context, network, addr string) (net.Conn, error)
 	Users int
+	// SiteDo runs f inside a site's network namespace (to watch a
+	// server's sockets from its side); nil when sites are not namespaces.
+	SiteDo func(site string, f func() error) error
 }
 
 // PageReporter is a workload that reads pages: after a measurement it

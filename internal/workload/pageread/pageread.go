@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +25,7 @@ import (
 	"replab/internal/engine"
 	"replab/internal/pagedata"
 	"replab/internal/pagestats"
+	"replab/internal/tcpdiag"
 	"replab/internal/workload"
 	"replab/internal/xrd"
 )
@@ -72,6 +74,12 @@ type session struct {
 
 	next  atomic.Int64 // sequential order: the next page
 	users []userState
+
+	// The server's side of each connection, watched through sock_diag in
+	// its site; nil when sites are not namespaces.
+	diag   *tcpdiag.Prober
+	server netip.AddrPort
+	client []netip.AddrPort // per connection, its local end
 }
 
 // userState is what one user (one goroutine) records: no locks.
@@ -154,21 +162,28 @@ func (w *Workload) Connect(ctx context.Context, env workload.ConnectEnv) (err er
 	if len(files) == 0 {
 		return fmt.Errorf("node %s serves no files", w.node)
 	}
-	var addr string
+	var srv engine.Node
 	for _, n := range env.Nodes {
 		if n.Name == w.node {
-			addr = n.Addr.String()
+			srv = n
 		}
 	}
-	if addr == "" {
+	if srv.Name == "" {
 		return fmt.Errorf("no node %s", w.node)
 	}
-	s := &session{users: make([]userState, env.Users)}
+	addr := srv.Addr.String()
+	s := &session{users: make([]userState, env.Users), server: srv.Addr}
 	defer func() {
 		if err != nil {
 			s.close()
 		}
 	}()
+	if env.SiteDo != nil {
+		s.diag, err = tcpdiag.Open(func(f func() error) error { return env.SiteDo(srv.Site, f) })
+		if err != nil {
+			return fmt.Errorf("watch the server's sockets in site %s: %w", srv.Site, err)
+		}
+	}
 	for _, f := range files {
 		n := (f.Size + w.pageSize - 1) / w.pageSize
 		s.sizes, s.seed, s.index, s.pages = append(s.sizes, f.Size), append(s.seed, f.Seed), append(s.index, f.Index), append(s.pages, n)
@@ -185,6 +200,11 @@ func (w *Workload) Connect(ctx context.Context, env workload.ConnectEnv) (err er
 			return fmt.Errorf("connection %d to %s: %w", i, w.node, err)
 		}
 		s.conns = append(s.conns, c)
+		local, err := netip.ParseAddrPort(c.LocalAddr().String())
+		if err != nil {
+			return fmt.Errorf("connection %d: its local address: %w", i, err)
+		}
+		s.client = append(s.client, local)
 		var fs []*xrd.File
 		for _, f := range files {
 			h, err := c.Open(ctx, f.Path)
@@ -214,6 +234,9 @@ func (s *session) close() error {
 	var errs []error
 	for _, c := range s.conns {
 		errs = append(errs, c.Close())
+	}
+	if s.diag != nil {
+		errs = append(errs, s.diag.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -257,9 +280,23 @@ func (w *Workload) read(ctx context.Context, user int, r *rand.Rand) (int64, err
 			return 0, fmt.Errorf("page %d: wrong content: %w", i, err)
 		}
 	}
-	ti, _ := s.conns[ci].TCPInfo() // zero when the socket cannot say: the page still counts
-	u.pages = append(u.pages, page{index: i, conn: ci, start: start, end: end, bytes: got, tcp: ti})
+	u.pages = append(u.pages, page{index: i, conn: ci, start: start, end: end, bytes: got, tcp: s.tcpInfo(ci)})
 	return 0, nil
+}
+
+// tcpInfo is the TCP state of connection ci after a page: the server's
+// side (the pages' sender, whose window limits them), or, where the
+// server's sockets cannot be watched, the client's own. Zero when neither
+// can say: the page still counts.
+func (s *session) tcpInfo(ci int) xrd.TCPInfo {
+	if s.diag != nil {
+		if ti, err := s.diag.Info(s.server, s.client[ci]); err == nil {
+			return xrd.FromUnix(&ti)
+		}
+		return xrd.TCPInfo{}
+	}
+	ti, _ := s.conns[ci].TCPInfo()
+	return ti
 }
 
 // PageReport implements workload.PageReporter: pages.csv in dir, every

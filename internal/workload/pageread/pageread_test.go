@@ -79,7 +79,8 @@ func drive(t *testing.T, l *lab.Lab, c engine.Cluster, w *Workload, users int, w
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	env := workload.ConnectEnv{Cluster: c, Nodes: c.Nodes(), Dial: l.Site("cli").DialContext, Users: users}
+	env := workload.ConnectEnv{Cluster: c, Nodes: c.Nodes(), Dial: l.Site("cli").DialContext, Users: users,
+		SiteDo: func(site string, f func() error) error { return l.Site(site).Do(f) }}
 	if err := w.Connect(ctx, env); err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +246,25 @@ func TestSlowPagesFromALossBurst(t *testing.T) {
 	if m.sum.Slow.SlowPages != int64(in+before+countAfter(m.rows, hi)) {
 		t.Errorf("summary counts %d slow pages, pages.csv marks %d", m.sum.Slow.SlowPages, in+before+countAfter(m.rows, hi))
 	}
+	// The server's side of the connection: it retransmitted, and its
+	// window after the burst's first slow page is below its largest before.
 	if m.sum.Slow.RetransDuring == 0 {
-		t.Errorf("15%% loss for %s, and no retransmission counted", burstFor)
+		t.Errorf("15%% loss for %s, and the server retransmitted nothing", burstFor)
+	}
+	var maxBefore uint32
+	minAfter := uint32(1 << 31)
+	for _, r := range m.rows {
+		if r.CwndSegments == 0 {
+			t.Fatalf("page %d: no TCP state from the server's socket", r.Index)
+		}
+		if r.StartS < lo {
+			maxBefore = max(maxBefore, r.CwndSegments)
+		} else if r.StartS <= hi {
+			minAfter = min(minAfter, r.CwndSegments)
+		}
+	}
+	if minAfter >= maxBefore {
+		t.Errorf("the server's window never fell in the burst: at most %d segments before, at least %d in it", maxBefore, minAfter)
 	}
 }
 
