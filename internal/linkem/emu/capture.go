@@ -27,6 +27,10 @@ const captureRecords = 8192
 // little unwritten should the process die.
 const captureFlushEvery = time.Second
 
+// ErrCapturing is returned by StartCapture for a direction that is
+// already being captured.
+var ErrCapturing = errors.New("already being captured")
+
 // CaptureStats counts a capture's records.
 type CaptureStats struct {
 	Packets uint64 `json:"packets"` // records written to the file
@@ -91,7 +95,7 @@ func (e *Emulator) StartCapture(from, to string, w io.Writer, snapLen int) (*Cap
 		snap:    pw.SnapLen(),
 	}
 	if !d.capture.CompareAndSwap(nil, c) {
-		return nil, fmt.Errorf("%s->%s is already being captured", from, to)
+		return nil, fmt.Errorf("%s->%s is %w", from, to, ErrCapturing)
 	}
 	go c.write(bw, pw)
 	return c, nil
