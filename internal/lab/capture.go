@@ -111,7 +111,17 @@ func (l *Lab) startCapture(session, from, to, path string, excl, snap int) (*lab
 	if _, err := l.emu.Params(from, to); err != nil {
 		return nil, fmt.Errorf("%w (links: %s)", err, strings.Join(l.linkNames(), ", "))
 	}
+	if other := l.runningCapture(from + "->" + to); other != "" {
+		// Before a file is created or truncated.
+		return nil, fmt.Errorf("%s->%s is %w into %s", from, to, emu.ErrCapturing, other)
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|excl, 0o644)
+	base := strings.TrimSuffix(path, ".pcap")
+	for i := 2; excl == os.O_EXCL && errors.Is(err, os.ErrExist) && i < 100; i++ {
+		// A generated name taken (a capture earlier in the same second).
+		path = fmt.Sprintf("%s-%d.pcap", base, i)
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|excl, 0o644)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("capture %s->%s: %w", from, to, err)
 	}

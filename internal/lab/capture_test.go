@@ -185,6 +185,9 @@ func TestCaptureOverControlSocket(t *testing.T) {
 	if _, err := c.Capture(ctx, CaptureRequest{From: "a", To: "b"}, nil); err == nil || !strings.Contains(err.Error(), "already being captured into "+file) {
 		t.Errorf("second capture of a->b: got %v, want an error naming the running capture's file", err)
 	}
+	if ents, _ := os.ReadDir(capDir); len(ents) != 0 {
+		t.Errorf("a refused capture left files in %s: %v", capDir, ents)
+	}
 	rtt(t, a, srv, 10)
 	cancel()
 	var r result
