@@ -236,12 +236,15 @@ func (l *Lab) StartSession(req CaptureRequest) (string, []CaptureStatus, error) 
 	if req.Both {
 		dirs = append(dirs, [2]string{req.To, req.From})
 	}
-	for _, d := range dirs { // every direction exists before a file is created
+	for _, d := range dirs { // every direction exists and is free before a file is created
 		if l.emu == nil {
 			return "", nil, errors.New("an offline lab has no links to capture")
 		}
 		if _, err := l.emu.Params(d[0], d[1]); err != nil {
 			return "", nil, fmt.Errorf("%w (links: %s)", err, strings.Join(l.linkNames(), ", "))
+		}
+		if other := l.runningCapture(d[0] + "->" + d[1]); other != "" {
+			return "", nil, fmt.Errorf("%s->%s is %w into %s", d[0], d[1], emu.ErrCapturing, other)
 		}
 	}
 	stamp := time.Now().Format("20060102-150405")
