@@ -2,6 +2,8 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -240,8 +242,34 @@ func TestCaptureOverControlSocket(t *testing.T) {
 		}
 		checkDirection(t, lines, from, to)
 	}
-	if n := len(l.Status().Captures); n != 3 {
-		t.Errorf("status lists %d captures, want 3 (finished ones stay listed)", n)
+
+	// A client that goes away (a killed replab capture) ends its session.
+	gctx, gone := context.WithCancel(ctx)
+	body := strings.NewReader(`{"from":"b","to":"a"}`)
+	hreq, _ := http.NewRequestWithContext(gctx, "POST", "http://lab/capture", body)
+	long := *c.hc
+	long.Timeout = 0
+	resp, err := long.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev CaptureEvent
+	if err := json.NewDecoder(resp.Body).Decode(&ev); err != nil || len(ev.Captures) != 1 {
+		t.Fatalf("first event %+v, %v", ev, err)
+	}
+	gone()
+	resp.Body.Close()
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		caps := l.Captures()
+		if last := caps[len(caps)-1]; !last.Running {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the capture of a client that went away still runs")
+		}
+	}
+	if n := len(l.Status().Captures); n != 4 {
+		t.Errorf("status lists %d captures, want 4 (finished ones stay listed)", n)
 	}
 }
 
