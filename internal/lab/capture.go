@@ -280,11 +280,23 @@ func (l *Lab) StartSession(req CaptureRequest) (string, []CaptureStatus, error) 
 		}
 		lc, err := l.startCapture(id, d[0], d[1], paths[i], excl, req.SnapBytes)
 		if err != nil {
+			// Undo: no file, no entry in the list.
 			l.caps.mu.Lock()
 			for _, s := range started {
-				_ = l.finish(s)
-				os.Remove(s.path)
+				if !s.done { // Close may have finished it meanwhile
+					s.done = true
+					_, _ = s.c.Stop()
+					s.file.Close()
+					os.Remove(s.path)
+				}
 			}
+			keep := l.caps.all[:0]
+			for _, lc := range l.caps.all {
+				if lc.session != id {
+					keep = append(keep, lc)
+				}
+			}
+			l.caps.all = keep
 			l.caps.mu.Unlock()
 			return "", nil, err
 		}
