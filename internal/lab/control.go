@@ -53,6 +53,19 @@ func (l *Lab) serveControl() (func(), error) {
 		}
 		writeJSON(w, http.StatusOK, l.Status())
 	})
+	mux.HandleFunc("POST /capture", l.serveCapture)
+	mux.HandleFunc("POST /capture/stop", func(w http.ResponseWriter, r *http.Request) {
+		var req captureStop
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{"bad request: " + err.Error()})
+			return
+		}
+		if err := l.RequestStop(req.ID); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return func() {
@@ -61,6 +74,60 @@ func (l *Lab) serveControl() (func(), error) {
 		_ = srv.Shutdown(ctx)
 		_ = os.Remove(path)
 	}, nil
+}
+
+// CaptureEvent is one line of the answer to POST /capture: the first when
+// the captures have started, the second (Done) when they have stopped.
+type CaptureEvent struct {
+	ID       string          `json:"id"`
+	Done     bool            `json:"done"`
+	Captures []CaptureStatus `json:"captures"`
+	Error    string          `json:"error,omitempty"`
+}
+
+type captureStop struct {
+	ID string `json:"id"`
+}
+
+// serveCapture runs one capture session for the length of the request:
+// it ends after req.For, on POST /capture/stop, when the client goes away
+// (a killed replab capture leaves nothing running) or when the lab closes.
+func (l *Lab) serveCapture(w http.ResponseWriter, r *http.Request) {
+	var req CaptureRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{"bad request: " + err.Error()})
+		return
+	}
+	id, started, err := l.StartSession(req)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(CaptureEvent{ID: id, Captures: started})
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	var timeout <-chan time.Time
+	if req.For > 0 {
+		t := time.NewTimer(req.For)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-timeout:
+	case <-l.sessionStopped(id):
+	case <-r.Context().Done():
+	case <-l.closing:
+	}
+	final, err := l.StopSession(id)
+	ev := CaptureEvent{ID: id, Done: true, Captures: final}
+	if err != nil {
+		ev.Error = err.Error()
+	}
+	_ = enc.Encode(ev)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -122,6 +189,63 @@ func (c *Client) SetLink(req LinkRequest) (Status, error) {
 	b, _ := json.Marshal(req)
 	err := c.do("POST", "/link", b, &st)
 	return st, err
+}
+
+// Capture runs a capture session on the lab: started is called with the
+// files once the captures run; Capture returns their final counts when
+// the session ends (req.For elapsed, or ctx cancelled: then it asks the
+// lab to stop the session and waits for the counts).
+func (c *Client) Capture(ctx context.Context, req CaptureRequest, started func([]CaptureStatus)) ([]CaptureStatus, error) {
+	b, _ := json.Marshal(req)
+	hreq, err := http.NewRequest("POST", "http://lab/capture", bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	long := *c.hc
+	long.Timeout = 0 // the session lasts as long as it lasts
+	resp, err := long.Do(hreq)
+	if err != nil {
+		return nil, fmt.Errorf("talk to lab %s: %w", c.Name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var ae apiError
+		if json.Unmarshal(b, &ae) == nil && ae.Error != "" {
+			return nil, errors.New(ae.Error)
+		}
+		return nil, fmt.Errorf("lab %s: %s", c.Name, resp.Status)
+	}
+	dec := json.NewDecoder(resp.Body)
+	var first CaptureEvent
+	if err := dec.Decode(&first); err != nil {
+		return nil, fmt.Errorf("read answer of lab %s: %w", c.Name, err)
+	}
+	if started != nil {
+		started(first.Captures)
+	}
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+			b, _ := json.Marshal(captureStop{ID: first.ID})
+			_ = c.do("POST", "/capture/stop", b, &struct{}{})
+		case <-stopped:
+		}
+	}()
+	var last CaptureEvent
+	if err := dec.Decode(&last); err != nil || !last.Done {
+		var files []string
+		for _, cs := range first.Captures {
+			files = append(files, cs.File)
+		}
+		return first.Captures, fmt.Errorf("lab %s went away during the capture; %s hold what was recorded until then", c.Name, strings.Join(files, ", "))
+	}
+	if last.Error != "" {
+		return last.Captures, errors.New(last.Error)
+	}
+	return last.Captures, nil
 }
 
 func (c *Client) do(method, path string, body []byte, out any) error {

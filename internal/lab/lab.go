@@ -39,6 +39,10 @@ type Options struct {
 	Log       io.Writer // progress lines; nil = discard
 	// SeriesCSV, if set, receives per-second link counters (see series.go).
 	SeriesCSV string
+	// CaptureDir receives pcap files of link directions ([[link]] capture
+	// = true, and replab capture without -o); "" = DataRoot/LAB.captures,
+	// which outlives the lab.
+	CaptureDir string
 	// NoControl skips the control socket (tests that drive the Lab directly).
 	NoControl bool
 	// Offline builds sites without namespaces, links, cgroups or
@@ -63,6 +67,10 @@ type Lab struct {
 	dataMu   sync.Mutex
 	nodesMu  sync.Mutex
 	nodes    []NodeStatus
+
+	capDir  string
+	caps    captures
+	closing chan struct{} // closed when Close begins: ends control-socket captures
 
 	stopSeries func()
 	stopCtl    func()
@@ -112,7 +120,8 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
-	l = &Lab{Spec: s, root: opt.StateRoot, dataRoot: opt.DataRoot, log: opt.Log, cg: opt.cgroups}
+	l = &Lab{Spec: s, root: opt.StateRoot, dataRoot: opt.DataRoot, log: opt.Log, cg: opt.cgroups,
+		capDir: opt.CaptureDir, closing: make(chan struct{})}
 	if !opt.Offline {
 		if err := l.checkLimits(); err != nil {
 			return nil, err
@@ -150,6 +159,9 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 		ports = append(ports, emu.Port{Name: ss.Name, Addr: ss.Address, Dev: dev, MTU: l.siteMTU(ss.Name)})
 	}
 	if err := l.startEmulator(ports); err != nil {
+		return nil, err
+	}
+	if err := l.startSpecCaptures(); err != nil {
 		return nil, err
 	}
 	if err := l.routeSites(ctx); err != nil {
@@ -550,6 +562,9 @@ func (l *Lab) Emulator() *emu.Emulator { return l.emu }
 func (l *Lab) Close() error {
 	l.closeOnce.Do(func() {
 		var errs []error
+		if l.closing != nil {
+			close(l.closing)
+		}
 		if l.stopCtl != nil {
 			l.stopCtl()
 		}
@@ -560,6 +575,10 @@ func (l *Lab) Close() error {
 			if err := l.emu.Close(); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		// After the emulator: every packet it delivered is in the files.
+		if err := l.stopCaptures(); err != nil {
+			errs = append(errs, err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -23,6 +23,7 @@ type Status struct {
 	Links    []LinkStatus    `json:"links"`
 	Ports    []emu.PortStats `json:"ports"`
 	Nodes    []NodeStatus    `json:"nodes,omitempty"`
+	Captures []CaptureStatus `json:"captures,omitempty"`
 	Warnings []string        `json:"warnings,omitempty"`
 }
 
@@ -99,6 +100,12 @@ func (l *Lab) Status() Status {
 	st.Nodes = append([]NodeStatus(nil), l.nodes...)
 	l.nodesMu.Unlock()
 	st.Warnings = append(st.Warnings, Warnings(dirs)...)
+	st.Captures = l.Captures()
+	for _, c := range st.Captures {
+		if c.DroppedRecords > 0 {
+			st.Warnings = append(st.Warnings, fmt.Sprintf("capture %s: %d packets not recorded in %s: the capture writer fell behind (a smaller snap length or a faster disk helps)", c.Direction, c.DroppedRecords, c.File))
+		}
+	}
 	return st
 }
 

@@ -194,7 +194,7 @@ func (r *run) setup(ctx context.Context) (err error) {
 	start := time.Now()
 	fmt.Fprintf(r.log, "lab %s: building %d sites and %d links\n", r.s.Lab.Name, len(r.s.Sites), len(r.s.Links))
 	r.lab, err = lab.Up(ctx, r.s, lab.Options{StateRoot: r.opt.StateRoot, DataRoot: r.opt.DataRoot, Log: r.log,
-		SeriesCSV: r.seriesCSV(), Offline: r.opt.Offline})
+		SeriesCSV: r.seriesCSV(), Offline: r.opt.Offline, CaptureDir: r.dir.Path})
 	if err != nil {
 		return err
 	}

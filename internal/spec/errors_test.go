@@ -54,6 +54,7 @@ var wantInError = map[string][]string{
 	"subnet-full.toml":          {`subnet-full.toml:7: site.c: no free address left in the lab subnet 10.0.0.0/30`},
 	"trace-missing.toml":        {`trace-missing.toml:9: link[1].trace = "no-such-file.trace": cannot read trace`},
 	"trace-bad.toml":            {`trace-bad.toml:9: link[1].trace = "../bad.trace": testdata/bad.trace:3: "three" is not a millisecond timestamp`},
+	"capture-bad.toml":          {`capture-bad.toml:10: link[1].capture = "yes": want true or false`, `capture-bad.toml:15: link[2].capture_bytes = 10: must be between 20 and 65535 bytes`, `capture-bad.toml:19: link[3].capture_bytes = 128: has no effect without capture = true`},
 	"many-errors.toml":          {`many-errors.toml:9: link[1].key00: unknown key`, `many-errors.toml: 5 more errors not shown`},
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"replab/internal/linkem"
+	"replab/internal/linkem/pcap"
 )
 
 // DefaultSubnet is the lab subnet when [lab] sets none: the RFC 2544
@@ -36,7 +37,7 @@ var (
 	labKeys  = []string{"name", "subnet", "seed"}
 	siteKeys = []string{"address", "tcp_congestion", "tcp_rmem", "tcp_wmem", "rmem_max", "wmem_max",
 		"tcp_window_scaling", "tcp_slow_start_after_idle", "cpu", "memory"}
-	linkOnlyKeys = []string{"sites", "preset", "forward", "reverse"}
+	linkOnlyKeys = []string{"sites", "preset", "forward", "reverse", "capture", "capture_bytes"}
 )
 
 // Load reads and parses the spec at path. Relative trace paths in it start at
@@ -470,6 +471,8 @@ func (c *decoder) link(p path, i int, m map[string]any, labSeed int64, defined m
 		}
 	}
 
+	c.capture(p, m, &l)
+
 	fwd, rev := &dirState{p: base}, &dirState{p: base}
 	// Keys at the top of [[link]] apply to both directions.
 	c.applyDir(p, m, fwd)
@@ -513,6 +516,26 @@ func (c *decoder) link(p path, i int, m map[string]any, labSeed int64, defined m
 	}
 	l.Forward, l.Reverse = fwd.p, rev.p
 	return l, sitesOK
+}
+
+// capture reads capture and capture_bytes of a [[link]].
+func (c *decoder) capture(p path, m map[string]any, l *Link) {
+	if v, ok := c.get(p, m, "capture", kBool, "true or false"); ok {
+		l.Capture = v.(bool)
+	}
+	v, ok := c.get(p, m, "capture_bytes", kInt, fmt.Sprintf("an integer between %d and %d", pcap.MinSnapLen, pcap.MaxSnapLen))
+	if !ok {
+		return
+	}
+	n := v.(int64)
+	switch {
+	case n < pcap.MinSnapLen || n > pcap.MaxSnapLen:
+		c.fail(p.child("capture_bytes"), v, "must be between %d and %d bytes (the most of each packet a capture keeps)", pcap.MinSnapLen, pcap.MaxSnapLen)
+	case !l.Capture:
+		c.fail(p.child("capture_bytes"), v, "has no effect without capture = true")
+	default:
+		l.CaptureBytes = int(n)
+	}
 }
 
 func (c *decoder) queueErr(q *queueReq, msg string) {

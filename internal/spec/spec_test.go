@@ -147,6 +147,21 @@ rate = "100mbit"`, func(t *testing.T, s *Spec) {
 			eq(t, "fwd", l.Forward, linkem.Params{Delay: 37500 * time.Microsecond, RateBps: 1e9, Loss: 0.005, MTU: 1500, Seed: 1})
 			eq(t, "rev", l.Reverse, linkem.Params{Delay: 37500 * time.Microsecond, RateBps: 1e8, Loss: 0.005, MTU: 1500, Seed: 2})
 		}},
+		{"capture is off by default; capture = true takes an optional snap length", twoSites + `
+[site.c]
+[[link]]
+sites = ["a", "b"]
+[[link]]
+sites = ["a", "c"]
+capture = true
+[[link]]
+sites = ["b", "c"]
+capture = true
+capture_bytes = 65535`, func(t *testing.T, s *Spec) {
+			eq(t, "ab", [2]any{s.Links[0].Capture, s.Links[0].CaptureBytes}, [2]any{false, 0})
+			eq(t, "ac", [2]any{s.Links[1].Capture, s.Links[1].CaptureBytes}, [2]any{true, 0})
+			eq(t, "bc", [2]any{s.Links[2].Capture, s.Links[2].CaptureBytes}, [2]any{true, 65535})
+		}},
 		{"forward overrides only sites[0] -> sites[1]", twoSites + `
 [[link]]
 sites = ["b", "a"]

@@ -109,7 +109,12 @@ type Link struct {
 	Preset  string // name of the preset it started from, if any
 	Forward linkem.Params
 	Reverse linkem.Params
-	Line    int
+	// Capture records both directions to pcap files for the lab's whole
+	// life (capture = true); CaptureBytes is their snap length, 0 for
+	// pcap.DefaultSnapLen.
+	Capture      bool
+	CaptureBytes int
+	Line         int
 }
 
 // Name returns "A<->B".

@@ -85,6 +85,7 @@ type direction struct {
 	late     *hdrhistogram.Histogram // delivery lateness, ns, since start
 	overflow uint64                  // packets dropped because maxInFlight was reached
 	lateWin  *hdrhistogram.Histogram // since the last Window call
+	capture  atomic.Pointer[Capture] // nil unless the direction is being captured
 }
 
 // New builds an emulator; Start runs it.
@@ -217,7 +218,8 @@ func (e *Emulator) Start() {
 }
 
 // Close stops every goroutine and closes the devices. Packets in flight
-// are discarded.
+// are discarded. Running captures are stopped and flushed (their writers
+// stay open: they belong to whoever started the capture).
 func (e *Emulator) Close() error {
 	var errs []error
 	e.closeMu.Do(func() {
@@ -228,6 +230,13 @@ func (e *Emulator) Close() error {
 			}
 		}
 		e.wg.Wait()
+		for _, d := range e.dirs {
+			if c := d.capture.Load(); c != nil {
+				if _, err := c.Stop(); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 	})
 	return errors.Join(errs...)
 }
@@ -379,6 +388,9 @@ func (e *Emulator) deliverLoop(d *direction) {
 		d.mu.Unlock()
 		if e.closed() {
 			return
+		}
+		if c := d.capture.Load(); c != nil {
+			c.record(now, batch)
 		}
 		e.deliver(d, batch, now, w)
 	}

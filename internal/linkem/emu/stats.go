@@ -47,6 +47,8 @@ type DirStats struct {
 	// OverflowPackets were dropped by the emulator itself: the direction
 	// already held maxInFlight packets (only an unlimited link gets there).
 	OverflowPackets uint64 `json:"overflow_packets"`
+	// Capture counts the running capture's records; nil when none runs.
+	Capture *CaptureStats `json:"capture,omitempty"`
 }
 
 // PortStats is one site's attachment.
@@ -86,6 +88,10 @@ func (e *Emulator) stats(window bool) []DirStats {
 			s.Lateness = summarize(d.late)
 		}
 		d.mu.Unlock()
+		if c := d.capture.Load(); c != nil {
+			cs := c.Stats()
+			s.Capture = &cs
+		}
 		out = append(out, s)
 	}
 	return out
