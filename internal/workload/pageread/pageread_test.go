@@ -228,7 +228,7 @@ func TestSlowPagesFromALossBurst(t *testing.T) {
 	}
 	m := drive(t, l, c, newWorkload(t, ""), 1, time.Second, 10*time.Second, burst)
 	var in, before int
-	lo, hi := burstAt.Seconds()-0.3, (burstAt + burstFor).Seconds()+1.5
+	lo, hi := burstAt.Seconds()-0.3, (burstAt+burstFor).Seconds()+1.5
 	for _, r := range m.rows {
 		if !r.Slow {
 			continue
