@@ -29,6 +29,10 @@ const unsetSsthresh = math.MaxInt32
 // should carry. Slow pages are drawn beyond the bound.
 const maxPagePoints = 5000
 
+// pageChartW is the page charts' width: they span the report's width,
+// one under the other, so that their x axes line up.
+const pageChartW = 1240.0
+
 // slowColour marks slow pages: red, apart from the blue of the page times.
 const slowColour = "#D7191C"
 
@@ -306,7 +310,7 @@ func slowDots(rows []pagestats.Row, y func(pagestats.Row) float64) line {
 // pageTimeChart: the time of every page over the page sequence, the slow
 // pages in red and the threshold that makes them slow.
 func pageTimeChart(id string, rows []pagestats.Row, th slowRule) *lineChart {
-	c := &lineChart{ID: id, Title: "Transfer time per page", Y: freeAxis("request sent → last byte received (ms)")}
+	c := &lineChart{ID: id, Title: "Transfer time per page", Y: freeAxis("request sent → last byte received (ms)"), Width: pageChartW}
 	pageAxes(c, rows)
 	idx := decimate(len(rows), maxPagePoints, func(i int) bool { return rows[i].Slow }, func(i int) float64 { return rows[i].TimeMs })
 	l := line{Name: "time per page", Colour: colour(0), Width: 1.2}
@@ -343,7 +347,8 @@ func pagesNote(n, drawn int, which string, maxPts int) string {
 // threshold, once set) after each page, on the same x axis as the page
 // times, so that a window collapsing just before slow pages shows.
 func pageCwndChart(id string, rows []pagestats.Row) *lineChart {
-	c := &lineChart{ID: id, Title: "The client's congestion window after each page", Y: freeAxis("client's TCP congestion window (segments)")}
+	c := &lineChart{ID: id, Title: "The client's congestion window after each page", Y: freeAxis("client's TCP congestion window (segments)"),
+		Width: pageChartW}
 	pageAxes(c, rows)
 	byConn := map[int][]int{} // indices into rows
 	for i, p := range rows {

@@ -70,6 +70,9 @@ type lineChart struct {
 	Lines           []line
 	XBands          []band
 	YBand           *band
+	// Width is the chart's width in SVG units (0: chartW); a wide chart
+	// spans the page (the page sequence of a long run).
+	Width float64
 }
 
 type bars struct {
@@ -338,8 +341,12 @@ func (c *lineChart) figure() figure {
 		}
 	}
 	var b strings.Builder
-	svgOpen(&b, c.ID, c.Title, chartW, chartH)
-	pl, pr, pt, pb := marginL, chartW-marginR, marginT, chartH-marginB
+	w := chartW
+	if c.Width > 0 {
+		w = c.Width
+	}
+	svgOpen(&b, c.ID, c.Title, w, chartH)
+	pl, pr, pt, pb := marginL, w-marginR, marginT, chartH-marginB
 	xlo, xhi := domain(c.X, c.Lines, true)
 	ylo, yhi := domain(c.Y, c.Lines, false)
 	xs := scale{log: c.X.Log, d0: xlo, d1: xhi, r0: pl, r1: pr}
