@@ -3,9 +3,11 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -310,5 +312,82 @@ func TestComparePages(t *testing.T) {
 		if strings.HasPrefix(row.Metric, "pages") || strings.HasPrefix(row.Metric, "slow") {
 			t.Errorf("a comparison with a run of another workload has row %q", row.Metric)
 		}
+	}
+}
+
+// pagesRepsDir is a repeated page-read run: pages-r1 and pages-slow as
+// rep-01 and rep-02, the top-level summary.json their aggregate.
+func pagesRepsDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "pages-reps")
+	copyDir(t, filepath.Join("testdata", "pages-r1"), filepath.Join(dir, "rep-01"))
+	copyDir(t, filepath.Join("testdata", "pages-slow"), filepath.Join(dir, "rep-02"))
+	if err := (&Dir{Path: dir}).WriteJSON("summary.json", pagesAggregate(t)); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestPagesRepetitionsAndCompareHTML(t *testing.T) {
+	dir := pagesRepsDir(t)
+	r := mustRead(t, dir)
+	paths, err := WriteReport(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, w := range []string{`<section id="pages">`, "Page reads (measure phase): means of 2 repetitions", "Mean pages read",
+		"Pages, slow pages and retransmissions are sums over the repetitions", "rep-02/report.html"} {
+		if !strings.Contains(page, w) {
+			t.Errorf("the repetitions page does not show %q", w)
+		}
+	}
+	// The slow share is a mean with its interval; the slow pages a sum.
+	if !strings.Contains(page, `title="mean of 2 repetitions ± `) || !strings.Contains(page, `<td class="">slow pages</td><td class="n">8</td>`) {
+		t.Error("the pages table does not show means with intervals and the slow pages' sum")
+	}
+	for _, p := range paths {
+		sub, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range badText {
+			if bytes.Contains(sub, []byte(bad)) {
+				t.Errorf("%s shows %q", p, bad)
+			}
+		}
+	}
+	if rep2, err := os.ReadFile(filepath.Join(dir, "rep-02", ReportFile)); err != nil || !bytes.Contains(rep2, []byte(`id="fig-page-time"`)) {
+		t.Errorf("rep-02's report has no page chart (%v)", err)
+	}
+
+	// compare: the repeated run against a single one, as text and HTML.
+	one := mustRead(t, filepath.Join("testdata", "pages-r8"))
+	c, err := Compare([]*Results{one, r}, 0.95)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, row := range c.Rows {
+		rows = append(rows, row.Metric)
+		if row.Metric == "slow pages %" {
+			if v := row.Values[1]; v.N != 2 || math.Abs(v.Value-100*4/74.0) > 0.01 {
+				t.Errorf("slow pages %% of the repetitions: %+v, want the mean of 0 and 10.81 over 2", v)
+			}
+		}
+	}
+	if !slices.Contains(rows, "pages/s") || !slices.Contains(rows, "slow pages %") {
+		t.Errorf("compare rows %q lack the pages figures", rows)
+	}
+	var h bytes.Buffer
+	if err := WriteCompareHTML(&h, c); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(h.String(), "slow pages %") {
+		t.Error("the comparison page lacks the slow pages row")
 	}
 }
