@@ -170,6 +170,7 @@ const (
 	sameOrZero            // configuration whose difference is shown elsewhere: 0 if it differed
 	anyTrue               // a flag: true if it was in any repetition (bools default to every one)
 	zeroFill              // a map whose missing entries count as zeros (a role that did not run)
+	nonZero               // 0 where it does not apply (no slow pages, no period): mean over the repetitions where it is not 0
 	skip                  // set by Aggregate itself
 )
 
@@ -200,6 +201,8 @@ var foldRules = []struct {
 	// Configuration.
 	{"links.*.rate_bps", same}, {"links.*.delay_ms", same}, {"monitor.interval_s", same},
 	{"replicas.*.sample_budget_per_s", same},
+	{"pages.slow.period_pages", nonZero}, {"pages.slow.period_s", nonZero}, {"pages.slow.period_cv", nonZero},
+	{"pages.slow.slow_mean_ms", nonZero},
 	{"pages.page_size_bytes", same}, {"pages.connections", same}, {"pages.users", same}, {"pages.slow.threshold_factor", same},
 	{"replicas.*.sample_every", sameOrZero}, // Repetitions[].LagSampleEvery has each
 
@@ -348,6 +351,12 @@ func (f *folder) foldNumber(path []string, dst reflect.Value, vals []reflect.Val
 		}
 	}
 	switch h {
+	case nonZero:
+		xs = slices.DeleteFunc(xs, func(x float64) bool { return x == 0 })
+		if len(xs) == 0 {
+			setNumber(dst, 0)
+			return
+		}
 	case sum:
 		var t float64
 		for _, x := range xs {

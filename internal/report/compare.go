@@ -11,6 +11,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"replab/internal/pagestats"
 	"replab/internal/stats"
 )
 
@@ -48,6 +49,15 @@ type compareMetric struct {
 	name  string
 	ciKey string // key in summary.json's "ci"
 	get   func(*Summary) (float64, bool)
+}
+
+// ciScale converts a figure of summary.json's "ci" to the unit compare
+// shows it in: a share as a percentage.
+func ciScale(key string) float64 {
+	if key == "pages.slow.slow_share" {
+		return 100
+	}
+	return 1
 }
 
 func compareMetrics(runs []*Results) []compareMetric {
@@ -90,12 +100,40 @@ func compareMetrics(runs []*Results) []compareMetric {
 				}})
 		}
 	}
+	if allPages(runs) {
+		ms = append(ms,
+			compareMetric{name: "pages/s", ciKey: "pages.pages_per_s", get: func(s *Summary) (float64, bool) {
+				return pagesOf(s).PagesPerS, s.Pages != nil
+			}},
+			compareMetric{name: "slow pages %", ciKey: "pages.slow.slow_share", get: func(s *Summary) (float64, bool) {
+				return 100 * pagesOf(s).Slow.SlowShare, s.Pages != nil
+			}})
+	}
 	if bytes {
 		ms = append(ms, compareMetric{"bytes / transaction", "bytes_per_transaction", func(s *Summary) (float64, bool) {
 			return s.BytesPerTransaction, s.BytesPerTransaction > 0
 		}})
 	}
 	return ms
+}
+
+// allPages says whether every directory is a page-read run (its pages
+// figures are compared only then: other workloads have none).
+func allPages(runs []*Results) bool {
+	for _, r := range runs {
+		if r.Summary.Pages == nil {
+			return false
+		}
+	}
+	return len(runs) > 0
+}
+
+// pagesOf is s's pages figures, zero when it has none.
+func pagesOf(s *Summary) pagestats.Summary {
+	if s.Pages == nil {
+		return pagestats.Summary{}
+	}
+	return *s.Pages
 }
 
 // estimate reads a figure from a directory: from its repetitions when it
@@ -115,7 +153,8 @@ func estimate(r *Results, m compareMetric, level float64) Estimate {
 		return Estimate{OK: true, Value: ci.Mean, HalfWidth: ci.HalfWidth, N: ci.N, samples: xs}
 	}
 	if c, ok := r.Summary.CI[m.ciKey]; ok && c.N > 0 {
-		c := c
+		k := ciScale(m.ciKey)
+		c.Mean, c.HalfWidth, c.StdDev = c.Mean*k, c.HalfWidth*k, c.StdDev*k
 		return Estimate{OK: true, Value: c.Mean, HalfWidth: c.HalfWidth, N: c.N, ci: &c}
 	}
 	v, ok := m.get(r.Summary)

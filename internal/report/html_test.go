@@ -76,6 +76,19 @@ var reportCases = []reportCase{
 			"959.2 KiB ± 162.6 KiB", "keeping up (3 of 3 repetitions)", "0.90 ± 0.57", "Where the time goes"},
 	},
 	{
+		name:    "a page-read run with slow pages",
+		dir:     func(t *testing.T) string { return fixture(t, "pages-slow") },
+		charts:  []string{"page-time", "page-cwnd", "throughput", "latency-time", "latency-cdf", "link-util", "roles"},
+		text:    []string{"Transfer time per page", "slow page (8)", "slow above 1.8 × median = 242.88 ms", "Page reads (measure phase)", "Pages read", "59.2 KiB/s"},
+		browser: true,
+	},
+	{
+		name:   "a page-read run with 8 requests in flight",
+		dir:    func(t *testing.T) string { return fixture(t, "pages-r8") },
+		charts: []string{"page-time", "page-cwnd", "throughput", "latency-time", "latency-cdf", "link-util", "roles"},
+		text:   []string{"231.2 KiB/s", "Every one of the 405 pages is drawn."},
+	},
+	{
 		name:    "a two-dimensional sweep",
 		dir:     func(t *testing.T) string { return fixture(t, "sweep") },
 		charts:  []string{"sweep-tpm", "sweep-latency", "sweep-lag", "sweep-bytes"},

@@ -153,7 +153,11 @@ func runCards(s *Summary) []card {
 	if s.TPMCI != nil && s.TPMCI.N >= 2 {
 		cs[0].Note = ciText(s.TPMCI)
 	}
-	cs = append(cs, card{Label: "Commit latency p99", Value: ms(s.CommitLatency.P99), Unit: "ms",
+	latency := "Commit latency p99"
+	if s.Workload == "page-read" {
+		latency = "Page time p99"
+	}
+	cs = append(cs, card{Label: latency, Value: ms(s.CommitLatency.P99), Unit: "ms",
 		Note: "p50 " + ms(s.CommitLatency.P50) + " ms · max " + ms(s.CommitLatency.Max) + " ms"})
 	reps := sortedKeys(s.Replicas)
 	if len(reps) <= 3 {
@@ -170,6 +174,10 @@ func runCards(s *Summary) []card {
 	}
 	if s.BytesPerTransaction > 0 {
 		cs = append(cs, card{Label: "On the wire", Value: group(s.BytesPerTransaction), Unit: "B / transaction", Note: "all link directions, measure phase"})
+	}
+	if p := s.Pages; p != nil {
+		note := fmt.Sprintf("%s · %s slow of %s", bytesPerS(p.ReadBytesPerS), group(float64(p.Slow.SlowPages)), group(float64(p.Slow.Pages)))
+		cs = append(cs, card{Label: "Pages read", Value: fmtNum(p.PagesPerS), Unit: "pages/s", Note: note})
 	}
 	if s.Errors > 0 {
 		cs = append(cs, card{Label: "Errors", Value: group(float64(s.Errors)), Note: group(float64(s.Retries)) + " retries"})
@@ -242,7 +250,11 @@ func meansCaption(s *Summary, caption string) string {
 }
 
 func latencyTable(s *Summary) (htmlTable, bool) {
-	t := htmlTable{Caption: meansCaption(s, "Commit latency (ms)"), Head: []tcell{txt("transaction type"), numHead("count"), numHead("mean"),
+	caption := "Commit latency (ms)"
+	if s.Workload == "page-read" {
+		caption = "Time per page (ms)"
+	}
+	t := htmlTable{Caption: meansCaption(s, caption), Head: []tcell{txt("transaction type"), numHead("count"), numHead("mean"),
 		numHead("p50"), numHead("p90"), numHead("p95"), numHead("p99"), numHead("p99.9"), numHead("max")}}
 	count := func(v float64) string { return group(v) }
 	row := func(name, key string, p stats.Percentiles) {
@@ -438,6 +450,9 @@ func runPage(r *Results) *page {
 		head.Tables = append(head.Tables, t)
 	}
 	p.Sections = append(p.Sections, head)
+	if sec, ok := pagesSection(r); ok {
+		p.Sections = append(p.Sections, sec)
+	}
 	p.Sections = append(p.Sections, runDetail(r, &p.Missing)...)
 	p.Sections = append(p.Sections, section{ID: "environment", Title: "Environment", Tables: []htmlTable{envTable(s, r.Env)}})
 	return p
@@ -662,6 +677,11 @@ func repetitionsPage(r *Results) *page {
 		head.Tables = append(head.Tables, t)
 	}
 	p.Sections = append(p.Sections, head)
+	if s.Pages != nil { // each repetition's report draws its pages
+		p.Sections = append(p.Sections, section{ID: "pages", Title: "Pages",
+			Intro:  "Page reads over the complete repetitions; each repetition's own report draws its pages one by one.",
+			Tables: []htmlTable{pagesTable(s)}})
+	}
 
 	reps := section{ID: "repetitions", Title: "Repetitions",
 		Intro: "One row per measurement; each has its own report with every chart."}

@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"replab/internal/pagestats"
 )
 
 // Results is a results directory read back: everything a report or a
@@ -33,6 +35,11 @@ type Results struct {
 	// Hists are latency.hlog's intervals by tag (commit_latency,
 	// type_<name>, lag_<replica>), values in µs.
 	Hists map[string]*hdrhistogram.Histogram
+	// Pages is pages.csv (a page-read run: every page in completion
+	// order); PagesError says why it could not be read ("" when it was,
+	// or when there is none). A bad pages.csv is also a Problem.
+	Pages      []pagestats.Row
+	PagesError string
 
 	// Reps are the repetitions (rep-NN/), in order, when the run repeated.
 	Reps []*Results
@@ -125,6 +132,7 @@ func load(dir string, depth int) (*Results, error) {
 	r.Roles = readRows(r, "roles.csv", parseRole)
 	r.Replication = readRows(r, "replication.csv", parseReplication)
 	r.readHists()
+	r.readPages()
 	if depth == 0 {
 		r.readReps()
 	}

@@ -282,6 +282,7 @@ func PrintSummary(w io.Writer, s *Summary) {
 	} else {
 		fmt.Fprintf(w, "  throughput  %.0f tpm (%.1f tps), %d transactions, %d errors, %d retries\n", s.TPM, s.TPS, s.Transactions, s.Errors, s.Retries)
 	}
+	printPages(w, s)
 	if s.TPMCI != nil {
 		fmt.Fprintf(w, "  over %d repetitions: tpm %.0f ± %.0f (%.0f%% confidence)\n", s.TPMCI.N, s.TPMCI.Mean, s.TPMCI.HalfWidth, 100*s.TPMCI.Level)
 	}
@@ -302,7 +303,11 @@ func PrintSummary(w io.Writer, s *Summary) {
 			shown(s, "behind_schedule_ms.max", b.Max, "%.2f"), s.Skipped)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "\ncommit latency ms\tcount\tp50\tp95\tp99\tp99.9\tmax\t")
+	heading := "commit latency ms"
+	if s.Workload == "page-read" { // a "transaction" is one page read
+		heading = "page time ms"
+	}
+	fmt.Fprintf(tw, "\n%s\tcount\tp50\tp95\tp99\tp99.9\tmax\t\n", heading)
 	names := slices.Sorted(maps.Keys(s.Types))
 	row := func(label, key, countKey string, count int64, p stats.Percentiles) {
 		f := func(q string, v float64) string { return shown(s, key+"."+q, v, "%.2f") }

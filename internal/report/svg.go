@@ -40,6 +40,13 @@ type line struct {
 	Markers bool
 	Faint   bool // thin and translucent, for many overlaid series
 	NoKey   bool // left out of the legend
+	// Dots draws the points as markers only, without the line through
+	// them (e.g. the slow pages over the page times); Class names the
+	// markers for styles and tests, and Tips (one per point) their
+	// tooltips instead of the value.
+	Dots  bool
+	Class string
+	Tips  []string
 }
 
 // band shades a range of x (phases) or of y (a confidence interval).
@@ -63,6 +70,9 @@ type lineChart struct {
 	Lines           []line
 	XBands          []band
 	YBand           *band
+	// Width is the chart's width in SVG units (0: chartW); a wide chart
+	// spans the page (the page sequence of a long run).
+	Width float64
 }
 
 type bars struct {
@@ -331,8 +341,12 @@ func (c *lineChart) figure() figure {
 		}
 	}
 	var b strings.Builder
-	svgOpen(&b, c.ID, c.Title, chartW, chartH)
-	pl, pr, pt, pb := marginL, chartW-marginR, marginT, chartH-marginB
+	w := chartW
+	if c.Width > 0 {
+		w = c.Width
+	}
+	svgOpen(&b, c.ID, c.Title, w, chartH)
+	pl, pr, pt, pb := marginL, w-marginR, marginT, chartH-marginB
 	xlo, xhi := domain(c.X, c.Lines, true)
 	ylo, yhi := domain(c.Y, c.Lines, false)
 	xs := scale{log: c.X.Log, d0: xlo, d1: xhi, r0: pl, r1: pr}
@@ -442,7 +456,7 @@ func (c *lineChart) drawLine(b *strings.Builder, l line, xs, ys scale) {
 	if l.Faint {
 		style += ` stroke-opacity="0.45"`
 	}
-	if d.Len() > 0 {
+	if d.Len() > 0 && !l.Dots {
 		fmt.Fprintf(b, `<path class="data" fill="none" stroke-linejoin="round" %s d="%s"><title>%s</title></path>`, style, d.String(), esc(l.Name))
 	}
 	for i, p := range l.Pts {
@@ -455,9 +469,17 @@ func (c *lineChart) drawLine(b *strings.Builder, l line, xs, ys scale) {
 			fmt.Fprintf(b, `<path class="data err" fill="none" stroke="%s" stroke-width="1.5" d="M%.1f %.1fV%.1fM%.1f %.1fh8M%.1f %.1fh8"/>`,
 				l.Colour, x, y0, y1, x-4, y0, x-4, y1)
 		}
-		if l.Markers {
-			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s" stroke="#fff" stroke-width="1"><title>%s: %s</title></circle>`,
-				x, y, l.Colour, esc(l.Name), esc(fmtNum(p.Y)))
+		if l.Markers || l.Dots {
+			tip := l.Name + ": " + fmtNum(p.Y)
+			if i < len(l.Tips) {
+				tip = l.Tips[i]
+			}
+			cls := ""
+			if l.Class != "" {
+				cls = ` class="` + esc(l.Class) + `"`
+			}
+			fmt.Fprintf(b, `<circle%s cx="%.1f" cy="%.1f" r="3.5" fill="%s" stroke="#fff" stroke-width="1"><title>%s</title></circle>`,
+				cls, x, y, l.Colour, esc(tip))
 		}
 	}
 }
