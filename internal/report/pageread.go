@@ -136,9 +136,8 @@ func printPages(w io.Writer, s *Summary) {
 		b = fmt.Appendf(b, "; every %s pages (%s s), cv %s", f("slow.period_pages", sl.PeriodPages, 0),
 			f("slow.period_s", sl.PeriodS, 1), f("slow.period_cv", sl.PeriodCV, 2))
 	}
-	// TCP_INFO is read on the client's socket: these are the client's
-	// retransmissions (requests), not the server's (pages).
-	b = fmt.Appendf(b, "; %s by the client%s", pluralize(sl.RetransDuring, "retransmission"), in)
+	// The server's socket (sock_diag in its site): the pages it resent.
+	b = fmt.Appendf(b, "; %s by the server%s", pluralize(sl.RetransDuring, "retransmission"), in)
 	fmt.Fprintf(w, "  slow pages  %s\n", b)
 }
 
@@ -178,7 +177,7 @@ func pagesTable(s *Summary) htmlTable {
 		row("slow every (s, median gap)", cell("slow.period_s", sl.PeriodS, ms))
 		row("gap regularity (cv: 0 periodic, 1 random)", cell("slow.period_cv", sl.PeriodCV, ms))
 	}
-	row("client TCP retransmissions", cell("slow.retransmits", float64(sl.RetransDuring), count))
+	row("server TCP retransmissions", cell("slow.retransmits", float64(sl.RetransDuring), count))
 	if s.Kind == "repetitions" {
 		t.Note = "Pages, slow pages and retransmissions are sums over the repetitions; the settings are the same in each."
 	}
@@ -347,7 +346,7 @@ func pagesNote(n, drawn int, which string, maxPts int) string {
 // threshold, once set) after each page, on the same x axis as the page
 // times, so that a window collapsing just before slow pages shows.
 func pageCwndChart(id string, rows []pagestats.Row) *lineChart {
-	c := &lineChart{ID: id, Title: "The client's congestion window after each page", Y: freeAxis("client's TCP congestion window (segments)"),
+	c := &lineChart{ID: id, Title: "The server's congestion window after each page", Y: freeAxis("server's TCP congestion window (segments)"),
 		Width: pageChartW}
 	pageAxes(c, rows)
 	byConn := map[int][]int{} // indices into rows
@@ -395,7 +394,7 @@ func pageCwndChart(id string, rows []pagestats.Row) *lineChart {
 	if anySsthresh {
 		c.Note += " Dashed: the slow-start threshold, from the first loss on."
 	}
-	c.Note += " Sampled from the client socket's TCP_INFO just after each page arrived: this window paces the client's requests;" +
-		" the pages themselves flow under the server's window, which the client cannot read."
+	c.Note += " Read from the server's socket (the pages' sender) with sock_diag in its site just after each page arrived;" +
+		" in a lab without namespaces, the client's own socket."
 	return c
 }
