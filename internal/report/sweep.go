@@ -37,12 +37,19 @@ type HeadlineFigs struct {
 	LagP99Ms        map[string]float64 `json:"lag_p99_ms,omitempty"`
 	NotVisibleAtEnd int64              `json:"not_visible_at_end"`
 	Errors          int64              `json:"errors"`
+	// A page-read run's pages per second and share of slow pages.
+	PagesPerS *float64 `json:"pages_per_s,omitempty"`
+	SlowShare *float64 `json:"slow_share,omitempty"`
 }
 
 // Headline extracts a sweep row from a summary.
 func Headline(s *Summary) *HeadlineFigs {
 	h := &HeadlineFigs{Complete: s.Complete, TPM: s.TPM, TPMCI: s.TPMCI, CommitP50Ms: s.CommitLatency.P50, CommitP99Ms: s.CommitLatency.P99,
 		LagP50Ms: map[string]float64{}, LagP99Ms: map[string]float64{}, Errors: s.Errors}
+	if s.Pages != nil {
+		pps, share := s.Pages.PagesPerS, s.Pages.Slow.SlowShare
+		h.PagesPerS, h.SlowShare = &pps, &share
+	}
 	for n, r := range s.Replicas {
 		h.LagP50Ms[n] = r.LagMs.P50
 		h.LagP99Ms[n] = r.LagMs.P99
@@ -55,6 +62,12 @@ func Headline(s *Summary) *HeadlineFigs {
 // swept parameter, then the headline figures (like the seed studies'
 // tables).
 func PrintSweep(w io.Writer, sw *Sweep) {
+	for _, p := range sw.Points {
+		if p.Summary != nil && p.Summary.PagesPerS != nil {
+			printPageSweep(w, sw)
+			return
+		}
+	}
 	var replicas []string
 	seen := map[string]bool{}
 	for _, p := range sw.Points {
@@ -106,6 +119,40 @@ func PrintSweep(w io.Writer, sw *Sweep) {
 			mark = "incomplete"
 		}
 		row = append(row, fmt.Sprint(h.NotVisibleAtEnd), fmt.Sprint(h.Errors), mark)
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	_ = tw.Flush()
+}
+
+// printPageSweep is the sweep table of page reads: pages per second, the
+// page time and the share of slow pages.
+func printPageSweep(w io.Writer, sw *Sweep) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := append(append([]string{}, sw.Parameters...), "pages/s", "page p50 ms", "page p99 ms", "slow pages %", "errors", "")
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, p := range sw.Points {
+		var row []string
+		for _, k := range sw.Parameters {
+			v, ok := p.Values[k]
+			if !ok {
+				v = "-"
+			}
+			row = append(row, fmt.Sprint(v))
+		}
+		h := p.Summary
+		switch {
+		case h == nil:
+			row = append(row, "failed")
+		case h.PagesPerS == nil:
+			row = append(row, "no pages")
+		default:
+			mark := ""
+			if !h.Complete {
+				mark = "incomplete"
+			}
+			row = append(row, fmt.Sprintf("%.2f", *h.PagesPerS), fmt.Sprintf("%.1f", h.CommitP50Ms), fmt.Sprintf("%.1f", h.CommitP99Ms),
+				fmt.Sprintf("%.1f", 100**h.SlowShare), fmt.Sprint(h.Errors), mark)
+		}
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	_ = tw.Flush()

@@ -23,3 +23,19 @@ func TestSweepTableGolden(t *testing.T) {
 	PrintSweep(&out, &sw)
 	golden(t, "sweep-table.golden", out.Bytes())
 }
+
+// A sweep of page reads has its own columns: pages per second, the page
+// time and the share of slow pages.
+func TestPageSweepTableGolden(t *testing.T) {
+	pps := []float64{1.4, 11.43}
+	share := []float64{0, 0.094}
+	sw := Sweep{Name: "objectivity", Complete: true, Parameters: []string{"run.users"}}
+	for i, u := range []int{1, 8} {
+		sw.Points = append(sw.Points, SweepPoint{Label: "p", Values: map[string]any{"run.users": u}, Dir: "p0" + string(rune('1'+i)),
+			Summary: &HeadlineFigs{Complete: true, CommitP50Ms: 690.17 + float64(i), CommitP99Ms: 1037.31, PagesPerS: &pps[i], SlowShare: &share[i]}})
+	}
+	sw.Points = append(sw.Points, SweepPoint{Label: "failed point", Values: map[string]any{}, Dir: "p03"})
+	var out bytes.Buffer
+	PrintSweep(&out, &sw)
+	golden(t, "sweep-pages.golden", out.Bytes())
+}
