@@ -91,6 +91,64 @@ func NodeAddresses(l *lab.Lab, defaultPort int) (map[string]netip.AddrPort, erro
 	return out, nil
 }
 
+// Proc is one run of a server process started in a site and reaped in the
+// background.
+type Proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once it has exited and been reaped
+}
+
+// StartProc starts cmd in site.
+func StartProc(site *lab.Site, cmd *exec.Cmd) (*Proc, error) {
+	if err := site.Start(cmd); err != nil {
+		return nil, err
+	}
+	p := &Proc{cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+// PID is the process's id while it runs; 0 once it has exited (or for a
+// nil Proc: never started).
+func (p *Proc) PID() int {
+	if p == nil {
+		return 0
+	}
+	select {
+	case <-p.exited:
+		return 0
+	default:
+		return p.cmd.Process.Pid
+	}
+}
+
+// Exited is closed once the process has exited.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Signal sends sig and waits until the process exits or ctx ends. A
+// stopped (paused) process is continued first: it would not act on the
+// signal.
+func (p *Proc) Signal(ctx context.Context, sig syscall.Signal) error {
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stop asks the process to exit with sig and kills it if it has not within
+// timeout (StopServer).
+func (p *Proc) Stop(sig syscall.Signal, timeout time.Duration) {
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	StopServer(p.cmd, p.exited, sig, timeout)
+}
+
 // StopServer asks a server to shut down with sig and kills it if it has
 // not exited (exited closed) within timeout.
 func StopServer(cmd *exec.Cmd, exited <-chan struct{}, sig syscall.Signal, timeout time.Duration) {

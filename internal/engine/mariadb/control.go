@@ -38,19 +38,15 @@ func (c *cluster) signal(ctx context.Context, name string, sig syscall.Signal, w
 	if err != nil {
 		return err
 	}
-	sv := n.proc.Load()
 	if n.pid() == 0 {
 		return fmt.Errorf("node %s is not running", name)
 	}
 	n.closeAdmin()
-	_ = sv.cmd.Process.Signal(sig)
-	select {
-	case <-sv.exited:
-		fmt.Fprintf(c.log, "node %s: %s\n", name, what)
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("node %s: not %s: %w", name, what, ctx.Err())
+	if err := n.proc.Load().Signal(ctx, sig); err != nil {
+		return fmt.Errorf("node %s: not %s: %w", name, what, err)
 	}
+	fmt.Fprintf(c.log, "node %s: %s\n", name, what)
+	return nil
 }
 
 // Start implements engine.NodeControl.

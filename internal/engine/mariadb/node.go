@@ -47,16 +47,10 @@ type node struct {
 	initPath string // SQL run at every start (the replab user and database)
 	logPath  string
 
-	proc atomic.Pointer[server] // nil before the first start
+	proc atomic.Pointer[engine.Proc] // nil before the first start
 
 	adminMu sync.Mutex
 	admin   *sql.DB // over the unix socket
-}
-
-// server is one run of a node's mariadbd.
-type server struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once it has exited and been reaped
 }
 
 func (n *node) socket() string { return filepath.Join(n.sockDir, "mariadbd.sock") }
@@ -319,12 +313,11 @@ func (n *node) startWith(ctx context.Context, args []string) error {
 	cmd := exec.Command(serverBin, append([]string{"--defaults-file=" + n.cnfPath, "--init-file=" + n.initPath}, args...)...)
 	n.c.asServerUser(cmd)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := n.site.Start(cmd); err != nil {
+	sv, err := engine.StartProc(n.site, cmd)
+	if err != nil {
 		return fmt.Errorf("start mariadbd: %w", err)
 	}
-	sv := &server{cmd: cmd, exited: make(chan struct{})}
 	n.proc.Store(sv)
-	go func() { _ = cmd.Wait(); close(sv.exited) }()
 
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd = User, n.c.password
@@ -351,7 +344,7 @@ func (n *node) startWith(ctx context.Context, args []string) error {
 			return nil
 		}
 		select {
-		case <-sv.exited:
+		case <-sv.Exited():
 			db.Close()
 			return fmt.Errorf("mariadbd exited during start-up: %s", n.logTail())
 		case <-ctx.Done():
@@ -375,28 +368,13 @@ func (n *node) logTail() string {
 }
 
 // pid is mariadbd's PID while it runs; 0 when the node is down.
-func (n *node) pid() int {
-	sv := n.proc.Load()
-	if sv == nil {
-		return 0
-	}
-	select {
-	case <-sv.exited:
-		return 0
-	default:
-		return sv.cmd.Process.Pid
-	}
-}
+func (n *node) pid() int { return n.proc.Load().PID() }
 
 // stop shuts the server down (SIGTERM: a clean shutdown), killing it if
 // it has not stopped within the timeout.
 func (n *node) stop(timeout time.Duration) {
 	n.closeAdmin()
-	sv := n.proc.Load()
-	if sv == nil {
-		return
-	}
-	engine.StopServer(sv.cmd, sv.exited, syscall.SIGTERM, timeout)
+	n.proc.Load().Stop(syscall.SIGTERM, timeout)
 }
 
 func (n *node) closeAdmin() {

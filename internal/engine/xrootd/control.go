@@ -39,16 +39,11 @@ func (c *cluster) signal(ctx context.Context, name string, sig syscall.Signal, w
 	if n.pid() == 0 {
 		return fmt.Errorf("node %s is not running", name)
 	}
-	sv := n.proc.Load()
-	_ = sv.cmd.Process.Signal(syscall.SIGCONT) // a paused server would not act on SIGTERM
-	_ = sv.cmd.Process.Signal(sig)
-	select {
-	case <-sv.exited:
-		fmt.Fprintf(c.log, "node %s: %s\n", name, what)
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("node %s: not %s: %w", name, what, ctx.Err())
+	if err := n.proc.Load().Signal(ctx, sig); err != nil {
+		return fmt.Errorf("node %s: not %s: %w", name, what, err)
 	}
+	fmt.Fprintf(c.log, "node %s: %s\n", name, what)
+	return nil
 }
 
 // Start implements engine.NodeControl.

@@ -26,13 +26,7 @@ type node struct {
 	addr netip.AddrPort
 	base string // everything of the node lives under base
 
-	proc atomic.Pointer[server] // nil before the first start
-}
-
-// server is one run of a node's xrootd.
-type server struct {
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once it has exited and been reaped
+	proc atomic.Pointer[engine.Proc] // nil before the first start
 }
 
 func (n *node) dataDir() string  { return filepath.Join(n.base, "data") }
@@ -90,12 +84,11 @@ func (n *node) start(ctx context.Context) error {
 	}
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := n.site.Start(cmd); err != nil {
+	sv, err := engine.StartProc(n.site, cmd)
+	if err != nil {
 		return fmt.Errorf("start xrootd: %w", err)
 	}
-	sv := &server{cmd: cmd, exited: make(chan struct{})}
 	n.proc.Store(sv)
-	go func() { _ = cmd.Wait(); close(sv.exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := n.ping(ctx, 2*time.Second)
@@ -103,7 +96,7 @@ func (n *node) start(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case <-sv.exited:
+		case <-sv.Exited():
 			return fmt.Errorf("xrootd exited during start-up: %s", n.logTail())
 		case <-ctx.Done():
 			return ctx.Err()
@@ -138,26 +131,7 @@ func (n *node) logTail() string {
 }
 
 // pid is xrootd's PID while it runs; 0 when the node is down.
-func (n *node) pid() int {
-	sv := n.proc.Load()
-	if sv == nil {
-		return 0
-	}
-	select {
-	case <-sv.exited:
-		return 0
-	default:
-		return sv.cmd.Process.Pid
-	}
-}
+func (n *node) pid() int { return n.proc.Load().PID() }
 
-// stop asks xrootd to exit (SIGTERM), killing it after timeout. A paused
-// server is continued first, or it would not see the signal.
-func (n *node) stop(timeout time.Duration) {
-	sv := n.proc.Load()
-	if sv == nil {
-		return
-	}
-	_ = sv.cmd.Process.Signal(syscall.SIGCONT)
-	engine.StopServer(sv.cmd, sv.exited, syscall.SIGTERM, timeout)
-}
+// stop asks xrootd to exit (SIGTERM), killing it after timeout.
+func (n *node) stop(timeout time.Duration) { n.proc.Load().Stop(syscall.SIGTERM, timeout) }
