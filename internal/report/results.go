@@ -19,6 +19,7 @@ import (
 
 	"replab/internal/driver"
 	"replab/internal/monitor"
+	"replab/internal/fault"
 	"replab/internal/pagestats"
 	"replab/internal/stats"
 )
@@ -80,6 +81,10 @@ type Summary struct {
 	// SyncFallbacks: how often and how long a synchronous scheme ran
 	// asynchronously in the measure phase (engine.SyncFallbacker).
 	SyncFallbacks *SyncFallbacks `json:"sync_fallbacks,omitempty"`
+
+	// Faults: each scheduled fault and the run around it (package fault);
+	// faults.csv logs every fault applied and healed.
+	Faults []fault.Summary `json:"faults,omitempty"`
 
 	// Pages: a page-read run's pages (workload page-read; pages.csv has
 	// every page).

@@ -22,6 +22,7 @@ type Spec struct {
 
 	Workload *Workload // nil when the spec has no [workload]
 	Run      Run
+	Faults   []Fault // [[fault]] tables, in the order written
 	Sweep    []SweepParam // [sweep]: see Points
 
 	// lines maps field paths ("node.e1.from", "scheme.commit") to the
@@ -119,6 +120,44 @@ type Link struct {
 
 // Name returns "A<->B".
 func (l Link) Name() string { return l.A + "<->" + l.B }
+
+// Fault is one [[fault]] table: something that breaks At into the measure
+// phase and, with For, is healed that much later. It acts on a link
+// (Link set) or on a node (Node set).
+type Fault struct {
+	At  time.Duration // into the measure phase
+	For time.Duration // 0: not healed by the schedule (a kill stays killed, a link change stays)
+
+	// A link fault: From->To, and To->From as well when Both (written
+	// "a<->b"; "a->b" is one direction). Set is what changes, in link
+	// set's vocabulary: "down", or key=value pairs ("loss=5%",
+	// "delay=400ms", "rate=64kbit", "loss=gemodel(…)"); healing restores
+	// the directions' parameters from before the fault.
+	Link     string // as written
+	From, To string
+	Both     bool
+	Set      []string
+
+	// A node fault: Do is one of FaultDo*. With For, a kill or stop is
+	// followed by a start, a pause by a resume.
+	Node string
+	Do   string
+
+	Line int // of the [[fault]] header
+}
+
+// What a node fault does (Fault.Do).
+const (
+	FaultKill    = "kill"    // SIGKILL: a crash
+	FaultStop    = "stop"    // a clean shutdown
+	FaultRestart = "restart" // stop, then start
+	FaultPause   = "pause"   // SIGSTOP: hangs with its connections open
+	FaultStart   = "start"   // start a stopped or killed node
+	FaultResume  = "resume"  // SIGCONT a paused node
+)
+
+// FaultDos lists the node faults, for errors and docs.
+var FaultDos = []string{FaultKill, FaultStop, FaultRestart, FaultPause, FaultStart, FaultResume}
 
 // Workload is the [workload] table: a kind and its options, which the
 // workload checks itself (pointing at them with Spec.Errorf("workload.KEY")).
