@@ -1,0 +1,158 @@
+package fault
+
+import "math"
+
+// Second is one second of the driver's series, placed on the measure
+// phase's time axis: it covers [S, S+1) seconds since the phase began.
+type Second struct {
+	S       float64
+	Commits int64
+	Errors  int64
+	P99Ms   float64
+	MaxMs   float64
+}
+
+// LagSecond is one second of a replica's lag series, on the same axis.
+type LagSecond struct {
+	S     float64
+	P99Ms float64
+}
+
+// Span is one fault as it happened: applied at AtS, healed at HealS
+// (nil: not healed within the run).
+type Span struct {
+	Fault int
+	What  string
+	AtS   float64
+	HealS *float64
+	Err   string
+}
+
+// BeforeS is how far back the window before a fault reaches at most.
+const BeforeS = 10
+
+// RecoveredShare is the share of the throughput before a fault that counts
+// as recovered.
+const RecoveredShare = 0.9
+
+// Measure summarises the run around one fault. series and lag are the
+// run's seconds; floorS is where the window before may start at the
+// earliest (the end of the previous fault, or the run's start), endS where
+// the run's series end.
+func Measure(sp Span, series []Second, lag map[string][]LagSecond, floorS, endS float64) Summary {
+	sum := Summary{Fault: sp.Fault, What: sp.What, AtS: sp.AtS, HealS: sp.HealS, Err: sp.Err}
+	beforeFrom := math.Max(sp.AtS-BeforeS, floorS)
+	duringTo := sp.AtS + 1 // an instantaneous fault: the second after it
+	if sp.HealS != nil {
+		duringTo = math.Max(*sp.HealS, sp.AtS+1)
+	}
+	afterTo := math.Min(duringTo+math.Max(sp.AtS-beforeFrom, 1), endS)
+	sum.Before = window(series, beforeFrom, sp.AtS)
+	sum.During = window(series, sp.AtS, duringTo)
+	sum.After = window(series, duringTo, afterTo)
+
+	from := sp.AtS
+	if sp.HealS != nil {
+		from = *sp.HealS
+	}
+	if sum.Before.TPS > 0 {
+		for _, s := range series {
+			if s.S+0.5 < from || s.S+1 > endS+1e-9 {
+				continue
+			}
+			if float64(s.Commits) >= RecoveredShare*sum.Before.TPS {
+				r := math.Max(s.S-from, 0)
+				sum.RecoverS = &r
+				break
+			}
+		}
+	}
+	for name, secs := range lag {
+		var peak, before float64
+		var seen, seenBefore bool
+		for _, l := range secs {
+			mid := l.S + 0.5
+			if mid >= sp.AtS && mid < afterTo {
+				peak, seen = math.Max(peak, l.P99Ms), true
+			}
+			if mid >= beforeFrom && mid < sp.AtS {
+				before, seenBefore = math.Max(before, l.P99Ms), true
+			}
+		}
+		if seen {
+			if sum.LagPeakMs == nil {
+				sum.LagPeakMs = map[string]float64{}
+			}
+			sum.LagPeakMs[name] = peak
+		}
+		if seenBefore {
+			if sum.LagBeforeMs == nil {
+				sum.LagBeforeMs = map[string]float64{}
+			}
+			sum.LagBeforeMs[name] = before
+		}
+	}
+	return sum
+}
+
+// window sums the seconds whose middle is in [from, to).
+func window(series []Second, from, to float64) Window {
+	w := Window{FromS: from, ToS: to}
+	var n int
+	var commits int64
+	for _, s := range series {
+		if mid := s.S + 0.5; mid < from || mid >= to {
+			continue
+		}
+		n++
+		commits += s.Commits
+		w.Errors += s.Errors
+		w.P99Ms = math.Max(w.P99Ms, s.P99Ms)
+		w.MaxMs = math.Max(w.MaxMs, s.MaxMs)
+	}
+	if n > 0 {
+		w.TPS = float64(commits) / float64(n)
+	}
+	return w
+}
+
+// Spans pairs each scheduled fault's apply and heal events.
+func Spans(events []Event) []Span {
+	var out []Span
+	idx := map[int]int{}
+	for _, e := range events {
+		if e.Fault < 0 {
+			continue // from a second shell: logged, not measured
+		}
+		switch e.Action {
+		case ActionApply:
+			idx[e.Fault] = len(out)
+			out = append(out, Span{Fault: e.Fault, What: e.What, AtS: e.AtS, Err: e.Err})
+		case ActionHeal:
+			if k, ok := idx[e.Fault]; ok {
+				h := e.AtS
+				out[k].HealS = &h
+				if e.Err != "" && out[k].Err == "" {
+					out[k].Err = "heal: " + e.Err
+				}
+			}
+		}
+	}
+	return out
+}
+
+// MeasureAll measures every scheduled fault: each one's window before
+// starts no earlier than the previous one's heal.
+func MeasureAll(events []Event, series []Second, lag map[string][]LagSecond, startS, endS float64) []Summary {
+	var out []Summary
+	floor := startS
+	for _, sp := range Spans(events) {
+		out = append(out, Measure(sp, series, lag, floor, endS))
+		end := sp.AtS
+		if sp.HealS != nil {
+			end = *sp.HealS
+		}
+		floor = math.Max(floor, end)
+	}
+	return out
+}
