@@ -18,8 +18,8 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"replab/internal/driver"
-	"replab/internal/monitor"
 	"replab/internal/fault"
+	"replab/internal/monitor"
 	"replab/internal/pagestats"
 	"replab/internal/stats"
 )
