@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"slices"
@@ -331,4 +332,37 @@ func DialectOf(e Engine) string {
 // workload's data: how long provisioning across a slow link would take.
 type CopySizer interface {
 	InitialCopyBytes(s *spec.Spec, node string) int64
+}
+
+// DoNode does one of the node faults (spec.FaultDos: kill, stop, start,
+// restart, pause, resume) to a node, through the cluster's NodeControl or
+// Pauser; an error says when the engine cannot.
+func DoNode(ctx context.Context, c Cluster, node, do string) error {
+	nc, ok := c.(NodeControl)
+	pz, canPause := c.(Pauser)
+	switch do {
+	case "kill", "stop", "start", "restart":
+		if !ok {
+			return fmt.Errorf("this engine cannot %s nodes", do)
+		}
+	case "pause", "resume":
+		if !canPause {
+			return fmt.Errorf("this engine cannot %s nodes", do)
+		}
+	}
+	switch do {
+	case "kill":
+		return nc.Kill(ctx, node)
+	case "stop":
+		return nc.Stop(ctx, node)
+	case "start":
+		return nc.Start(ctx, node)
+	case "restart":
+		return nc.Restart(ctx, node)
+	case "pause":
+		return pz.Pause(ctx, node)
+	case "resume":
+		return pz.Resume(ctx, node)
+	}
+	return fmt.Errorf("unknown node action %q: want kill, stop, start, restart, pause or resume", do)
 }

@@ -91,6 +91,11 @@ func (r *run) driverConfig() driver.Config {
 		Classify: func(err error) engine.ErrorClass { return engine.Classify(r.cluster, err) },
 		LagEvery: rs.LagSample,
 	}
+	if len(r.s.Faults) > 0 && !r.s.Written("run.max_error_pct") {
+		// Faults make transactions fail on purpose: the error cut-off
+		// would end the run at the first one.
+		cfg.MaxErrorPct = 100
+	}
 	if p, ok := r.cluster.(engine.Pipeliner); ok {
 		cfg.Pipeliner = p
 	}
@@ -110,6 +115,7 @@ func (r *run) driverConfig() driver.Config {
 			if r.mon != nil {
 				r.mon.MarkMeasure(start, start.Add(rs.Duration))
 			}
+			r.faults.measureStarted(start)
 		})
 		line := fmt.Sprintf("%-8s %5.0fs/%.0fs  %7.0f tps  p99 %7.2f ms  errors %d  %s",
 			p.Phase, p.Elapsed.Seconds(), (p.Elapsed + p.Remaining).Seconds(), p.TPS, p.P99Ms, p.Errors, r.liveLinks())

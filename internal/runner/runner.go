@@ -179,6 +179,9 @@ type run struct {
 	res     *driver.Result
 	lagHist map[string]*hdrhistogram.Histogram
 
+	probeStarted time.Time // when the probe's lag series begins
+	faults       *faults   // this measurement's fault schedule; nil without one
+
 	lastBytes map[string]uint64 // for the progress line
 	lastAt    time.Time
 
@@ -324,6 +327,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	// Every measurement starts its writers' sequences from zero, at every
 	// replica too.
 	r.probe = lagprobe.New(lagprobe.Config{Writers: r.s.Run.Users, Interval: r.s.Run.LagInterval})
+	r.probeStarted = time.Now() // second 0 of the lag series, for placing faults
 	if r.stamps != nil {
 		if err := r.stamps.ResetLag(ctx, r.s.Run.Users); err != nil {
 			return r.sum, fmt.Errorf("reset lag stamps: %w", err)
@@ -373,14 +377,20 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	}
 	fmt.Fprintf(r.log, "running %s from site %s against %s: warmup %s, measure %s, cooldown %s\n",
 		mode, r.client, names(r.sources), cfg.Warmup, cfg.Duration, cfg.Cooldown)
+	r.faults = r.startFaults(ctx)
 	r.res, err = driver.Run(ctx, cfg, types, targets)
 	if r.opt.Live {
 		fmt.Fprintln(r.log)
 	}
+	events := r.faults.stop()
 	if err != nil {
+		_ = r.fillFaults(dir, events) // the log of what was done, without measures
 		return r.sum, err
 	}
 	r.fillDriver()
+	if err := r.fillFaults(dir, events); err != nil {
+		return r.sum, fmt.Errorf("faults.csv: %w", err)
+	}
 	if pr, ok := r.wl.(workload.PageReporter); ok {
 		r.phaseMu.Lock()
 		from, to := r.phaseFrom, r.phaseTo

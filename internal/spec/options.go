@@ -285,3 +285,10 @@ func quoteAll(v []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// Written says whether the spec wrote field ("run.max_error_pct") itself,
+// rather than leaving it to its default.
+func (s *Spec) Written(field string) bool {
+	_, ok := s.lines[field]
+	return ok
+}

@@ -1,0 +1,137 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/fault"
+	"replab/internal/linkem"
+	"replab/internal/report"
+)
+
+// faults runs the spec's [[fault]] schedule during one measurement: it
+// starts when the measure phase begins (start is sent the phase's start),
+// and stop ends it, heals whatever is still broken and returns the events.
+type faults struct {
+	sched *fault.Schedule
+	start chan time.Time
+	done  chan struct{}
+	stopF context.CancelFunc
+	began time.Time
+}
+
+// startFaults arms the schedule; nil when the spec has no faults.
+func (r *run) startFaults(ctx context.Context) *faults {
+	if len(r.s.Faults) == 0 {
+		return nil
+	}
+	f := &faults{start: make(chan time.Time, 1), done: make(chan struct{})}
+	f.sched = fault.NewSchedule(r.s.Faults, faultTarget{r}, func(e fault.Event) {
+		msg := fmt.Sprintf("fault at %.1f s: %s %s", e.AtS, e.Action, e.What)
+		if e.Err != "" {
+			msg += ": FAILED: " + e.Err
+		}
+		fmt.Fprintln(r.log, msg)
+	})
+	sctx, cancel := context.WithCancel(ctx)
+	f.stopF = cancel
+	go func() {
+		defer close(f.done)
+		select {
+		case at := <-f.start:
+			f.began = at
+			f.sched.Run(sctx, at)
+		case <-sctx.Done():
+		}
+	}()
+	return f
+}
+
+// measureStarted tells the schedule when the measure phase began.
+func (f *faults) measureStarted(at time.Time) {
+	if f == nil {
+		return
+	}
+	select {
+	case f.start <- at:
+	default:
+	}
+}
+
+// stop ends the schedule and heals every fault still in effect, so that
+// replicas can catch up and copies be compared.
+func (f *faults) stop() []fault.Event {
+	if f == nil {
+		return nil
+	}
+	f.stopF()
+	<-f.done
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	f.sched.HealAll(ctx)
+	return f.sched.Events()
+}
+
+// faultTarget is the lab's links and the cluster's nodes.
+type faultTarget struct{ r *run }
+
+func (t faultTarget) LinkParams(from, to string) (linkem.Params, error) {
+	if t.r.lab.Emulator() == nil {
+		return linkem.Params{}, errors.New("this lab has no links (offline)")
+	}
+	return t.r.lab.Emulator().Params(from, to)
+}
+
+func (t faultTarget) SetLink(from, to string, both bool, kvs []string) error {
+	return t.r.lab.SetLink(from, to, both, kvs)
+}
+
+func (t faultTarget) RestoreLink(from, to string, p linkem.Params) error {
+	return t.r.lab.Emulator().SetParams(from, to, p)
+}
+
+func (t faultTarget) Node(ctx context.Context, node, do string) error {
+	return engine.DoNode(ctx, t.r.cluster, node, do)
+}
+
+// fillFaults writes faults.csv and measures the run around each scheduled
+// fault into the summary.
+func (r *run) fillFaults(dir *report.Dir, events []fault.Event) error {
+	if events == nil {
+		return nil
+	}
+	f, err := os.Create(dir.File("faults.csv"))
+	if err != nil {
+		return err
+	}
+	err = fault.WriteCSV(f, events)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if r.res == nil {
+		return err
+	}
+	warm := r.s.Run.Warmup.Seconds()
+	var series []fault.Second
+	for _, s := range r.res.Series {
+		series = append(series, fault.Second{S: float64(s.T) - warm, Commits: s.Commits, Errors: s.Errors, P99Ms: s.P99Ms, MaxMs: s.MaxMs})
+	}
+	lag := map[string][]fault.LagSecond{}
+	if r.probe != nil {
+		r.phaseMu.Lock()
+		offset := r.phaseFrom.Sub(r.probeStarted).Seconds()
+		r.phaseMu.Unlock()
+		for name, res := range r.probe.Results() {
+			for _, s := range res.Series {
+				lag[name] = append(lag[name], fault.LagSecond{S: float64(s.Second) - offset, P99Ms: s.P99Ms})
+			}
+		}
+	}
+	end := (r.s.Run.Duration + r.s.Run.Cooldown).Seconds()
+	r.sum.Faults = fault.MeasureAll(events, series, lag, -warm, end)
+	return err
+}
