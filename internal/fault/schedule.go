@@ -46,6 +46,9 @@ func healOf(do string) string {
 	return ""
 }
 
+// ActionTimeout bounds one fault's or heal's action (a node's start).
+const ActionTimeout = 3 * time.Minute
+
 // Schedule runs a spec's faults against a target.
 type Schedule struct {
 	faults []spec.Fault
@@ -102,11 +105,16 @@ func (s *Schedule) Run(ctx context.Context, start time.Time) {
 			return
 		case <-t.C:
 		}
+		// Once begun, a fault or its heal runs to its end (a node's start
+		// may outlast the schedule): a heal cut short would leave the node
+		// down for the catch-up and the checks after the run.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ActionTimeout)
 		if st.heal {
-			s.heal(ctx, st.i, "")
+			s.heal(actx, st.i, "")
 		} else {
-			s.apply(ctx, st.i)
+			s.apply(actx, st.i)
 		}
+		cancel()
 	}
 }
 

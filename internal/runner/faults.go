@@ -118,7 +118,8 @@ func (r *run) fillFaults(dir *report.Dir, events []fault.Event) error {
 	warm := r.s.Run.Warmup.Seconds()
 	var series []fault.Second
 	for _, s := range r.res.Series {
-		series = append(series, fault.Second{S: float64(s.T) - warm, Commits: s.Commits, Errors: s.Errors, P99Ms: s.P99Ms, MaxMs: s.MaxMs})
+		// Second T of the series ends T seconds after the driver started.
+		series = append(series, fault.Second{S: float64(s.T-1) - warm, Commits: s.Commits, Errors: s.Errors, P99Ms: s.P99Ms, MaxMs: s.MaxMs})
 	}
 	lag := map[string][]fault.LagSecond{}
 	if r.probe != nil {

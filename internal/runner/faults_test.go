@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,10 +12,15 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/engine/fake"
+	"replab/internal/engine/postgres"
+	"replab/internal/engine/postgres/pgtest"
 	"replab/internal/fault"
+	"replab/internal/labtest"
+	"replab/internal/report"
 	"replab/internal/spec"
 	"replab/internal/workload"
 	"replab/internal/workload/kvinsert"
+	"replab/internal/workload/personnel"
 )
 
 // TestFaultScheduleOnTheFake: a standby killed 1 s into the measure phase
@@ -72,5 +78,126 @@ func TestFaultScheduleOnTheFake(t *testing.T) {
 	t.Log(log.String())
 	if !strings.Contains(log.String(), "fault at 1.0 s: apply node s kill") {
 		t.Errorf("the log does not say when the fault happened:\n%s", log.String())
+	}
+}
+
+// runWithFaults runs spec text (its [lab] name a %s) on PostgreSQL with
+// the given faults.
+func runWithFaults(t *testing.T, text string, faults []spec.Fault) (*report.Summary, string, string) {
+	t.Helper()
+	pgtest.Require(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "spec.toml")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(text, labtest.UniqueName("tflt"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Faults = faults
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	out := filepath.Join(dir, "results")
+	sum, _, err := Run(ctx, s, Options{Out: out, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &log, Version: "test",
+		Engines: engine.NewRegistry(postgres.Engine{}), Workloads: workload.NewRegistry(personnel.Factory)})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	return sum, out, log.String()
+}
+
+const syncPairSpec = `
+[lab]
+name = "%s"
+[site.primary]
+[site.eu]
+[[link]]
+sites = ["primary", "eu"]
+delay = "10ms"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "primary"
+role = "primary"
+[node.e1]
+site = "eu"
+role = "standby"
+from = "p1"
+[scheme]
+replication = "sync"
+[workload]
+kind = "personnel"
+persons = 500
+[run]
+users = 2
+warmup = "1s"
+duration = "6s"
+cooldown = "1s"
+`
+
+// TestPartitionBlocksSyncCommitsUntilHealed: with a synchronous standby,
+// cutting the link stops commits (they wait for the standby), and they
+// resume once it heals; nothing fails.
+func TestPartitionBlocksSyncCommitsUntilHealed(t *testing.T) {
+	sum, out, log := runWithFaults(t, syncPairSpec, []spec.Fault{
+		{At: 2 * time.Second, For: 2 * time.Second, Link: "primary<->eu", From: "primary", To: "eu", Both: true, Set: []string{"down"}, Line: 1}})
+	if len(sum.Faults) != 1 {
+		t.Fatalf("faults %+v\n%s", sum.Faults, log)
+	}
+	f := sum.Faults[0]
+	if f.Err != "" || f.HealS == nil {
+		t.Fatalf("fault %+v", f)
+	}
+	defer func() {
+		if t.Failed() {
+			for _, n := range []string{"series.csv", "faults.csv", "lag.csv"} {
+				b, _ := os.ReadFile(filepath.Join(out, n))
+				t.Logf("%s:\n%s", n, b)
+			}
+			for _, f := range sum.Faults {
+				t.Logf("%+v", f)
+			}
+		}
+	}()
+	if f.Before.TPS < 10 || f.During.TPS > f.Before.TPS/10 {
+		t.Errorf("tps before %.1f during %.1f: a partition should stop synchronous commits", f.Before.TPS, f.During.TPS)
+	}
+	if f.RecoverS == nil {
+		t.Errorf("not recovered after the heal: after %+v\n%s", f.After, log)
+	}
+	if sum.Errors != 0 {
+		t.Errorf("%d errors: synchronous commits should wait, not fail", sum.Errors)
+	}
+	// The commits caught by the partition waited for it: they end after
+	// the heal, having taken about as long as it lasted.
+	if f.After.MaxMs < 1500 {
+		t.Errorf("the slowest commit after the heal took %.0f ms; the partition lasted 2 s", f.After.MaxMs)
+	}
+}
+
+// TestStandbyKillAndRestart: kill -9 of an asynchronous standby leaves the
+// primary's throughput alone; the changes made while it was down reach it
+// after its start (the lag peaks at about the time it was down), and every
+// tracked transaction becomes visible.
+func TestStandbyKillAndRestart(t *testing.T) {
+	text := strings.Replace(syncPairSpec, `replication = "sync"`, `replication = "async"`, 1)
+	sum, out, log := runWithFaults(t, text, []spec.Fault{{At: 2 * time.Second, For: 2 * time.Second, Node: "e1", Do: spec.FaultKill, Line: 1}})
+	f := sum.Faults[0]
+	if f.Err != "" || f.HealS == nil {
+		t.Fatalf("fault %+v\n%s", f, log)
+	}
+	if f.During.TPS < f.Before.TPS/2 {
+		t.Errorf("tps before %.1f during %.1f: an async primary should not care about a dead standby", f.Before.TPS, f.During.TPS)
+	}
+	if peak := f.LagPeakMs["e1"]; peak < 1000 {
+		t.Errorf("lag peak at e1 %.0f ms after 2 s down", peak)
+	}
+	if sum.Replicas["e1"] == nil || sum.Replicas["e1"].NotVisibleAtEnd != 0 {
+		t.Errorf("e1 did not catch up after its restart: %+v\n%s", sum.Replicas["e1"], log)
+	}
+	if _, err := os.Stat(filepath.Join(out, "faults.csv")); err != nil {
+		t.Error(err)
 	}
 }
