@@ -22,7 +22,7 @@ type Spec struct {
 
 	Workload *Workload // nil when the spec has no [workload]
 	Run      Run
-	Faults   []Fault // [[fault]] tables, in the order written
+	Faults   []Fault      // [[fault]] tables, in the order written
 	Sweep    []SweepParam // [sweep]: see Points
 
 	// lines maps field paths ("node.e1.from", "scheme.commit") to the
