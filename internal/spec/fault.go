@@ -235,11 +235,11 @@ func (c *decoder) faultLink(s *Spec, p path, m map[string]any, f *Fault) bool {
 		for _, l := range s.Links {
 			links = append(links, l.Name())
 		}
-		have := "there are no links"
+		have := "there are none"
 		if len(links) > 0 {
-			have = "links: " + strings.Join(links, ", ")
+			have = strings.Join(links, ", ")
 		}
-		c.fail(kp, v, "no [[link]] joins %s and %s; a fault acts on one link: %s", a, b, have)
+		c.fail(kp, v, "no [[link]] joins %s and %s; a fault acts on one [[link]]: %s", a, b, have)
 		return false
 	}
 	f.From, f.To = a, b
@@ -296,18 +296,13 @@ func (c *decoder) faultSet(s *Spec, p path, m map[string]any, f *Fault, linkOK b
 		c.fail(kp, v, "empty; %s", setWant)
 		return false
 	}
-	ok := true
-	for _, kv := range changes {
-		if k, _, _ := strings.Cut(kv, "="); strings.TrimSpace(k) == "mtu" {
-			c.fail(kp, v, "%q: the mtu cannot change during a run (it is fixed when the lab is built); set mtu in the [[link]] instead", clean(kv))
-			ok = false
-		}
-	}
-	if !ok {
-		return false
-	}
 	f.Set = changes
 	if !linkOK {
+		for _, msg := range c.applySet(nil, changes) {
+			if msg != "" {
+				c.fail(kp, v, "%s", msg)
+			}
+		}
 		return false
 	}
 	l := s.linkBetween(f.From, f.To)
@@ -315,43 +310,65 @@ func (c *decoder) faultSet(s *Spec, p path, m map[string]any, f *Fault, linkOK b
 	if f.Both {
 		dirs = append(dirs, [2]string{f.To, f.From})
 	}
-	var msgs []string
+	var msgs [][]string // by direction, by change
 	for _, d := range dirs {
-		msgs = append(msgs, c.applySet(l.direction(d[0]), changes))
+		p := l.direction(d[0])
+		msgs = append(msgs, c.applySet(&p, changes))
 	}
-	for j, msg := range msgs {
-		if msg == "" {
-			continue
+	ok := true
+	for i := range changes {
+		for j := range dirs {
+			msg := msgs[j][i]
+			if msg == "" {
+				continue
+			}
+			ok = false
+			if len(dirs) == 2 && msgs[1-j][i] == msg {
+				if j == 1 {
+					continue // both directions say the same: once is enough
+				}
+			} else if len(dirs) == 2 {
+				msg += fmt.Sprintf(" (direction %s->%s)", dirs[j][0], dirs[j][1])
+			}
+			c.fail(kp, v, "%s", msg)
 		}
-		ok = false
-		if j > 0 && msg == msgs[0] {
-			continue // both directions say the same
-		}
-		if len(msgs) > 1 && msgs[0] != msgs[len(msgs)-1] {
-			msg += fmt.Sprintf(" (direction %s->%s)", dirs[j][0], dirs[j][1])
-		}
-		c.fail(kp, v, "%s", msg)
 	}
 	return ok
 }
 
-// applySet applies changes to a copy of a direction's parameters as `replab
-// link set` would, returning the first error's message.
-func (c *decoder) applySet(p linkem.Params, changes []string) string {
-	mtu := p.MTU
+// applySet applies changes in order to p, a copy of a direction's
+// parameters, as `replab link set` would, and returns for each change the
+// message of its error or "" (a change that fails changes nothing). With p
+// nil (the link is unusable) it only refuses changes to the mtu.
+func (c *decoder) applySet(p *linkem.Params, changes []string) []string {
+	const fixed = "the mtu cannot change during a run (it is fixed when the lab is built)"
 	baseDir := ""
 	if c.env != nil {
 		baseDir = c.env.baseDir
 	}
-	for _, kv := range changes {
-		if err := ApplyKV(&p, kv, baseDir); err != nil {
-			return err.Error()
+	msgs := make([]string, len(changes))
+	for i, kv := range changes {
+		k, val, _ := strings.Cut(kv, "=")
+		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
+		if k == "mtu" {
+			msgs[i] = (&Error{Field: k, Value: clean(val), Msg: fixed + "; set mtu in the [[link]] instead"}).Error()
+			continue
 		}
-		if p.MTU != mtu {
-			return fmt.Sprintf("%q changes the mtu from %d to %d bytes, and the mtu cannot change during a run (it is fixed when the lab is built)", clean(kv), mtu, p.MTU)
+		if p == nil {
+			continue
 		}
+		q := *p
+		if err := ApplyKV(&q, kv, baseDir); err != nil {
+			msgs[i] = err.Error()
+			continue
+		}
+		if q.MTU != p.MTU {
+			msgs[i] = (&Error{Field: k, Value: clean(val), Msg: fmt.Sprintf("changes the mtu from %d to %d bytes; %s", p.MTU, q.MTU, fixed)}).Error()
+			continue
+		}
+		*p = q
 	}
-	return ""
+	return msgs
 }
 
 // splitChanges splits "delay=400ms loss=1%" into its changes. A word

@@ -209,3 +209,42 @@ func TestSplitChanges(t *testing.T) {
 		eq(t, "splitChanges("+tt.in+")", splitChanges(tt.in), tt.want)
 	}
 }
+
+// A change checked on both directions names the direction it fails on
+// when the other takes it.
+func TestFaultSetNamesTheDirection(t *testing.T) {
+	_, err := Parse("s.toml", []byte(`[lab]
+name = "d"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+delay = "10ms"
+[link.reverse]
+rate = "1mbit"
+[[fault]]
+at = "1s"
+link = "b<->a"
+set = "queue=1bdp loss=200%"
+`))
+	want := `s.toml:13: fault[1].set = "queue=1bdp loss=200%": queue = 1bdp: a queue in BDPs needs a rate, and this direction's rate is unlimited; set rate, or give the queue as a size like "64KiB" (direction a->b)
+s.toml:13: fault[1].set = "queue=1bdp loss=200%": loss = 200%: must be at least 0% and below 100%; to cut the link use down = true`
+	if err == nil || err.Error() != want {
+		t.Errorf("err =\n%v\nwant\n%s", err, want)
+	}
+	// The same change on one good direction is fine.
+	mustParse(t, `[lab]
+name = "d"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+delay = "10ms"
+[link.reverse]
+rate = "1mbit"
+[[fault]]
+at = "1s"
+link = "b->a"
+set = "queue=1bdp"
+`)
+}
