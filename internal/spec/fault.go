@@ -38,7 +38,6 @@ const faultPromote = "promote"
 type faultIn struct {
 	f      Fault
 	p      path
-	i      int                // index in the spec's [[fault]] list, from 0
 	timed  bool               // at (and for, if given) are valid
 	target bool               // the link or node it acts on is valid
 	dirs   map[[2]string]bool // a link fault's directions
@@ -69,7 +68,7 @@ func (c *decoder) faults(root map[string]any, s *Spec) []Fault {
 		if !ok {
 			continue
 		}
-		in = append(in, c.fault(s, fp, i, m))
+		in = append(in, c.fault(s, fp, m))
 	}
 	c.checkOverlaps(in)
 	out := make([]Fault, 0, len(in))
@@ -80,8 +79,8 @@ func (c *decoder) faults(root map[string]any, s *Spec) []Fault {
 }
 
 // fault reads one [[fault]] table.
-func (c *decoder) fault(s *Spec, p path, i int, m map[string]any) *faultIn {
-	fi := &faultIn{p: p, i: i, f: Fault{Line: c.d.line(p)}}
+func (c *decoder) fault(s *Spec, p path, m map[string]any) *faultIn {
+	fi := &faultIn{p: p, f: Fault{Line: c.d.line(p)}}
 	c.checkKeys(p, m, faultKeys, "[[fault]]")
 	for _, k := range c.keysByPos(p, m) {
 		c.remember(s, p.child(k))

@@ -248,3 +248,32 @@ link = "b->a"
 set = "queue=1bdp"
 `)
 }
+
+func TestFaultOddValues(t *testing.T) {
+	tests := []struct{ keys, want string }{
+		{"link = \"->\"\nset = \"down\"", `fault[1].link = "->": want "A<->B"`},
+		{"link = \"primary<->\"\nset = \"down\"", `fault[1].link = "primary<->": want "A<->B"`},
+		{"link = \"primary<-eu\"\nset = \"down\"", `fault[1].link = "primary<-eu": want "A<->B"`},
+		{"link = \"primary->eu->asia\"\nset = \"down\"", `fault[1].link = "primary->eu->asia": want "A<->B"`},
+		{"link = \"eu<->eu\"\nset = \"down\"", `fault[1].link = "eu<->eu": a link joins two different sites`},
+		{"link = 3\nset = \"down\"", `fault[1].link = 3: want a string like "primary<->asia"`},
+		{"link = \"primary<->eu\"\nset = []", `fault[1].set = []: empty; want what changes on the link`},
+		{"link = \"primary<->eu\"\nset = \"  \"", `fault[1].set = "  ": empty; want what changes on the link`},
+		{"link = \"primary<->eu\"\nset = [1]", `fault[1].set = [1]: want what changes on the link`},
+		{"link = \"primary<->eu\"\nset = \"sideways\"", `fault[1].set = "sideways": "sideways": want key=value, or the word down or up`},
+		{"link = \"primary<->eu\"\nset = \"dealy=5ms\"", `fault[1].set = "dealy=5ms": dealy = 5ms: unknown key (did you mean "delay"?)`},
+		{"link = \"primary<->mars\"\nset = \"mtu=1400\"", `fault[1].link = "primary<->mars": unknown site "mars"; defined sites: primary, eu, asia
+s.toml:31: fault[1].set = "mtu=1400": mtu = 1400: the mtu cannot change during a run`},
+		{"node = \"e1\"\ndo = 1", `fault[1].do = 1: want one of "kill", "stop", "restart", "pause", "start", "resume"`},
+		{"node = \"e1\"\ndo = \"kill\"\nfor = 5", `fault[1].for = 5: want a string with a unit, like "20s"`},
+		{"node = \"e1\"\ndo = \"kill\"\nfor = \"-1s\"", `fault[1].for = "-1s": must not be negative`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.keys, func(t *testing.T) {
+			_, err := Parse("s.toml", []byte(faultBase+"[[fault]]\nat = \"1s\"\n"+tt.keys+"\n"))
+			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Count(err.Error(), "\n") != strings.Count(tt.want, "\n") {
+				t.Errorf("err = %v\nwant only %s", err, tt.want)
+			}
+		})
+	}
+}
