@@ -7,7 +7,7 @@ import (
 )
 
 // TestDocsCoverTheVocabulary keeps docs/spec.md in step with the code: every
-// key and every preset is documented.
+// key, every preset and every node fault is documented.
 func TestDocsCoverTheVocabulary(t *testing.T) {
 	data, err := os.ReadFile("../../docs/spec.md")
 	if err != nil {
@@ -20,6 +20,8 @@ func TestDocsCoverTheVocabulary(t *testing.T) {
 	words = append(words, linkOnlyKeys...)
 	words = append(words, dirKeyNames()...)
 	words = append(words, presetNames()...)
+	words = append(words, faultKeys...)
+	words = append(words, FaultDos...)
 	for _, w := range words {
 		if !strings.Contains(doc, "`"+w+"`") {
 			t.Errorf("docs/spec.md does not mention `%s`", w)

@@ -33,7 +33,7 @@ var (
 )
 
 var (
-	topKeys  = []string{"lab", "site", "link", "engine", "node", "scheme", "workload", "run", "sweep"}
+	topKeys  = []string{"lab", "site", "link", "engine", "node", "scheme", "workload", "run", "fault", "sweep"}
 	labKeys  = []string{"name", "subnet", "seed"}
 	siteKeys = []string{"address", "tcp_congestion", "tcp_rmem", "tcp_wmem", "rmem_max", "wmem_max",
 		"tcp_window_scaling", "tcp_slow_start_after_idle", "cpu", "memory"}
@@ -170,6 +170,7 @@ func (c *decoder) spec() *Spec {
 	s.Links = c.links(root, s)
 	c.cluster(root, s)
 	c.workloadAndRun(root, s)
+	s.Faults = c.faults(root, s)
 	c.sweep(root, s)
 	return s
 }
