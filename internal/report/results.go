@@ -18,8 +18,8 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"replab/internal/driver"
-	"replab/internal/monitor"
 	"replab/internal/fault"
+	"replab/internal/monitor"
 	"replab/internal/pagestats"
 	"replab/internal/stats"
 )
@@ -362,6 +362,7 @@ func PrintSummary(w io.Writer, s *Summary) {
 	if few := fewLagSamples(s); few != "" {
 		fmt.Fprintf(w, "  warning: %s\n", few)
 	}
+	printFaults(w, s)
 	printMonitors(w, s)
 }
 
