@@ -461,7 +461,11 @@ func (c *lineChart) drawFaults(b *strings.Builder, xs scale, pl, pr, pt, pb floa
 		}
 		w := float64(len([]rune(f.Label)))*5.6 + 6
 		lastEnd = math.Max(lastEnd, x0+w)
-		fmt.Fprintf(b, `<text class="fault-label" x="%.1f" y="%.1f">%s</text>`, x0+3, pt+24+float64(row)*11, esc(f.Label))
+		x, anchor := x0+3, "start"
+		if x0+w > pr { // would run off the plot: end it at the plot's edge
+			x, anchor = pr-3, "end"
+		}
+		fmt.Fprintf(b, `<text class="fault-label" x="%.1f" y="%.1f" text-anchor="%s">%s</text>`, x, pt+24+float64(row)*11, anchor, esc(f.Label))
 	}
 }
 
