@@ -2,11 +2,15 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"replab/internal/fault"
 )
 
 // testdata/faults is testdata/run with a fault schedule written by hand
@@ -147,5 +151,111 @@ func TestCompareWithFaults(t *testing.T) {
 	PrintCompare(&b, c)
 	if !strings.Contains(b.String(), "quickstart-faults") {
 		t.Errorf("comparison lacks the faulted run:\n%s", b.String())
+	}
+}
+
+// repsWithFaults is reps-async's repetitions, each given the same two
+// faults with different figures: fault 0 (a link down 2–6 s) recovered
+// in repetitions 1 and 2, fault 1 (a kill at 9 s, not healed) only in
+// repetition 2, where killing failed.
+func repsWithFaults(t *testing.T) ([]*Summary, []string) {
+	sums, dirs := repSums(t, "reps-async")
+	f := func(v float64) *float64 { return &v }
+	recover0 := []*float64{f(1), f(2), nil}
+	recover1 := []*float64{nil, f(3), nil}
+	for i, s := range sums {
+		d := float64(i)
+		s.Faults = []fault.Summary{
+			{Fault: 0, What: "link primary<->asia set down", AtS: 2, HealS: f(6),
+				Before: fault.Window{FromS: 0, ToS: 2, TPS: 900 + 10*d, P99Ms: 15 + d, MaxMs: 30},
+				During: fault.Window{FromS: 2, ToS: 6, TPS: 300 + 30*d, P99Ms: 40 + 2*d, MaxMs: 90, Errors: int64(i)},
+				After:  fault.Window{FromS: 6, ToS: 8, TPS: 880, P99Ms: 18, MaxMs: 35},
+				RecoverS: recover0[i], LagPeakMs: map[string]float64{"a1": 3000 + 100*d, "e1": 80}, LagBeforeMs: map[string]float64{"a1": 200, "e1": 70}},
+			{Fault: 1, What: "node e1 kill", AtS: 9,
+				Before:   fault.Window{FromS: 8, ToS: 9, TPS: 910, P99Ms: 16},
+				During:   fault.Window{FromS: 9, ToS: 10, TPS: 850 - 10*d, P99Ms: 20},
+				After:    fault.Window{FromS: 10, ToS: 11, TPS: 905, P99Ms: 17},
+				RecoverS: recover1[i], LagPeakMs: map[string]float64{"a1": 250 + d}},
+		}
+		if i == 1 {
+			s.Faults[1].Err = "kill e1: no such process"
+		}
+	}
+	return sums, dirs
+}
+
+// faultsByIndex is a summary's faults as a map by fault index, for
+// figuresOfOneRepetition.
+func faultsByIndex(t *testing.T, s *Summary) map[string]any {
+	t.Helper()
+	var m struct {
+		Faults []map[string]any `json:"faults"`
+	}
+	if err := json.Unmarshal(encode(t, s), &m); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]any{}
+	for _, f := range m.Faults {
+		out[fmt.Sprint(f["fault"])] = f
+	}
+	return map[string]any{"faults": out}
+}
+
+func TestAggregateFaults(t *testing.T) {
+	sums, dirs := repsWithFaults(t)
+	var reps []map[string]any
+	for _, s := range sums {
+		reps = append(reps, faultsByIndex(t, s))
+	}
+	agg := Aggregate(sums, dirs, 0.95)
+	if len(agg.Faults) != 2 {
+		t.Fatalf("%d faults, want 2", len(agg.Faults))
+	}
+	bad, checked := figuresOfOneRepetition(faultsByIndex(t, agg), agg.CI, reps)
+	for _, b := range bad {
+		t.Error(b)
+	}
+	if checked < 30 {
+		t.Errorf("checked only %d figures", checked)
+	}
+	f0, f1 := agg.Faults[0], agg.Faults[1]
+	if f0.RecoverS == nil || *f0.RecoverS != 1.5 || agg.CI["faults.0.recover_s"].N != 2 {
+		t.Errorf("fault 0 recover_s %v, CI %+v; want 1.5 over 2 repetitions", f0.RecoverS, agg.CI["faults.0.recover_s"])
+	}
+	if f1.RecoverS == nil || *f1.RecoverS != 3 || f1.HealS != nil {
+		t.Errorf("fault 1: recover_s %v, heal_s %v; want 3 and none", f1.RecoverS, f1.HealS)
+	}
+	if f0.During.TPS != 330 || f0.LagPeakMs["a1"] != 3100 || f0.What != "link primary<->asia set down" {
+		t.Errorf("fault 0: during tps %v, a1 lag peak %v, what %q", f0.During.TPS, f0.LagPeakMs["a1"], f0.What)
+	}
+	if want := "kill e1: no such process (1 of 3 repetitions)"; f1.Err != want || f0.Err != "" {
+		t.Errorf("errors %q, %q; want none and %q", f0.Err, f1.Err, want)
+	}
+	var b bytes.Buffer
+	PrintSummary(&b, agg)
+	golden(t, "aggregate-faults.golden", b.Bytes())
+	for _, want := range []string{"1.5 (2 of 3)", "3.0 (1 of 3)", "a1 3100.0", "fault 1 (node e1 kill) failed: kill e1: no such process (1 of 3 repetitions)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q", want)
+		}
+	}
+
+	// The repetitions' page shows them; compare takes the aggregate.
+	dir := fixture(t, "reps-async")
+	if err := (&Dir{Path: dir}).WriteJSON("summary.json", agg); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := renderFaults(t, dir)
+	for _, want := range []string{`<section id="faults">`, "1.5 (2 of 3)", "Means over the repetitions, per fault"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("repetitions page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `class="fault"`) {
+		t.Error("the repetitions page marks faults on a chart spanning every repetition")
+	}
+	r := mustRead(t, dir)
+	if _, err := Compare([]*Results{r, mustRead(t, filepath.Join("testdata", "faults"))}, 0.95); err != nil {
+		t.Fatal(err)
 	}
 }
