@@ -167,9 +167,9 @@ func repsWithFaults(t *testing.T) ([]*Summary, []string) {
 		d := float64(i)
 		s.Faults = []fault.Summary{
 			{Fault: 0, What: "link primary<->asia set down", AtS: 2, HealS: f(6),
-				Before: fault.Window{FromS: 0, ToS: 2, TPS: 900 + 10*d, P99Ms: 15 + d, MaxMs: 30},
-				During: fault.Window{FromS: 2, ToS: 6, TPS: 300 + 30*d, P99Ms: 40 + 2*d, MaxMs: 90, Errors: int64(i)},
-				After:  fault.Window{FromS: 6, ToS: 8, TPS: 880, P99Ms: 18, MaxMs: 35},
+				Before:   fault.Window{FromS: 0, ToS: 2, TPS: 900 + 10*d, P99Ms: 15 + d, MaxMs: 30},
+				During:   fault.Window{FromS: 2, ToS: 6, TPS: 300 + 30*d, P99Ms: 40 + 2*d, MaxMs: 90, Errors: int64(i)},
+				After:    fault.Window{FromS: 6, ToS: 8, TPS: 880, P99Ms: 18, MaxMs: 35},
 				RecoverS: recover0[i], LagPeakMs: map[string]float64{"a1": 3000 + 100*d, "e1": 80}, LagBeforeMs: map[string]float64{"a1": 200, "e1": 70}},
 			{Fault: 1, What: "node e1 kill", AtS: 9,
 				Before:   fault.Window{FromS: 8, ToS: 9, TPS: 910, P99Ms: 16},
