@@ -216,7 +216,10 @@ func measureStart(r *Results) (float64, bool) {
 
 // addFaultMarks puts the faults on a chart whose x axis is seconds since
 // the driver started, or (lab true) since the lab came up: the driver
-// starts setup_s after that, to within about a second.
+// starts about setup_s after that (a little later: after the replicas
+// have caught up and the monitors started; about 2 s in testdata/run,
+// judged by its traffic). Nothing records the driver's start on the
+// lab's clock exactly.
 func addFaultMarks(c *lineChart, r *Results, lab bool) {
 	marks, _ := faultMarks(r)
 	if len(marks) == 0 {
@@ -239,7 +242,7 @@ func addFaultMarks(c *lineChart, r *Results, lab bool) {
 	}
 	note := " Red: faults, shaded from apply to heal, a line where one was not healed."
 	if lab {
-		note += " On this clock they are placed setup_s after the lab came up, to within about a second."
+		note += " On this clock they are placed setup_s after the lab came up: the driver starts a little later (once the replicas have caught up), so they may be drawn a second or two early."
 	}
 	c.Note = strings.TrimSpace(c.Note + note)
 }
