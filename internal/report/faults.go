@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -139,7 +140,8 @@ func printFaults(w io.Writer, s *Summary) {
 }
 
 // faultMark is a fault on a chart with a run-time axis: a band from
-// apply to heal, or a line (To NaN) for one not healed within the run.
+// apply to heal (To +Inf: still in force when the run ended), or a line
+// (To NaN) for an instantaneous one.
 type faultMark struct {
 	From, To float64 // seconds since the measure phase began
 	Label    string
@@ -152,9 +154,34 @@ func shortFault(what string) string {
 	return strings.Replace(s, " set ", " ", 1)
 }
 
+// instantaneous says whether a fault is done at once rather than held
+// until healed: a node killed, stopped or restarted (it stays down, or
+// comes back, by itself). Any other fault not healed within the run was
+// in force until its end.
+func instantaneous(what string) bool {
+	f := strings.Fields(what)
+	if len(f) < 3 || f[0] != "node" {
+		return false
+	}
+	switch f[len(f)-1] {
+	case "kill", "stop", "restart":
+		return true
+	}
+	return false
+}
+
+// unhealed is a mark's end when no heal ended it.
+func unhealed(what string) float64 {
+	if instantaneous(what) {
+		return nan
+	}
+	return math.Inf(1)
+}
+
 // faultMarks pairs faults.csv's applies with their heals (a scheduled
 // fault by its index, one from a second shell by what it did), else
-// takes them from summary.json's faults. src says which.
+// takes them from summary.json's faults. src says which. A heal that
+// failed leaves the fault in force to the end.
 func faultMarks(r *Results) (marks []faultMark, src string) {
 	if len(r.Faults) > 0 {
 		type key struct {
@@ -173,12 +200,19 @@ func faultMarks(r *Results) (marks []faultMark, src string) {
 			}
 			switch e.Action {
 			case fault.ActionApply:
+				if e.Err != "" {
+					label += " (failed)"
+				}
 				open[k] = append(open[k], len(marks))
-				marks = append(marks, faultMark{From: e.AtS, To: nan, Label: label})
+				marks = append(marks, faultMark{From: e.AtS, To: unhealed(e.What), Label: label})
 			case fault.ActionHeal:
 				if q := open[k]; len(q) > 0 {
-					marks[q[0]].To = e.AtS
+					m := &marks[q[0]]
 					open[k] = q[1:]
+					m.To = e.AtS
+					if e.Err != "" {
+						m.To, m.Label = math.Inf(1), m.Label+" (heal failed)"
+					}
 					continue
 				}
 				marks = append(marks, faultMark{From: e.AtS, To: nan, Label: label + " healed"})
@@ -190,9 +224,12 @@ func faultMarks(r *Results) (marks []faultMark, src string) {
 		return nil, ""
 	}
 	for _, f := range r.Summary.Faults {
-		m := faultMark{From: f.AtS, To: nan, Label: shortFault(f.What)}
+		m := faultMark{From: f.AtS, To: unhealed(f.What), Label: shortFault(f.What)}
 		if f.HealS != nil {
 			m.To = *f.HealS
+		}
+		if f.Err != "" {
+			m.Label += " (failed)"
 		}
 		marks = append(marks, m)
 	}
@@ -240,7 +277,7 @@ func addFaultMarks(c *lineChart, r *Results, lab bool) {
 	for _, m := range marks {
 		c.Faults = append(c.Faults, faultMark{From: t0 + m.From, To: t0 + m.To, Label: m.Label})
 	}
-	note := " Red: faults, shaded from apply to heal, a line where one was not healed."
+	note := " Red: faults, shaded from apply to heal (to the end when not healed), a line for a node killed, stopped or restarted."
 	if lab {
 		note += " On this clock they are placed setup_s after the lab came up: the driver starts a little later (once the replicas have caught up), so they may be drawn a second or two early."
 	}

@@ -70,13 +70,14 @@ func TestHTMLFaults(t *testing.T) {
 	if n := len(faultMarkRE.FindAllString(page, -1)); n != total || n != 4*len(timeCharts) {
 		t.Errorf("%d fault marks in the page, want %d on the time charts only", n, 4*len(timeCharts))
 	}
-	// 3 bands (one healed from a second shell) and 1 line per chart.
+	// 3 bands (the pause's to the end: its heal failed; one from a second
+	// shell) and 1 line per chart.
 	if n := strings.Count(page, `<line class="fault"`); n != len(timeCharts) {
 		t.Errorf("%d fault lines, want %d (the kill, never healed, on each time chart)", n, len(timeCharts))
 	}
 	for _, want := range []string{`<section id="faults">`, "not within the run", "primary&lt;-&gt;asia down", "e1 kill",
 		"primary&lt;-&gt;eu delay 250ms (shell)", "Fault 2 (node a1 pause) failed: heal: SIGCONT a1: no such process",
-		"a1 4012.5", "recovered after s", "faults.csv: every fault applied and healed"} {
+		"a1 4012.5", "recovered after s", "a1 pause (heal failed)", "faults.csv: every fault applied and healed"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
