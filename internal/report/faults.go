@@ -45,15 +45,11 @@ func (r *Results) readFaults() {
 	r.Faults = evs
 }
 
-// readFaultEvents is fault.ReadCSV, which also rejects a line of the
-// wrong length (ReadCSV would index past it) and an unknown action.
-func readFaultEvents(rd io.Reader) (evs []fault.Event, err error) {
-	defer func() {
-		if p := recover(); p != nil { // a short line: ReadCSV indexes its fields
-			evs, err = nil, fmt.Errorf("malformed: %v", p)
-		}
-	}()
-	evs, err = fault.ReadCSV(rd)
+// readFaultEvents is fault.ReadCSV (which rejects a wrong header, a
+// line of the wrong length and a bad number) that also rejects an
+// unknown action.
+func readFaultEvents(rd io.Reader) ([]fault.Event, error) {
+	evs, err := fault.ReadCSV(rd)
 	if err != nil {
 		return nil, err
 	}
