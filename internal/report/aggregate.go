@@ -9,9 +9,11 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"replab/internal/fault"
 	"replab/internal/stats"
 )
 
@@ -77,6 +79,7 @@ func Aggregate(sums []*Summary, dirs []string, level float64) *Summary {
 		vals[i] = reflect.ValueOf(s).Elem()
 	}
 	f.fold(nil, reflect.ValueOf(agg).Elem(), vals)
+	agg.Faults = f.foldFaults(complete)
 	agg.CI = f.ci
 	if ci, ok := agg.CI["tpm"]; ok {
 		agg.TPMCI = &ci
@@ -188,6 +191,7 @@ var foldRules = []struct {
 	{"tpm_ci", skip}, {"ci", skip}, {"repetitions", skip}, {"repetitions_needed", skip},
 	{"load", skip}, {"setup_s", skip}, {"environment", skip},
 	{"verdicts", skip}, {"monitor.warnings", skip},
+	{"faults", skip}, {"faults.*.fault", skip}, // foldFaults
 
 	// Counts of events, and time measured. (A count behind a summary, such
 	// as a percentile summary's count or the monitors' samples, is a mean
@@ -297,6 +301,33 @@ func (f *folder) fold(path []string, dst reflect.Value, vals []reflect.Value) {
 	default:
 		// Slices: Aggregate sets the one there is (the monitors' warnings).
 	}
+}
+
+// foldFaults folds the repetitions' faults per fault index: each figure
+// of fault i (at_s, heal_s, the windows', the lag peaks) a mean over the
+// repetitions that have it, with its CI under "faults.i.…" — so
+// recover_s is the mean over the repetitions that recovered, and its
+// CI's n says how many did; what and error are tallied.
+func (f *folder) foldFaults(complete []*Summary) []fault.Summary {
+	byFault := map[int][]reflect.Value{}
+	for _, s := range complete {
+		seen := map[int]bool{}
+		for i := range s.Faults {
+			k := s.Faults[i].Fault
+			if seen[k] {
+				continue // one per repetition: the contract has none twice
+			}
+			seen[k] = true
+			byFault[k] = append(byFault[k], reflect.ValueOf(&s.Faults[i]).Elem())
+		}
+	}
+	var out []fault.Summary
+	for _, k := range slices.Sorted(maps.Keys(byFault)) {
+		fs := fault.Summary{Fault: k}
+		f.fold([]string{"faults", strconv.Itoa(k)}, reflect.ValueOf(&fs).Elem(), byFault[k])
+		out = append(out, fs)
+	}
+	return out
 }
 
 // foldMap folds a map key by key over the union of the repetitions' keys.

@@ -108,6 +108,9 @@ func throughputChart(id string, runs []*Results, names []string) chart {
 	if !samePhases {
 		c.Note = "The runs' phases differ, so none is shaded."
 	}
+	if len(runs) == 1 {
+		addFaultMarks(c, runs[0], false)
+	}
 	return chart{fig: c.figure()}
 }
 
@@ -141,6 +144,7 @@ func latencyTimeChart(id string, r *Results) chart {
 	}
 	c.Lines = []line{p50, p99}
 	c.Note = "Percentiles of the transactions committed in each second (all types)."
+	addFaultMarks(c, r, false)
 	return chart{fig: c.figure()}
 }
 
@@ -257,6 +261,7 @@ func lagTimeChart(id string, r *Results) chart {
 		c.Lines = append(c.Lines, p50, p99)
 	}
 	c.Note = "Per second, over the transactions that became visible in it; solid p50, dashed p99."
+	addFaultMarks(c, r, false)
 	return chart{fig: c.figure()}
 }
 
@@ -318,6 +323,9 @@ func linkUtilChart(id string, r *Results) chart {
 	c.Note = "Per direction, per second. The link series starts when the lab comes up, before the engine's setup and the run."
 	if unlimited > 0 {
 		c.Note += " Unlimited directions are left out."
+	}
+	if !r.IsRepetitions() { // the lab's links carry every repetition in turn
+		addFaultMarks(c, r, true)
 	}
 	return chart{fig: c.figure()}
 }
@@ -476,6 +484,7 @@ func replicationChart(id string, r *Results) chart {
 		c.Lines = append(c.Lines, l)
 	}
 	c.Note = "Sampled each second from the engine (PostgreSQL: upstream WAL position − replay position)."
+	addFaultMarks(c, r, false)
 	return chart{fig: c.figure()}
 }
 

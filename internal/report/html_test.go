@@ -39,6 +39,14 @@ var reportCases = []reportCase{
 		browser: true,
 	},
 	{
+		name: "a run with faults (faults_test.go checks the marks)",
+		dir:  func(t *testing.T) string { return fixture(t, "faults") },
+		charts: []string{"throughput", "latency-time", "latency-cdf", "lag-time", "lag-cdf", "repl-bytes",
+			"link-util", "roles"},
+		text:    []string{"quickstart-faults", "Faults", "not within the run", "e1 kill", "a1 pause (heal failed)"},
+		browser: true,
+	},
+	{
 		name:    "a run from before the monitors",
 		dir:     withoutMonitors,
 		charts:  []string{"throughput", "latency-time", "latency-cdf", "lag-time", "lag-cdf", "link-util"},

@@ -453,6 +453,9 @@ func runPage(r *Results) *page {
 	if sec, ok := pagesSection(r); ok {
 		p.Sections = append(p.Sections, sec)
 	}
+	if sec, ok := faultsSection(r); ok {
+		p.Sections = append(p.Sections, sec)
+	}
 	p.Sections = append(p.Sections, runDetail(r, &p.Missing)...)
 	p.Sections = append(p.Sections, section{ID: "environment", Title: "Environment", Tables: []htmlTable{envTable(s, r.Env)}})
 	return p
@@ -681,6 +684,10 @@ func repetitionsPage(r *Results) *page {
 		p.Sections = append(p.Sections, section{ID: "pages", Title: "Pages",
 			Intro:  "Page reads over the complete repetitions; each repetition's own report draws its pages one by one.",
 			Tables: []htmlTable{pagesTable(s)}})
+	}
+
+	if sec, ok := faultsSection(r); ok {
+		p.Sections = append(p.Sections, sec)
 	}
 
 	reps := section{ID: "repetitions", Title: "Repetitions",

@@ -16,6 +16,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"replab/internal/fault"
 	"replab/internal/pagestats"
 )
 
@@ -40,6 +41,13 @@ type Results struct {
 	// or when there is none). A bad pages.csv is also a Problem.
 	Pages      []pagestats.Row
 	PagesError string
+	// Faults is faults.csv (every fault applied and healed); FaultsError
+	// says why it could not be read (also a Problem).
+	Faults      []fault.Event
+	FaultsError string
+	// WarmupS is resolved-spec.json's warmup, when it is there: where the
+	// measure phase began when series.csv cannot tell.
+	WarmupS *float64
 
 	// Reps are the repetitions (rep-NN/), in order, when the run repeated.
 	Reps []*Results
@@ -133,6 +141,8 @@ func load(dir string, depth int) (*Results, error) {
 	r.Replication = readRows(r, "replication.csv", parseReplication)
 	r.readHists()
 	r.readPages()
+	r.readFaults()
+	r.readWarmup()
 	if depth == 0 {
 		r.readReps()
 	}

@@ -362,6 +362,7 @@ func PrintSummary(w io.Writer, s *Summary) {
 	if few := fewLagSamples(s); few != "" {
 		fmt.Fprintf(w, "  warning: %s\n", few)
 	}
+	printFaults(w, s)
 	printMonitors(w, s)
 }
 

@@ -70,6 +70,9 @@ type lineChart struct {
 	Lines           []line
 	XBands          []band
 	YBand           *band
+	// Faults mark the faults of a run on a time axis (x in the chart's
+	// units): a band from apply to heal, a line for one without a heal.
+	Faults []faultMark
 	// Width is the chart's width in SVG units (0: chartW); a wide chart
 	// spans the page (the page sequence of a long run).
 	Width float64
@@ -367,6 +370,7 @@ func (c *lineChart) figure() figure {
 			fmt.Fprintf(&b, `<text class="band-label" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, (x0+x1)/2, pt+12, esc(bd.Label))
 		}
 	}
+	c.drawFaults(&b, xs, pl, pr, pt, pb)
 	if c.YBand != nil {
 		y0, y1 := ys.at(c.YBand.From), ys.at(c.YBand.To)
 		y0, y1 = math.Min(math.Max(y0, pt), pb), math.Min(math.Max(y1, pt), pb)
@@ -424,6 +428,45 @@ func (c *lineChart) figure() figure {
 	}
 	b.WriteString(`</g></svg>`)
 	return figure{ID: c.ID, Title: c.Title, Note: c.Note, Legend: c.legend(), SVG: b.String()}
+}
+
+// drawFaults draws the chart's faults: a <rect class="fault"> from apply
+// to heal, a <line class="fault"> for one not healed, each labelled
+// (labels of faults close together step down so they do not overlap).
+func (c *lineChart) drawFaults(b *strings.Builder, xs scale, pl, pr, pt, pb float64) {
+	lastEnd, row := math.Inf(-1), 0
+	for _, f := range c.Faults {
+		x0 := xs.at(f.From)
+		if math.IsNaN(x0) || x0 > pr {
+			continue
+		}
+		title := fmt.Sprintf("<title>%s</title>", esc(f.Label))
+		if math.IsNaN(f.To) {
+			if x0 < pl {
+				continue
+			}
+			fmt.Fprintf(b, `<line class="fault" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f">%s</line>`, x0, x0, pt, pb, title)
+		} else {
+			x1 := math.Min(xs.at(f.To), pr)
+			x0 = math.Max(x0, pl)
+			if x1 < x0 {
+				continue
+			}
+			fmt.Fprintf(b, `<rect class="fault" x="%.1f" y="%.1f" width="%.1f" height="%.1f">%s</rect>`, x0, pt, math.Max(x1-x0, 1), pb-pt, title)
+		}
+		if x0 < lastEnd {
+			row = (row + 1) % 4
+		} else {
+			row = 0
+		}
+		w := float64(len([]rune(f.Label)))*5.6 + 6
+		lastEnd = math.Max(lastEnd, x0+w)
+		x, anchor := x0+3, "start"
+		if x0+w > pr { // would run off the plot: end it at the plot's edge
+			x, anchor = pr-3, "end"
+		}
+		fmt.Fprintf(b, `<text class="fault-label" x="%.1f" y="%.1f" text-anchor="%s">%s</text>`, x, pt+24+float64(row)*11, anchor, esc(f.Label))
+	}
 }
 
 func (c *lineChart) drawLine(b *strings.Builder, l line, xs, ys scale) {
