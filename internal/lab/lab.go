@@ -67,6 +67,7 @@ type Lab struct {
 	dataMu   sync.Mutex
 	nodesMu  sync.Mutex
 	nodes    []NodeStatus
+	faults   faultLog
 
 	capDir  string
 	caps    captures
@@ -128,6 +129,10 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 		}
 	}
 	if err := l.claim(ctx); err != nil {
+		return nil, err
+	}
+	if err := l.openFaultLog(); err != nil {
+		_ = l.Close()
 		return nil, err
 	}
 	// Every error return below sets the named result to nil before this
@@ -568,6 +573,8 @@ func (l *Lab) Close() error {
 		if l.stopCtl != nil {
 			l.stopCtl()
 		}
+		l.SetNodeControl(nil)
+		l.closeFaultLog()
 		if l.stopSeries != nil {
 			l.stopSeries()
 		}
