@@ -80,13 +80,18 @@ type faultLog struct {
 	file    *os.File
 	records []FaultRecord
 	nodeCtl NodeControlFunc
-	saved   map[string]savedLink
-	nextID  int
+
+	// linkMu orders link changes made through the control socket, so a
+	// link fault's saved parameters are exactly what it replaced.
+	linkMu sync.Mutex
+	saved  map[int]*savedLink // open link faults by id, under linkMu
+	nextID int
 }
 
 // savedLink is what a link fault changed, to put back exactly.
 type savedLink struct {
 	what  string
+	set   []string
 	pairs [][2]string
 	old   []linkem.Params
 }
@@ -225,6 +230,8 @@ func linkWhat(req LinkRequest) string {
 
 // setLinkLogged is POST /link: SetLink, logged when it changed something.
 func (l *Lab) setLinkLogged(req LinkRequest) error {
+	l.faults.linkMu.Lock()
+	defer l.faults.linkMu.Unlock()
 	if _, _, err := l.setLink(req.From, req.To, req.Both, req.Set); err != nil {
 		return err
 	}
@@ -235,36 +242,66 @@ func (l *Lab) setLinkLogged(req LinkRequest) error {
 // LinkFault applies a link change like SetLink, logs it, and keeps the
 // previous parameters of the directions it changed until HealLink.
 func (l *Lab) LinkFault(req LinkRequest) (string, FaultRecord, error) {
+	l.faults.linkMu.Lock()
+	defer l.faults.linkMu.Unlock()
 	pairs, old, err := l.setLink(req.From, req.To, req.Both, req.Set)
 	if err != nil {
 		return "", FaultRecord{}, err
 	}
 	what := linkWhat(req)
 	rec := l.logFault(what, FaultApply, nil)
-	l.faults.mu.Lock()
-	defer l.faults.mu.Unlock()
 	if l.faults.saved == nil {
-		l.faults.saved = map[string]savedLink{}
+		l.faults.saved = map[int]*savedLink{}
 	}
 	l.faults.nextID++
-	id := strconv.Itoa(l.faults.nextID)
-	l.faults.saved[id] = savedLink{what: what, pairs: pairs, old: old}
-	return id, rec, nil
+	l.faults.saved[l.faults.nextID] = &savedLink{what: what, set: slices.Clone(req.Set), pairs: pairs, old: old}
+	return strconv.Itoa(l.faults.nextID), rec, nil
 }
 
 // HealLink puts back exactly the parameters a LinkFault found (down
-// included) and logs the heal.
+// included) and logs the heal. When later link faults on the same
+// direction are still open, their changes are applied again on top of
+// what comes back, and their own heals then restore what this one did:
+// faults that overlap in time heal in any order to what was there before
+// the first.
 func (l *Lab) HealLink(id string) (FaultRecord, error) {
-	l.faults.mu.Lock()
-	s, ok := l.faults.saved[id]
-	delete(l.faults.saved, id)
-	l.faults.mu.Unlock()
+	l.faults.linkMu.Lock()
+	defer l.faults.linkMu.Unlock()
+	n, _ := strconv.Atoi(id)
+	s, ok := l.faults.saved[n]
 	if !ok {
-		return FaultRecord{}, fmt.Errorf("no link fault %q to heal (already healed?)", id)
+		return FaultRecord{}, fmt.Errorf("no open link fault %q to heal (already healed?)", id)
+	}
+	delete(l.faults.saved, n)
+	var later []int
+	for m := range l.faults.saved {
+		if m > n {
+			later = append(later, m)
+		}
+	}
+	slices.Sort(later)
+	base := ""
+	if l.Spec.File != "" {
+		base = filepath.Dir(l.Spec.File)
 	}
 	var errs []error
 	for i, pr := range s.pairs {
-		if err := l.emu.SetParams(pr[0], pr[1], s.old[i]); err != nil {
+		p := s.old[i]
+		for _, m := range later {
+			f := l.faults.saved[m]
+			for j, fp := range f.pairs {
+				if fp != pr {
+					continue
+				}
+				f.old[j] = p
+				for _, kv := range f.set {
+					if err := spec.ApplyKV(&p, kv, base); err != nil {
+						errs = append(errs, fmt.Errorf("apply %s again: %w", f.what, err))
+					}
+				}
+			}
+		}
+		if err := l.emu.SetParams(pr[0], pr[1], p); err != nil {
 			errs = append(errs, fmt.Errorf("restore %s->%s: %w", pr[0], pr[1], err))
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"replab/internal/linkem"
 )
 
 func TestFaultRecordLine(t *testing.T) {
@@ -136,9 +138,35 @@ func TestFaultsThroughControlSocket(t *testing.T) {
 		t.Error("healing twice: want an error")
 	}
 
+	// Overlapping faults heal in any order to what was there before.
+	first, err := c.LinkFault(LinkRequest{From: "a", To: "b", Both: true, Set: []string{"delay=300ms"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.LinkFault(LinkRequest{From: "a", To: "b", Set: []string{"loss=5%"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.HealLink(first.ID); err != nil {
+		t.Fatal(err)
+	}
+	mid := params()
+	ab := before["a->b"].(linkem.Params)
+	ab.Loss = 0.05
+	if !reflect.DeepEqual(mid["a->b"], ab) || !reflect.DeepEqual(mid["b->a"], before["b->a"]) {
+		t.Errorf("after healing the first of two faults: %v\nwant a->b %v (the second still on), b->a %v", mid, ab, before["b->a"])
+	}
+	if _, err := c.HealLink(second.ID); err != nil {
+		t.Fatal(err)
+	}
+	if after := params(); !reflect.DeepEqual(after, before) {
+		t.Errorf("after healing both: %v\nwant what was there before: %v", after, before)
+	}
+
 	want := []string{"apply node e1 kill", "heal node e1 kill", "apply node e2 pause",
 		"apply link a->b set delay=7ms loss=1%", "apply link b->a set down",
-		"apply link a<->b set up delay=300ms rate=1mbit", "heal link a<->b set up delay=300ms rate=1mbit"}
+		"apply link a<->b set up delay=300ms rate=1mbit", "heal link a<->b set up delay=300ms rate=1mbit",
+		"apply link a<->b set delay=300ms", "apply link a->b set loss=5%", "heal link a<->b set delay=300ms", "heal link a->b set loss=5%"}
 	recs := l.FaultLog()
 	var got []string
 	for i, r := range recs {
