@@ -98,7 +98,8 @@ type savedLink struct {
 
 // FaultLogPath is where a lab's fault log is written: next to its state
 // directory, so that it outlives the lab (`replab lab down` leaves it; the
-// next `lab up` of the same name starts it anew).
+// next `lab up` of the same name starts it anew). A lab that had no fault
+// removes it when it closes.
 func FaultLogPath(root, name string) string {
 	if root == "" {
 		root = DefaultStateRoot
@@ -106,7 +107,8 @@ func FaultLogPath(root, name string) string {
 	return filepath.Join(root, name+".faults.log")
 }
 
-// openFaultLog starts the lab's fault log file (empty).
+// openFaultLog starts the lab's fault log file (empty), for a lab with a
+// control socket: faults come only through it.
 func (l *Lab) openFaultLog() error {
 	p := FaultLogPath(l.root, l.Spec.Lab.Name)
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -119,12 +121,17 @@ func (l *Lab) openFaultLog() error {
 	return nil
 }
 
+// closeFaultLog closes the fault log; an empty one is removed (a lab
+// without faults leaves nothing behind).
 func (l *Lab) closeFaultLog() {
 	l.faults.mu.Lock()
 	defer l.faults.mu.Unlock()
 	if l.faults.file != nil {
 		_ = l.faults.file.Close()
 		l.faults.file = nil
+		if len(l.faults.records) == 0 {
+			_ = os.Remove(l.faults.path)
+		}
 	}
 }
 

@@ -202,3 +202,26 @@ func TestFaultsThroughControlSocket(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultLogWithoutFaultsIsRemoved: the log is there from the start (for
+// tail -f) and a lab without faults leaves no file behind.
+func TestFaultLogWithoutFaultsIsRemoved(t *testing.T) {
+	requireLab(t)
+	s := specFrom(t, "fln", captureSpec)
+	root := t.TempDir()
+	l, err := Up(ctxFor(t, 2*time.Minute), s, Options{StateRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := FaultLogPath(root, s.Lab.Name)
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("no fault log while the lab runs: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Error(err)
+	}
+	assertGone(t, root, s.Lab.Name)
+	if _, err := os.Stat(path); err == nil {
+		t.Errorf("%s left behind by a lab without faults", path)
+	}
+}

@@ -131,10 +131,6 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 	if err := l.claim(ctx); err != nil {
 		return nil, err
 	}
-	if err := l.openFaultLog(); err != nil {
-		_ = l.Close()
-		return nil, err
-	}
 	// Every error return below sets the named result to nil before this
 	// runs: close the lab through its own variable.
 	started := l
@@ -173,6 +169,9 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 		return nil, err
 	}
 	if !opt.NoControl {
+		if err := l.openFaultLog(); err != nil {
+			return nil, err
+		}
 		stop, err := l.serveControl()
 		if err != nil {
 			return nil, err
