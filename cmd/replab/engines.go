@@ -49,7 +49,41 @@ func startCluster(ctx context.Context, e engine.Engine, l *lab.Lab, out io.Write
 		ns = append(ns, lab.NodeStatus{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, DSN: n.DSN, Version: n.Version})
 	}
 	l.SetNodes(ns)
+	l.SetNodeControl(nodeControl(e.Kind(), c))
 	return c, nil
+}
+
+// nodeControl performs `replab fault node` actions on a cluster through
+// its engine's NodeControl and Pauser capabilities.
+func nodeControl(kind string, c engine.Cluster) lab.NodeControlFunc {
+	return func(ctx context.Context, node, do string) error {
+		switch do {
+		case spec.FaultPause, spec.FaultResume:
+			p, ok := c.(engine.Pauser)
+			if !ok {
+				return fmt.Errorf("engine %s cannot pause nodes", kind)
+			}
+			if do == spec.FaultPause {
+				return p.Pause(ctx, node)
+			}
+			return p.Resume(ctx, node)
+		}
+		nc, ok := c.(engine.NodeControl)
+		if !ok {
+			return fmt.Errorf("engine %s cannot %s nodes", kind, do)
+		}
+		switch do {
+		case spec.FaultKill:
+			return nc.Kill(ctx, node)
+		case spec.FaultStop:
+			return nc.Stop(ctx, node)
+		case spec.FaultStart:
+			return nc.Start(ctx, node)
+		case spec.FaultRestart:
+			return nc.Restart(ctx, node)
+		}
+		return fmt.Errorf("unknown node action %q", do)
+	}
 }
 
 func printNodes(out io.Writer, st lab.Status) {

@@ -82,6 +82,7 @@ link, then "ready", and keeps it up until SIGINT/SIGTERM; then removes everythin
 	}
 	if cluster != nil {
 		defer cluster.Close()
+		defer l.SetNodeControl(nil) // before the servers go: no fault reaches a closed cluster
 		printNodes(out, l.Status())
 	}
 	fmt.Fprintln(out, "ready")
@@ -157,6 +158,7 @@ func status(fs *flag.FlagSet, args []string, out io.Writer) error {
 	printSites(out, st)
 	printLinks(out, st, true)
 	printNodes(out, st)
+	printFaults(out, st)
 	for _, w := range st.Warnings {
 		fmt.Fprintln(out, "warning:", w)
 	}

@@ -30,6 +30,7 @@ func commands() []command {
 		{"lab", "build, inspect and remove labs (lab up|down|status|check)", cmdLab},
 		{"exec", "run a command inside a site: replab exec SITE -- CMD ARGS…", cmdExec},
 		{"link", "show or change running links: link show | link set A->B key=value…", cmdLink},
+		{"fault", "break a link or a node now, healed after --for: fault link A<->B down | fault node N kill", cmdFault},
 		{"capture", "record a running link direction to a pcap file: capture A->B [--for 30s] [-o FILE]", cmdCapture},
 		{"presets", "list the link presets usable in specs", cmdPresets},
 		{"validate", "check a spec file and print it resolved", cmdValidate},

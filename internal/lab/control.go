@@ -47,12 +47,13 @@ func (l *Lab) serveControl() (func(), error) {
 			writeJSON(w, http.StatusBadRequest, apiError{"bad request: " + err.Error()})
 			return
 		}
-		if err := l.SetLink(req.From, req.To, req.Both, req.Set); err != nil {
+		if err := l.setLinkLogged(req); err != nil {
 			writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
 			return
 		}
 		writeJSON(w, http.StatusOK, l.Status())
 	})
+	l.serveFaults(mux)
 	mux.HandleFunc("POST /capture", l.serveCapture)
 	mux.HandleFunc("POST /capture/stop", func(w http.ResponseWriter, r *http.Request) {
 		var req captureStop

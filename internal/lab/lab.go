@@ -67,6 +67,7 @@ type Lab struct {
 	dataMu   sync.Mutex
 	nodesMu  sync.Mutex
 	nodes    []NodeStatus
+	faults   faultLog
 
 	capDir  string
 	caps    captures
@@ -168,6 +169,9 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 		return nil, err
 	}
 	if !opt.NoControl {
+		if err := l.openFaultLog(); err != nil {
+			return nil, err
+		}
 		stop, err := l.serveControl()
 		if err != nil {
 			return nil, err
@@ -568,6 +572,8 @@ func (l *Lab) Close() error {
 		if l.stopCtl != nil {
 			l.stopCtl()
 		}
+		l.SetNodeControl(nil)
+		l.closeFaultLog()
 		if l.stopSeries != nil {
 			l.stopSeries()
 		}

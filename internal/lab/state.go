@@ -133,7 +133,9 @@ func Down(ctx context.Context, root, name string) ([]string, error) {
 		names = []string{name}
 	} else if ents, err := os.ReadDir(root); err == nil {
 		for _, e := range ents {
-			names = append(names, e.Name())
+			if e.IsDir() { // not the labs' fault logs next to them
+				names = append(names, e.Name())
+			}
 		}
 	}
 	var done []string

@@ -24,7 +24,12 @@ type Status struct {
 	Ports    []emu.PortStats `json:"ports"`
 	Nodes    []NodeStatus    `json:"nodes,omitempty"`
 	Captures []CaptureStatus `json:"captures,omitempty"`
-	Warnings []string        `json:"warnings,omitempty"`
+	// Faults are the faults applied and healed through the control socket
+	// (replab fault, replab link set), oldest first; FaultLog is the file
+	// they are written to as well.
+	Faults   []FaultRecord `json:"faults,omitempty"`
+	FaultLog string        `json:"fault_log,omitempty"`
+	Warnings []string      `json:"warnings,omitempty"`
 }
 
 // NodeStatus is a database server running in the lab, as its engine
@@ -101,6 +106,8 @@ func (l *Lab) Status() Status {
 	l.nodesMu.Unlock()
 	st.Warnings = append(st.Warnings, Warnings(dirs)...)
 	st.Captures = l.Captures()
+	st.Faults = l.FaultLog()
+	st.FaultLog = l.FaultLogFile()
 	for _, c := range st.Captures {
 		if c.DroppedRecords > 0 {
 			st.Warnings = append(st.Warnings, fmt.Sprintf("capture %s: %d packets not recorded in %s: the capture writer fell behind (a smaller snap length or a faster disk helps)", c.Direction, c.DroppedRecords, c.File))
@@ -128,8 +135,15 @@ func Warnings(dirs []emu.DirStats) []string {
 // "rate=2mbit", "loss=1%", "down", "up") to from->to, and to to->from as
 // well when both is set.
 func (l *Lab) SetLink(from, to string, both bool, kvs []string) error {
+	_, _, err := l.setLink(from, to, both, kvs)
+	return err
+}
+
+// setLink is SetLink; it returns the directions it changed and their
+// parameters before.
+func (l *Lab) setLink(from, to string, both bool, kvs []string) ([][2]string, []linkem.Params, error) {
 	if len(kvs) == 0 {
-		return fmt.Errorf("nothing to set: give key=value pairs such as delay=80ms rate=2mbit loss=1%%, or down / up")
+		return nil, nil, fmt.Errorf("nothing to set: give key=value pairs such as delay=80ms rate=2mbit loss=1%%, or down / up")
 	}
 	pairs := [][2]string{{from, to}}
 	if both {
@@ -140,29 +154,31 @@ func (l *Lab) SetLink(from, to string, both bool, kvs []string) error {
 		base = filepath.Dir(l.Spec.File)
 	}
 	updated := make([]linkem.Params, len(pairs))
+	before := make([]linkem.Params, len(pairs))
 	for i, pr := range pairs {
 		p, err := l.emu.Params(pr[0], pr[1])
 		if err != nil {
-			return fmt.Errorf("%w (links: %s)", err, strings.Join(l.linkNames(), ", "))
+			return nil, nil, fmt.Errorf("%w (links: %s)", err, strings.Join(l.linkNames(), ", "))
 		}
 		old := p
+		before[i] = p
 		for _, kv := range kvs {
 			if err := spec.ApplyKV(&p, kv, base); err != nil {
-				return err
+				return nil, nil, err
 			}
 		}
 		if p.MTU != old.MTU {
-			return fmt.Errorf("mtu cannot change while the lab runs (routes carry it): set it in the spec")
+			return nil, nil, fmt.Errorf("mtu cannot change while the lab runs (routes carry it): set it in the spec")
 		}
 		updated[i] = p
 	}
 	// Validate everything first so a bad value changes nothing.
 	for i, pr := range pairs {
 		if err := l.emu.SetParams(pr[0], pr[1], updated[i]); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	return nil
+	return pairs, before, nil
 }
 
 func (l *Lab) linkNames() []string {
