@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -57,32 +58,15 @@ func startCluster(ctx context.Context, e engine.Engine, l *lab.Lab, out io.Write
 // its engine's NodeControl and Pauser capabilities.
 func nodeControl(kind string, c engine.Cluster) lab.NodeControlFunc {
 	return func(ctx context.Context, node, do string) error {
-		switch do {
-		case spec.FaultPause, spec.FaultResume:
-			p, ok := c.(engine.Pauser)
-			if !ok {
-				return fmt.Errorf("engine %s cannot pause nodes", kind)
+		err := engine.DoNode(ctx, c, node, do)
+		if errors.Is(err, engine.ErrNoNodeControl) {
+			what := do
+			if do == spec.FaultResume {
+				what = spec.FaultPause
 			}
-			if do == spec.FaultPause {
-				return p.Pause(ctx, node)
-			}
-			return p.Resume(ctx, node)
+			return fmt.Errorf("engine %s cannot %s nodes", kind, what)
 		}
-		nc, ok := c.(engine.NodeControl)
-		if !ok {
-			return fmt.Errorf("engine %s cannot %s nodes", kind, do)
-		}
-		switch do {
-		case spec.FaultKill:
-			return nc.Kill(ctx, node)
-		case spec.FaultStop:
-			return nc.Stop(ctx, node)
-		case spec.FaultStart:
-			return nc.Start(ctx, node)
-		case spec.FaultRestart:
-			return nc.Restart(ctx, node)
-		}
-		return fmt.Errorf("unknown node action %q", do)
+		return err
 	}
 }
 

@@ -116,10 +116,7 @@ func TestFakeWithoutRetriesConflictsAreErrorsByCode(t *testing.T) {
 // back.
 func TestFakeOpenLoopCountsSkippedTransactions(t *testing.T) {
 	db, c := fakeDB(t, "")
-	pauser := c.(interface {
-		Pause(string) error
-		Resume(string) error
-	})
+	pauser := c.(engine.Pauser)
 	// The pause starts at the driver's first progress tick (1 s into the
 	// run, by its own clock), so a late goroutine cannot push it past the
 	// run's end.
@@ -127,8 +124,8 @@ func TestFakeOpenLoopCountsSkippedTransactions(t *testing.T) {
 	cfg := withEngine(c, Config{Users: 2, Duration: 2500 * time.Millisecond, RatePerSec: 200, Seed: 5})
 	cfg.Progress = func(Progress) {
 		once.Do(func() {
-			_ = pauser.Pause("p")
-			time.AfterFunc(600*time.Millisecond, func() { _ = pauser.Resume("p") })
+			_ = pauser.Pause(context.Background(), "p")
+			time.AfterFunc(600*time.Millisecond, func() { _ = pauser.Resume(context.Background(), "p") })
 		})
 	}
 	res, err := Run(context.Background(), cfg, []workload.TxType{upsertTx()}, Sources(db))

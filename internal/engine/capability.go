@@ -334,6 +334,10 @@ type CopySizer interface {
 	InitialCopyBytes(s *spec.Spec, node string) int64
 }
 
+// ErrNoNodeControl is DoNode's error when the engine cannot do the action
+// at all.
+var ErrNoNodeControl = errors.New("the engine cannot do that to its nodes")
+
 // DoNode does one of the node faults (spec.FaultDos: kill, stop, start,
 // restart, pause, resume) to a node, through the cluster's NodeControl or
 // Pauser; an error says when the engine cannot.
@@ -343,11 +347,11 @@ func DoNode(ctx context.Context, c Cluster, node, do string) error {
 	switch do {
 	case "kill", "stop", "start", "restart":
 		if !ok {
-			return fmt.Errorf("this engine cannot %s nodes", do)
+			return fmt.Errorf("%w: cannot %s nodes", ErrNoNodeControl, do)
 		}
 	case "pause", "resume":
 		if !canPause {
-			return fmt.Errorf("this engine cannot %s nodes", do)
+			return fmt.Errorf("%w: cannot pause nodes", ErrNoNodeControl)
 		}
 	}
 	switch do {

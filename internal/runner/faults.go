@@ -1,10 +1,12 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"replab/internal/engine"
@@ -104,6 +106,7 @@ func (r *run) fillFaults(dir *report.Dir, events []fault.Event) error {
 	if events == nil {
 		return nil
 	}
+	slices.SortStableFunc(events, func(a, b fault.Event) int { return cmp.Compare(a.AtS, b.AtS) })
 	f, err := os.Create(dir.File("faults.csv"))
 	if err != nil {
 		return err
@@ -135,4 +138,22 @@ func (r *run) fillFaults(dir *report.Dir, events []fault.Event) error {
 	end := (r.s.Run.Duration + r.s.Run.Cooldown).Seconds()
 	r.sum.Faults = fault.MeasureAll(events, series, lag, -warm, end)
 	return err
+}
+
+// shellFaults are the faults made from a second shell (replab fault,
+// replab link set) since the driver started, from the lab's fault log:
+// logged in faults.csv with fault -1, not measured.
+func (r *run) shellFaults(since time.Time) []fault.Event {
+	r.phaseMu.Lock()
+	from := r.phaseFrom
+	r.phaseMu.Unlock()
+	var out []fault.Event
+	for _, rec := range r.lab.FaultLog() {
+		if rec.Time.Before(since) || from.IsZero() {
+			continue
+		}
+		out = append(out, fault.Event{Fault: -1, What: rec.What, Action: rec.Action, AtS: rec.Time.Sub(from).Seconds(), Err: rec.Err})
+	}
+	slices.SortStableFunc(out, func(a, b fault.Event) int { return cmp.Compare(a.AtS, b.AtS) })
+	return out
 }

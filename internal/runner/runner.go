@@ -209,6 +209,10 @@ func (r *run) setup(ctx context.Context) (err error) {
 		return fmt.Errorf("engine %s: %w", r.eng.Kind(), err)
 	}
 	r.nodes = r.cluster.Nodes()
+	// replab fault node … from a second shell, while the run holds the
+	// cluster.
+	cluster := r.cluster
+	r.lab.SetNodeControl(func(ctx context.Context, node, do string) error { return engine.DoNode(ctx, cluster, node, do) })
 	if len(r.nodes) > 0 {
 		r.env = report.CaptureEnvironment(r.opt.Version, r.nodes[0].Version)
 	}
@@ -302,6 +306,7 @@ func (r *run) teardown() error {
 	}
 	fmt.Fprintf(r.log, "lab %s: tearing down\n", r.s.Lab.Name)
 	if r.cluster != nil {
+		r.lab.SetNodeControl(nil)
 		_ = r.cluster.Close()
 	}
 	if err := r.lab.Close(); err != nil {
@@ -378,11 +383,12 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	fmt.Fprintf(r.log, "running %s from site %s against %s: warmup %s, measure %s, cooldown %s\n",
 		mode, r.client, names(r.sources), cfg.Warmup, cfg.Duration, cfg.Cooldown)
 	r.faults = r.startFaults(ctx)
+	driverStart := time.Now()
 	r.res, err = driver.Run(ctx, cfg, types, targets)
 	if r.opt.Live {
 		fmt.Fprintln(r.log)
 	}
-	events := r.faults.stop()
+	events := append(r.faults.stop(), r.shellFaults(driverStart)...)
 	if err != nil {
 		_ = r.fillFaults(dir, events) // the log of what was done, without measures
 		return r.sum, err

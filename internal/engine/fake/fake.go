@@ -118,6 +118,7 @@ type cluster struct {
 var (
 	_ engine.SQL             = (*cluster)(nil)
 	_ engine.NodeControl     = (*cluster)(nil)
+	_ engine.Pauser          = (*cluster)(nil)
 	_ engine.ErrorClassifier = (*cluster)(nil)
 	_ engine.Checksummer     = (*cluster)(nil)
 )
@@ -487,9 +488,9 @@ func (c *cluster) setDown(name string, down bool) error {
 	return nil
 }
 
-// Pause makes every statement at the node wait until Resume, as a server
-// stopped with SIGSTOP would (the fault "pause"); its applier waits too.
-func (c *cluster) Pause(name string) error {
+// Pause implements engine.Pauser: every statement at the node waits until
+// Resume, as at a server stopped with SIGSTOP; its applier waits too.
+func (c *cluster) Pause(ctx context.Context, name string) error {
 	n, err := c.node(name)
 	if err != nil {
 		return err
@@ -501,8 +502,8 @@ func (c *cluster) Pause(name string) error {
 	return nil
 }
 
-// Resume lets a paused node go on.
-func (c *cluster) Resume(name string) error {
+// Resume implements engine.Pauser: a paused node goes on.
+func (c *cluster) Resume(ctx context.Context, name string) error {
 	n, err := c.node(name)
 	if err != nil {
 		return err
