@@ -74,6 +74,25 @@ func TestNodeControl(t *testing.T) {
 	if err := c.Start(ctx, "p"); err == nil {
 		t.Error("starting a running node: no error")
 	}
+
+	// Paused, the replica falls behind; resumed, it catches up.
+	if err := c.Pause(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	execAt(t, ctx, c, "p", "INSERT INTO t (v) VALUES (100)")
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := c.WaitFlowing(wctx)
+	cancel()
+	if err == nil {
+		t.Error("a paused replica received a change")
+	}
+	if err := c.Resume(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitFlowing(ctx); err != nil {
+		t.Fatalf("after resume: %v", err)
+	}
+	agree(t, ctx, c, "t")
 }
 
 // TestUpFailsCleanly: a setting the server refuses fails Up with the

@@ -49,6 +49,7 @@ func (c *cluster) Stop(ctx context.Context, name string) error {
 		return fmt.Errorf("node %s is not running", name)
 	}
 	n.closeAdmin()
+	n.signalAll(syscall.SIGCONT) // a paused node would not see the SIGINT
 	_ = pm.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-pm.exited:
@@ -160,4 +161,54 @@ func startTime(pid int) string {
 		return "" // a zombie has exited; its parent has not reaped it yet
 	}
 	return f[19]
+}
+
+var _ engine.Pauser = (*cluster)(nil)
+
+// Pause implements engine.Pauser: SIGSTOP to the postmaster and every one
+// of its children, a server that hangs with its connections open.
+func (c *cluster) Pause(ctx context.Context, name string) error {
+	return c.stopCont(name, syscall.SIGSTOP, "paused")
+}
+
+// Resume implements engine.Pauser: SIGCONT to the same processes.
+func (c *cluster) Resume(ctx context.Context, name string) error {
+	return c.stopCont(name, syscall.SIGCONT, "resumed")
+}
+
+func (c *cluster) stopCont(name string, sig syscall.Signal, what string) error {
+	n, err := c.controlled(name)
+	if err != nil {
+		return err
+	}
+	if n.pid() == 0 {
+		return fmt.Errorf("node %s is not running", name)
+	}
+	if err := n.signalAll(sig); err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	fmt.Fprintf(c.log, "node %s: %s\n", name, what)
+	return nil
+}
+
+// signalAll sends sig to the postmaster and its children: children first
+// on SIGSTOP, the postmaster first on SIGCONT (a stopped postmaster would
+// not notice a child's change meanwhile). An error only if the postmaster
+// could not be signalled.
+func (n *node) signalAll(sig syscall.Signal) error {
+	pid := n.pid()
+	if pid == 0 {
+		return nil
+	}
+	pids := append(childrenByParent()[pid], pid)
+	if sig == syscall.SIGCONT {
+		pids = append([]int{pid}, pids[:len(pids)-1]...)
+	}
+	var err error
+	for _, p := range pids {
+		if e := syscall.Kill(p, sig); e != nil && p == pid {
+			err = e
+		}
+	}
+	return err
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -71,5 +72,29 @@ from = "p1"
 	})
 	if err := c.Restart(ctx, "e1"); err != nil {
 		t.Errorf("restart of a running standby: %v", err)
+	}
+
+	// Paused: a query waits (its connection is accepted by the kernel, no
+	// process answers); resumed, it answers; a paused node still stops.
+	if err := c.Pause(ctx, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	err := sqlOn(t, qctx, c, "p1", "SELECT 1")
+	cancel()
+	if err == nil {
+		t.Error("a paused node answered a query")
+	}
+	if err := c.Resume(ctx, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlOn(t, ctx, c, "p1", "SELECT 1"); err != nil {
+		t.Errorf("after resume: %v", err)
+	}
+	if err := c.Pause(ctx, "e1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stop(ctx, "e1"); err != nil {
+		t.Errorf("stopping a paused node: %v", err)
 	}
 }

@@ -230,6 +230,7 @@ func (n *node) stop(timeout time.Duration) {
 	if pm == nil {
 		return
 	}
+	_ = n.signalAll(syscall.SIGCONT) // a paused node would not see the SIGINT
 	engine.StopServer(pm.cmd, pm.exited, syscall.SIGINT, timeout)
 }
 
