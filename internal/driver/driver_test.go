@@ -297,6 +297,70 @@ func TestDriverAgainstPostgres(t *testing.T) {
 		}
 	})
 
+	// The last subtests break the server; the ones before need it whole.
+
+	t.Run("backends killed: users reconnect and commit again", func(t *testing.T) {
+		// SIGKILL to every backend: the postmaster reinitialises (crash
+		// recovery) and every connection breaks.
+		var once sync.Once
+		cfg := withEngine(c, Config{Users: 4, Duration: 4 * time.Second, Seed: 15})
+		cfg.Progress = func(Progress) { once.Do(func() { signalBackends(t, c, syscall.SIGKILL) }) }
+		res, err := Run(context.Background(), cfg, w.Transactions(), Sources(db))
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := res.Types["insert"].Errors
+		t.Logf("%d commits, errors %v, %d reconnects, series %+v", res.Transactions, errs, res.Reconnects, res.Series)
+		if !res.Complete {
+			t.Fatalf("incomplete: %s", res.StopReason)
+		}
+		if res.Errors == 0 || errs[ErrConnection]+errs[ErrConnect] == 0 {
+			t.Errorf("errors %v: want the broken connections counted", errs)
+		}
+		if res.Reconnects < 4 {
+			t.Errorf("%d reconnects of 4 users", res.Reconnects)
+		}
+		if last := lastSecond(res, cfg.Duration); last.Commits == 0 {
+			t.Errorf("last second %+v: no commits after the server came back", last)
+		}
+	})
+
+	t.Run("node killed for 2 s, statement by statement: users back off, then reconnect", func(t *testing.T) {
+		nc := c.(engine.NodeControl)
+		var once sync.Once
+		cfg := withEngine(c, Config{Users: 4, Duration: 7 * time.Second, Seed: 16, NoPipeline: true})
+		cfg.Progress = func(Progress) {
+			once.Do(func() {
+				if err := nc.Kill(context.Background(), "p1"); err != nil {
+					t.Error(err)
+				}
+				time.AfterFunc(2*time.Second, func() {
+					if err := nc.Start(context.Background(), "p1"); err != nil {
+						t.Error(err)
+					}
+				})
+			})
+		}
+		res, err := Run(context.Background(), cfg, w.Transactions(), Sources(db))
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := res.Types["insert"].Errors
+		t.Logf("%d commits, errors %v, %d reconnects, series %+v", res.Transactions, errs, res.Reconnects, res.Series)
+		if !res.Complete {
+			t.Fatalf("incomplete: %s", res.StopReason)
+		}
+		// About 7 attempts a user in 2 s with the backoff; thousands without.
+		if errs[ErrConnect] == 0 || res.Errors > 4*40 {
+			t.Errorf("errors %v (%d): want some failed reconnections, fewer than 40 a user", errs, res.Errors)
+		}
+		if res.Reconnects < 4 {
+			t.Errorf("%d reconnects of 4 users", res.Reconnects)
+		}
+		if last := lastSecond(res, cfg.Duration); last.Commits == 0 {
+			t.Errorf("last second %+v: no commits after the node came back", last)
+		}
+	})
 }
 
 // lastSecond is the series' last whole second of a run without warmup
