@@ -303,7 +303,7 @@ func TestDriverAgainstPostgres(t *testing.T) {
 		// SIGKILL to every backend: the postmaster reinitialises (crash
 		// recovery) and every connection breaks.
 		var once sync.Once
-		cfg := withEngine(c, Config{Users: 4, Duration: 4 * time.Second, Seed: 15})
+		cfg := withEngine(c, withLag(t, db, Config{Users: 4, Duration: 6 * time.Second, Seed: 15}))
 		cfg.Progress = func(Progress) { once.Do(func() { signalBackends(t, c, syscall.SIGKILL) }) }
 		res, err := Run(context.Background(), cfg, w.Transactions(), Sources(db))
 		if err != nil {
@@ -328,7 +328,7 @@ func TestDriverAgainstPostgres(t *testing.T) {
 	t.Run("node killed for 2 s, statement by statement: users back off, then reconnect", func(t *testing.T) {
 		nc := c.(engine.NodeControl)
 		var once sync.Once
-		cfg := withEngine(c, Config{Users: 4, Duration: 7 * time.Second, Seed: 16, NoPipeline: true})
+		cfg := withEngine(c, withLag(t, db, Config{Users: 4, Duration: 7 * time.Second, Seed: 16, NoPipeline: true}))
 		cfg.Progress = func(Progress) {
 			once.Do(func() {
 				if err := nc.Kill(context.Background(), "p1"); err != nil {
@@ -361,6 +361,26 @@ func TestDriverAgainstPostgres(t *testing.T) {
 			t.Errorf("last second %+v: no commits after the node came back", last)
 		}
 	})
+}
+
+// withLag tracks every transaction of cfg's users in drv_lag: a
+// reconnection must prepare the lag statement again too.
+func withLag(t *testing.T, db *sql.DB, cfg Config) Config {
+	t.Helper()
+	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS drv_lag (writer int PRIMARY KEY, seq bigint NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO drv_lag SELECT g, 0 FROM generate_series(0, $1::int - 1) g ON CONFLICT DO NOTHING", cfg.Users); err != nil {
+		t.Fatal(err)
+	}
+	js := make([]*countJournal, cfg.Users)
+	for i := range js {
+		js[i] = &countJournal{}
+	}
+	cfg.Lag = func(i int) LagJournal { return js[i] }
+	cfg.LagStatement = "UPDATE drv_lag SET seq = $1 WHERE writer = $2"
+	cfg.LagEvery = 1
+	return cfg
 }
 
 // lastSecond is the series' last whole second of a run without warmup
