@@ -83,15 +83,23 @@ func unsent(err error) bool {
 // reconnection would find it again: database/sql discards a connection
 // that Raw says is bad.
 func (c *userConn) drop() {
+	c.close(true)
+	c.down = true
+}
+
+// close closes c's pipe and connection; discard keeps the connection out
+// of the pool (at the end of a run a working one goes back).
+func (c *userConn) close(discard bool) {
 	if c.pipe != nil {
 		_ = c.pipe.Close()
 	}
 	if c.conn != nil {
-		_ = c.conn.Raw(func(any) error { return driver.ErrBadConn })
+		if discard {
+			_ = c.conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
 		_ = c.conn.Close() // its statements with it
 	}
 	c.conn, c.lag, c.pipe = nil, nil, nil
-	c.down = true
 }
 
 // lost: a connection of the user broke, or a reconnection failed. The

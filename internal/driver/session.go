@@ -219,7 +219,7 @@ func (u *user) close() {
 		return
 	}
 	for _, c := range u.conns {
-		c.drop()
+		c.close(false)
 	}
 }
 
