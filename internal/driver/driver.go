@@ -147,7 +147,12 @@ type Result struct {
 	// Conflicts counts attempts that lost to a concurrent transaction
 	// (serialization failures, deadlocks, certification failures), retried
 	// or not.
-	Conflicts     int64                  `json:"conflicts"`
+	Conflicts int64 `json:"conflicts"`
+	// Reconnects counts the connections users made again in the measure
+	// phase after theirs broke (a node killed, stopped or restarted); the
+	// transactions that broke count as errors "connection" (or the
+	// server's code), those that found the node still down as "connect".
+	Reconnects    int64                  `json:"reconnects,omitempty"`
 	CommitLatency stats.Percentiles      `json:"commit_latency_ms"`
 	Types         map[string]*TypeResult `json:"types"`
 	// Open loop: how late transactions started against the schedule, and
@@ -194,7 +199,9 @@ type Second struct {
 
 // Targets gives a user the pool a transaction type runs on: at is the
 // type's workload.TxType.At. Each user takes one connection from each pool
-// it is given, and keeps it for the run.
+// it is given, and keeps it until it breaks; it then asks Targets again
+// and takes a new connection from the pool it gets (reconnect.go), so a
+// Targets may move a user to another node.
 type Targets func(user int, at string) (*sql.DB, error)
 
 // Sources is Targets for types that all run at a source: user i writes at
@@ -247,6 +254,7 @@ type run struct {
 	types []workload.TxType
 	rec   *recorder
 	start int64 // ns
+	end   int64 // ns: when the last phase ends
 	stop  atomic.Pointer[string]
 
 	// The lag sample's N: fixed before the users start (LagEvery ≥ 1, or
@@ -256,6 +264,7 @@ type run struct {
 	chooseEvery   sync.Once
 	chosenEvery   atomic.Int64
 	warmupCommits atomic.Int64
+	reconnects    atomic.Int64 // in the measure phase
 }
 
 // lagEvery is the N a transaction starting in phase uses: every
@@ -329,6 +338,7 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 	defer cancel()
 	d.start = d.cfg.Now()
 	end := d.start + int64(d.total())
+	d.end = end
 	var wg sync.WaitGroup
 	var open *scheduler
 	if d.cfg.RatePerSec > 0 {
@@ -381,6 +391,7 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 			res.LagSampleAuto, res.LagBudgetPerS = true, d.cfg.LagBudget
 		}
 	}
+	res.Reconnects = d.reconnects.Load()
 	res.Complete = true
 	if r := d.stop.Load(); r != nil {
 		res.Complete, res.StopReason = false, *r

@@ -3,9 +3,11 @@ package driver
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -253,19 +255,33 @@ func TestDriverAgainstPostgres(t *testing.T) {
 	})
 
 	t.Run("too many errors stop the run, marked incomplete, with the reason", func(t *testing.T) {
-		go func() {
-			time.Sleep(1200 * time.Millisecond)
-			_, _ = db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")
-		}()
-		res, err := Run(context.Background(), withEngine(c, Config{Users: 2, Duration: 10 * time.Second, MaxErrorPct: 20, Seed: 10}), w.Transactions(), Sources(db))
+		// From 1.2 s on every transaction divides by zero. (Terminating
+		// the users' backends no longer does: they reconnect.)
+		var failing atomic.Bool
+		time.AfterFunc(1200*time.Millisecond, func() { failing.Store(true) })
+		div := workload.TxType{Name: "div", Weight: 1, Statements: []workload.Statement{{Name: "div", SQL: "SELECT 1 / $1::int"}},
+			Run: func(ctx context.Context, tx *workload.Tx, _ *rand.Rand) (int64, error) {
+				d := 1
+				if failing.Load() {
+					d = 0
+				}
+				rows, err := tx.Query(ctx, "div", d)
+				if err != nil {
+					return 0, err
+				}
+				for rows.Next() {
+				}
+				return 0, errors.Join(rows.Err(), rows.Close())
+			}}
+		res, err := Run(context.Background(), withEngine(c, Config{Users: 2, Duration: 10 * time.Second, MaxErrorPct: 20, Seed: 10}), []workload.TxType{div}, Sources(db))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Complete || !strings.Contains(res.StopReason, "failed") {
 			t.Errorf("complete=%v reason=%q: want stopped by the error threshold", res.Complete, res.StopReason)
 		}
-		if res.Errors == 0 || len(res.Types["insert"].Errors) == 0 {
-			t.Errorf("errors not counted by kind: %+v", res.Types["insert"])
+		if res.Errors == 0 || res.Types["div"].Errors["22012"] != res.Errors {
+			t.Errorf("errors not counted by kind: %+v", res.Types["div"])
 		}
 	})
 
@@ -280,6 +296,102 @@ func TestDriverAgainstPostgres(t *testing.T) {
 			t.Errorf("complete=%v reason=%q transactions=%d", res.Complete, res.StopReason, res.Transactions)
 		}
 	})
+
+	// The last subtests break the server; the ones before need it whole.
+
+	t.Run("backends killed: users reconnect and commit again", func(t *testing.T) {
+		// SIGKILL to every backend: the postmaster reinitialises (crash
+		// recovery) and every connection breaks.
+		var once sync.Once
+		cfg := withEngine(c, withLag(t, db, Config{Users: 4, Duration: 6 * time.Second, Seed: 15}))
+		cfg.Progress = func(Progress) { once.Do(func() { signalBackends(t, c, syscall.SIGKILL) }) }
+		res, err := Run(context.Background(), cfg, w.Transactions(), Sources(db))
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := res.Types["insert"].Errors
+		t.Logf("%d commits, errors %v, %d reconnects, series %+v", res.Transactions, errs, res.Reconnects, res.Series)
+		if !res.Complete {
+			t.Fatalf("incomplete: %s", res.StopReason)
+		}
+		if res.Errors == 0 || errs[ErrConnection]+errs[ErrConnect] == 0 {
+			t.Errorf("errors %v: want the broken connections counted", errs)
+		}
+		if res.Reconnects < 4 {
+			t.Errorf("%d reconnects of 4 users", res.Reconnects)
+		}
+		if last := lastSecond(res, cfg.Duration); last.Commits == 0 {
+			t.Errorf("last second %+v: no commits after the server came back", last)
+		}
+	})
+
+	t.Run("node killed for 2 s, statement by statement: users back off, then reconnect", func(t *testing.T) {
+		nc := c.(engine.NodeControl)
+		var once sync.Once
+		cfg := withEngine(c, withLag(t, db, Config{Users: 4, Duration: 7 * time.Second, Seed: 16, NoPipeline: true}))
+		cfg.Progress = func(Progress) {
+			once.Do(func() {
+				if err := nc.Kill(context.Background(), "p1"); err != nil {
+					t.Error(err)
+				}
+				time.AfterFunc(2*time.Second, func() {
+					if err := nc.Start(context.Background(), "p1"); err != nil {
+						t.Error(err)
+					}
+				})
+			})
+		}
+		res, err := Run(context.Background(), cfg, w.Transactions(), Sources(db))
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := res.Types["insert"].Errors
+		t.Logf("%d commits, errors %v, %d reconnects, series %+v", res.Transactions, errs, res.Reconnects, res.Series)
+		if !res.Complete {
+			t.Fatalf("incomplete: %s", res.StopReason)
+		}
+		// About 7 attempts a user in 2 s with the backoff; thousands without.
+		if errs[ErrConnect] == 0 || res.Errors > 4*40 {
+			t.Errorf("errors %v (%d): want some failed reconnections, fewer than 40 a user", errs, res.Errors)
+		}
+		if res.Reconnects < 4 {
+			t.Errorf("%d reconnects of 4 users", res.Reconnects)
+		}
+		if last := lastSecond(res, cfg.Duration); last.Commits == 0 {
+			t.Errorf("last second %+v: no commits after the node came back", last)
+		}
+	})
+}
+
+// withLag tracks every transaction of cfg's users in drv_lag: a
+// reconnection must prepare the lag statement again too.
+func withLag(t *testing.T, db *sql.DB, cfg Config) Config {
+	t.Helper()
+	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS drv_lag (writer int PRIMARY KEY, seq bigint NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO drv_lag SELECT g, 0 FROM generate_series(0, $1::int - 1) g ON CONFLICT DO NOTHING", cfg.Users); err != nil {
+		t.Fatal(err)
+	}
+	js := make([]*countJournal, cfg.Users)
+	for i := range js {
+		js[i] = &countJournal{}
+	}
+	cfg.Lag = func(i int) LagJournal { return js[i] }
+	cfg.LagStatement = "UPDATE drv_lag SET seq = $1 WHERE writer = $2"
+	cfg.LagEvery = 1
+	return cfg
+}
+
+// lastSecond is the series' last whole second of a run without warmup
+// or cooldown (a sliver may follow it when the ticks ran late).
+func lastSecond(res *Result, d time.Duration) Second {
+	for _, s := range res.Series {
+		if s.T == int(d/time.Second) {
+			return s
+		}
+	}
+	return Second{}
 }
 
 // countJournal counts the transactions a user tracked, measured or not

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"replab/internal/engine"
 	"replab/internal/workload"
@@ -15,13 +16,20 @@ import (
 // connections (per pool its transaction types use: one for its pipelined
 // types, one for the others), prepared statements and random source.
 type user struct {
-	d     *run
-	id    int
-	conns map[*sql.DB]*userConn
-	types []*userType // per transaction type
-	j     LagJournal
-	r     *rand.Rand
-	n     int64 // writing transactions started, for the lag sample
+	d       *run
+	id      int
+	targets Targets
+	conns   []*userConn // one per pool, in the order the types name them
+	types   []*userType // per transaction type
+	j       LagJournal
+	r       *rand.Rand
+	n       int64 // writing transactions started, for the lag sample
+
+	// Reconnection backoff (lost): the next reconnection waits until
+	// retryAt (cfg.Now's clock); backoff is the wait after the next
+	// failure, 0 once a transaction reached the server.
+	backoff time.Duration
+	retryAt int64
 
 	// The pipelined transaction being sent, and u.markSent as a func
 	// made once (a closure per transaction showed in the profile).
@@ -49,6 +57,9 @@ type userConn struct {
 	conn *sql.Conn   // for the types run statement by statement; nil if none
 	lag  *sql.Stmt   // the lag stamp there, where writing types run
 	pipe engine.Pipe // the pool's pipelined types'; nil if none
+	// down: the connection broke (or a reconnection failed) and was
+	// dropped; the user reconnects before its next transaction here.
+	down bool
 }
 
 // userType is a transaction type as one user runs it: statement by
@@ -67,13 +78,13 @@ type userType struct {
 }
 
 func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, err error) {
-	u := &user{d: d, id: id, conns: map[*sql.DB]*userConn{}, r: rand.New(rand.NewPCG(uint64(d.cfg.Seed), uint64(id)+1))}
+	u := &user{d: d, id: id, targets: targets, r: rand.New(rand.NewPCG(uint64(d.cfg.Seed), uint64(id)+1))}
 	defer func() {
 		if err != nil {
 			u.close()
 		}
 	}()
-	var pools []*userConn // in the types' order
+	byDB := map[*sql.DB]*userConn{}
 	for i := range d.types {
 		t := &d.types[i]
 		if t.Op != nil {
@@ -84,43 +95,17 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 		if err != nil {
 			return nil, fmt.Errorf("user %d: transaction %s: %w", id, t.Name, err)
 		}
-		c := u.conns[db]
+		c := byDB[db]
 		if c == nil {
 			c = &userConn{db: db}
-			u.conns[db] = c
-			pools = append(pools, c)
+			byDB[db] = c
+			u.conns = append(u.conns, c) // in the types' order
 		}
 		u.types = append(u.types, &userType{t: t, c: c, lag: -1})
 	}
-	if d.cfg.Pipeliner != nil && !d.cfg.NoPipeline {
-		for _, c := range pools {
-			if err := d.pipe(ctx, c, u.types); err != nil {
-				return nil, fmt.Errorf("user %d: pipeline: %w", id, err)
-			}
-		}
-	}
-	for _, ut := range u.types {
-		if ut.pipe != nil || ut.t.Op != nil {
-			continue
-		}
-		t, c := ut.t, ut.c
-		if c.conn == nil {
-			if c.conn, err = c.db.Conn(ctx); err != nil {
-				return nil, fmt.Errorf("user %d: connect: %w", id, err)
-			}
-		}
-		ut.stmts = map[string]*sql.Stmt{}
-		for _, st := range t.Statements {
-			ps, err := c.conn.PrepareContext(ctx, st.SQL)
-			if err != nil {
-				return nil, fmt.Errorf("user %d: prepare %s of %s: %w", id, st.Name, t.Name, err)
-			}
-			ut.stmts[st.Name] = ps
-		}
-		if d.cfg.Lag != nil && !t.ReadOnly && c.lag == nil {
-			if c.lag, err = c.conn.PrepareContext(ctx, d.cfg.LagStatement); err != nil {
-				return nil, fmt.Errorf("user %d: prepare lag update: %w", id, err)
-			}
+	for _, c := range u.conns {
+		if err := u.connect(ctx, c); err != nil {
+			return nil, fmt.Errorf("user %d: %w", id, err)
 		}
 	}
 	if d.cfg.Lag != nil {
@@ -128,6 +113,51 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 	}
 	u.beforeSend = u.markSent
 	return u, nil
+}
+
+// connect gives the user c's connection from c.db, as newUser does and
+// as a reconnection does: the pipe of its pipelined types, a connection
+// for the others, their statements and the lag stamp prepared there.
+// What an earlier connection left in c and its types is forgotten (drop
+// closes it first). On error c is left half made: drop it.
+func (u *user) connect(ctx context.Context, c *userConn) (err error) {
+	d := u.d
+	for _, ut := range u.types {
+		if ut.c == c {
+			ut.pipe, ut.auto, ut.index, ut.lag, ut.stmts = nil, nil, nil, -1, nil
+		}
+	}
+	c.conn, c.lag, c.pipe = nil, nil, nil
+	if d.cfg.Pipeliner != nil && !d.cfg.NoPipeline {
+		if err := d.pipe(ctx, c, u.types); err != nil {
+			return fmt.Errorf("pipeline: %w", err)
+		}
+	}
+	for _, ut := range u.types {
+		if ut.c != c || ut.pipe != nil {
+			continue
+		}
+		t := ut.t
+		if c.conn == nil {
+			if c.conn, err = c.db.Conn(ctx); err != nil {
+				return fmt.Errorf("connect: %w", err)
+			}
+		}
+		ut.stmts = map[string]*sql.Stmt{}
+		for _, st := range t.Statements {
+			ps, err := c.conn.PrepareContext(ctx, st.SQL)
+			if err != nil {
+				return fmt.Errorf("prepare %s of %s: %w", st.Name, t.Name, err)
+			}
+			ut.stmts[st.Name] = ps
+		}
+		if d.cfg.Lag != nil && !t.ReadOnly && c.lag == nil {
+			if c.lag, err = c.conn.PrepareContext(ctx, d.cfg.LagStatement); err != nil {
+				return fmt.Errorf("prepare lag update: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // pipe gives the types on c that have a Batch one engine Pipe, with
@@ -189,12 +219,7 @@ func (u *user) close() {
 		return
 	}
 	for _, c := range u.conns {
-		if c.pipe != nil {
-			_ = c.pipe.Close()
-		}
-		if c.conn != nil {
-			_ = c.conn.Close()
-		}
+		c.close(false)
 	}
 }
 
@@ -214,7 +239,16 @@ func (u *user) do(ctx context.Context, from int64) {
 			track = false // the warmup's second half measures the untracked rate
 		}
 	}
+	if c := ut.c; c != nil && c.down {
+		if err := u.reconnect(ctx, c); err != nil {
+			if ctx.Err() == nil {
+				u.d.rec.fail(ti, measured, u.d.cfg.Now(), ErrConnect, err, 0, 0)
+			}
+			return
+		}
+	}
 	var retries, conflicts int64
+	reconnected := false
 	for attempt := 0; ; attempt++ {
 		var rows int64
 		var err error
@@ -226,6 +260,10 @@ func (u *user) do(ctx context.Context, from int64) {
 			rows, err = u.attempt(ctx, ut, measured, track)
 		}
 		now := u.d.cfg.Now()
+		gone := err != nil && ut.c != nil && connLost(err)
+		if !gone {
+			u.backoff = 0 // the server answered
+		}
 		if err == nil {
 			u.d.rec.commit(ti, measured, now, now-from, rows, retries, conflicts)
 			if u.d.rateHalf(now) {
@@ -237,6 +275,29 @@ func (u *user) do(ctx context.Context, from int64) {
 			return // shutting down: not the server's fault
 		}
 		class := u.d.cfg.Classify(err)
+		if c := ut.c; gone {
+			// The connection is gone (see reconnect.go for what is
+			// retried and why).
+			c.drop()
+			u.lost()
+			if unsent(err) && !reconnected {
+				reconnected = true
+				rerr := u.reconnect(ctx, c)
+				if rerr == nil {
+					continue
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				u.d.rec.fail(ti, measured, u.d.cfg.Now(), ErrConnect, rerr, retries, conflicts)
+				return
+			}
+			if class.Code == "" || class.Code == "other" {
+				class.Code = ErrConnection
+			}
+			u.d.rec.fail(ti, measured, now, class.Code, err, retries, conflicts)
+			return
+		}
 		if class.Conflict {
 			conflicts++
 		}

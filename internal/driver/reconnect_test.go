@@ -1,0 +1,171 @@
+package driver
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/workload"
+)
+
+func TestConnLost(t *testing.T) {
+	for _, c := range []struct {
+		err          error
+		lost, unsent bool
+	}{
+		{driver.ErrBadConn, true, true},
+		{fmt.Errorf("begin: %w", sql.ErrConnDone), true, true},
+		{io.EOF, true, false},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true, false},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, true, false},
+		{fmt.Errorf("write: %w", syscall.EPIPE), true, false},
+		{fmt.Errorf("read: %w", syscall.ECONNRESET), true, false},
+		{errors.New("server closed the connection"), true, false},
+		{fmt.Errorf("pipeline connection closed: %w", errors.New("server closed the connection")), true, true},
+		{safeErr{}, true, true},
+		{errors.New("ERROR: duplicate key (SQLSTATE 23505)"), false, false},
+		{errors.New("lag probe row of writer 1 changed 0 rows, want 1"), false, false},
+	} {
+		if got := connLost(c.err); got != c.lost {
+			t.Errorf("connLost(%v) = %v", c.err, got)
+		}
+		if got := unsent(c.err); got != c.unsent {
+			t.Errorf("unsent(%v) = %v", c.err, got)
+		}
+	}
+}
+
+// downFor kills node p of the fake at the driver's first progress tick
+// (1 s into the run) and, if up > 0, starts it again up later.
+func downFor(t *testing.T, c engine.Cluster, up time.Duration) func(Progress) {
+	nc := c.(engine.NodeControl)
+	var once sync.Once
+	return func(Progress) {
+		once.Do(func() {
+			if err := nc.Kill(context.Background(), "p"); err != nil {
+				t.Error(err)
+			}
+			if up > 0 {
+				time.AfterFunc(up, func() {
+					if err := nc.Start(context.Background(), "p"); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+		})
+	}
+}
+
+// onlyConnErrors fails unless every error of type name is a lost
+// connection's; it returns how many.
+func onlyConnErrors(t *testing.T, res *Result, name string) int64 {
+	t.Helper()
+	var n int64
+	for code, k := range res.Types[name].Errors {
+		if code != ErrConnect && code != ErrConnection {
+			t.Errorf("%d errors %q: want only %q and %q", k, code, ErrConnect, ErrConnection)
+		}
+		n += k
+	}
+	return n
+}
+
+// TestFakeUsersReconnectWhenTheNodeIsBack: the node is down for 1 s of a
+// 3 s closed-loop run. Each user's transactions fail, its reconnections
+// fail with backoff, then it reconnects and commits again.
+func TestFakeUsersReconnectWhenTheNodeIsBack(t *testing.T) {
+	db, c := fakeDB(t, "")
+	cfg := withEngine(c, Config{Users: 2, Duration: 3 * time.Second, Seed: 4, ThinkMin: time.Millisecond, ThinkMax: time.Millisecond})
+	cfg.Progress = downFor(t, c, time.Second)
+	res, err := Run(context.Background(), cfg, []workload.TxType{upsertTx()}, Sources(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d commits, errors %v, %d reconnects, series %+v", res.Transactions, res.Types["put"].Errors, res.Reconnects, res.Series)
+	n := onlyConnErrors(t, res, "put")
+	if !res.Complete || n == 0 || n != res.Errors {
+		t.Errorf("complete %v, %d errors (%d of a lost connection)", res.Complete, res.Errors, n)
+	}
+	// With backoff a user tries about 6 times in 1 s; without, thousands.
+	if n > 2*20 {
+		t.Errorf("%d failed attempts of 2 users in 1 s down: no backoff?", n)
+	}
+	if res.Reconnects < 2 {
+		t.Errorf("%d reconnects, want at least one per user", res.Reconnects)
+	}
+	if last := lastSecond(res, cfg.Duration); last.Commits == 0 || last.Errors != 0 {
+		t.Errorf("last second %+v: want commits and no errors once the node is back", last)
+	}
+}
+
+// TestFakeDownNodeBacksOffAndCancelEndsTheWait: a node that stays down
+// for the rest of the run costs each user a few attempts a second, and
+// the end of ctx cuts a user's backoff short.
+func TestFakeDownNodeBacksOffAndCancelEndsTheWait(t *testing.T) {
+	db, c := fakeDB(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	cfg := withEngine(c, Config{Users: 4, Duration: 30 * time.Second, Seed: 5})
+	cfg.Progress = downFor(t, c, 0)
+	start := time.Now()
+	res, err := Run(ctx, cfg, []workload.TxType{upsertTx()}, Sources(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	n := onlyConnErrors(t, res, "put")
+	t.Logf("%d commits, errors %v in %v", res.Transactions, res.Types["put"].Errors, took)
+	// 2 s down: 0, 50, 100, … ms, then 1 s between attempts: ~7 a user.
+	if n == 0 || n > 4*40 || res.Types["put"].Errors[ErrConnect] == 0 {
+		t.Errorf("%d failed attempts of 4 users in 2 s down (%v): want a few per user, some of them reconnections", n, res.Types["put"].Errors)
+	}
+	if res.Complete || res.StopReason != "interrupted" {
+		t.Errorf("complete %v, reason %q", res.Complete, res.StopReason)
+	}
+	if took > 3400*time.Millisecond {
+		t.Errorf("Run returned %v after it started, ctx ended at 3 s: a backoff wait outlived ctx", took)
+	}
+}
+
+// TestFakeOpenLoopWhileTheNodeIsDown: in open loop a user waiting to
+// reconnect is a busy user: the schedule goes on, the transactions it
+// could not take queue or are skipped as when the server is slow, and
+// each still counts once (committed with its latency from the intended
+// start, skipped, or failed).
+func TestFakeOpenLoopWhileTheNodeIsDown(t *testing.T) {
+	db, c := fakeDB(t, "")
+	cfg := withEngine(c, Config{Users: 2, Duration: 3 * time.Second, RatePerSec: 200, Seed: 6})
+	cfg.Progress = downFor(t, c, 800*time.Millisecond)
+	res, err := Run(context.Background(), cfg, []workload.TxType{upsertTx()}, Sources(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := onlyConnErrors(t, res, "put")
+	t.Logf("%d commits, %d skipped, errors %v, %d reconnects; latency max %.1f ms", res.Transactions, res.Skipped, res.Types["put"].Errors, res.Reconnects, res.CommitLatency.Max)
+	if got := res.Transactions + res.Skipped + n; got < 560 || got > 610 {
+		t.Errorf("%d committed + %d skipped + %d failed, want the schedule's ~600", res.Transactions, res.Skipped, n)
+	}
+	if res.CommitLatency.Count != res.Transactions+res.Skipped {
+		t.Errorf("latency count %d, want %d commits + %d skipped", res.CommitLatency.Count, res.Transactions, res.Skipped)
+	}
+	if n == 0 || n > 2*20 || res.Reconnects < 2 {
+		t.Errorf("%d failed, %d reconnects", n, res.Reconnects)
+	}
+	if res.CommitLatency.Max < 500 {
+		t.Errorf("max latency %.1f ms after 800 ms down: the transactions held back should show", res.CommitLatency.Max)
+	}
+}
+
+type safeErr struct{}
+
+func (safeErr) Error() string     { return "conn closed" }
+func (safeErr) SafeToRetry() bool { return true }
