@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -137,6 +138,25 @@ func (p *Proc) Signal(ctx context.Context, sig syscall.Signal) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Freeze pauses (SIGSTOP) or, with pause false, resumes (SIGCONT) node's
+// process and says so in log: Pauser for engines whose node is one
+// process.
+func (p *Proc) Freeze(log io.Writer, node string, pause bool) error {
+	pid := p.PID()
+	if pid == 0 {
+		return fmt.Errorf("node %s is not running", node)
+	}
+	sig, what := syscall.SIGSTOP, "paused"
+	if !pause {
+		sig, what = syscall.SIGCONT, "resumed"
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		return fmt.Errorf("node %s: %w", node, err)
+	}
+	fmt.Fprintf(log, "node %s: %s\n", node, what)
+	return nil
 }
 
 // Stop asks the process to exit with sig and kills it if it has not within

@@ -86,29 +86,21 @@ func (c *cluster) Restart(ctx context.Context, name string) error {
 
 var _ engine.Pauser = (*cluster)(nil)
 
-// Pause implements engine.Pauser: SIGSTOP to mariadbd (one process: its
+// Pause implements engine.Pauser: SIGSTOP to the server (one process: its
 // roles are threads), a server that hangs with its connections open.
 func (c *cluster) Pause(ctx context.Context, name string) error {
-	return c.stopCont(name, syscall.SIGSTOP, "paused")
-}
-
-// Resume implements engine.Pauser.
-func (c *cluster) Resume(ctx context.Context, name string) error {
-	return c.stopCont(name, syscall.SIGCONT, "resumed")
-}
-
-func (c *cluster) stopCont(name string, sig syscall.Signal, what string) error {
 	n, err := c.controlled(name)
 	if err != nil {
 		return err
 	}
-	pid := n.pid()
-	if pid == 0 {
-		return fmt.Errorf("node %s is not running", name)
+	return n.proc.Load().Freeze(c.log, name, true)
+}
+
+// Resume implements engine.Pauser.
+func (c *cluster) Resume(ctx context.Context, name string) error {
+	n, err := c.controlled(name)
+	if err != nil {
+		return err
 	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		return fmt.Errorf("node %s: %w", name, err)
-	}
-	fmt.Fprintf(c.log, "node %s: %s\n", name, what)
-	return nil
+	return n.proc.Load().Freeze(c.log, name, false)
 }
