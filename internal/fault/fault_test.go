@@ -85,6 +85,19 @@ func TestSpansAndMeasureAll(t *testing.T) {
 	if sums[1].Before.FromS != 20 {
 		t.Errorf("the second fault's window before starts at %.0f s, want 20 (the first one's heal)", sums[1].Before.FromS)
 	}
+
+	// Two faults at once (both halves of a partition): each has the same
+	// window before, not an empty one.
+	both := []Event{
+		{Fault: 0, What: "link a<->c down", Action: ActionApply, AtS: 10},
+		{Fault: 1, What: "link b<->c down", Action: ActionApply, AtS: 10},
+		{Fault: 0, What: "link a<->c down", Action: ActionHeal, AtS: 20},
+		{Fault: 1, What: "link b<->c down", Action: ActionHeal, AtS: 20},
+	}
+	sums = MeasureAll(both, series, nil, 0, 40)
+	if len(sums) != 2 || sums[0].Before != sums[1].Before || sums[1].Before.TPS != 10 || sums[1].Before.FromS != 0 {
+		t.Errorf("simultaneous faults: %+v", sums)
+	}
 }
 
 func TestEventsCSV(t *testing.T) {

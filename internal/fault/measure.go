@@ -141,18 +141,25 @@ func Spans(events []Event) []Span {
 	return out
 }
 
-// MeasureAll measures every scheduled fault: each one's window before
-// starts no earlier than the previous one's heal.
+// MeasureAll measures every scheduled fault. A fault's window before
+// starts no earlier than the heal of any fault that ended before it began
+// (faults at the same time, or overlapping ones, share what was before
+// them).
 func MeasureAll(events []Event, series []Second, lag map[string][]LagSecond, startS, endS float64) []Summary {
+	spans := Spans(events)
 	var out []Summary
-	floor := startS
-	for _, sp := range Spans(events) {
-		out = append(out, Measure(sp, series, lag, floor, endS))
-		end := sp.AtS
-		if sp.HealS != nil {
-			end = *sp.HealS
+	for _, sp := range spans {
+		floor := startS
+		for _, o := range spans {
+			end := o.AtS
+			if o.HealS != nil {
+				end = *o.HealS
+			}
+			if end <= sp.AtS && o.Fault != sp.Fault {
+				floor = math.Max(floor, end)
+			}
 		}
-		floor = math.Max(floor, end)
+		out = append(out, Measure(sp, series, lag, floor, endS))
 	}
 	return out
 }
