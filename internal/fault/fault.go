@@ -54,7 +54,7 @@ type Summary struct {
 	// began); absent when it was not within the run.
 	HealS *float64 `json:"heal_s,omitempty"`
 	// Before is the span before the fault (at most 10 s, not before the
-	// measure phase nor the previous fault's end); During from the fault
+	// warmup nor the heal of a fault that ended before it began); During from the fault
 	// to its heal (or 1 s for a fault that is not healed); After as long
 	// as Before from the heal (or from the end of During).
 	Before Window `json:"before"`

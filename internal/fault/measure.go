@@ -37,7 +37,7 @@ const RecoveredShare = 0.9
 
 // Measure summarises the run around one fault. series and lag are the
 // run's seconds; floorS is where the window before may start at the
-// earliest (the end of the previous fault, or the run's start), endS where
+// earliest (the heal of an earlier fault, or the run's start), endS where
 // the run's series end.
 func Measure(sp Span, series []Second, lag map[string][]LagSecond, floorS, endS float64) Summary {
 	sum := Summary{Fault: sp.Fault, What: sp.What, AtS: sp.AtS, HealS: sp.HealS, Err: sp.Err}
