@@ -53,6 +53,16 @@ type Config struct {
 	// inside every tracked writing transaction with (seq, user).
 	Lag          func(user int) LagJournal
 	LagStatement string
+	// Journal, if set, is run inside every writing transaction with
+	// (seq, user), seq counting that user's writing transactions from 1:
+	// it records the commit's key in the verification journal (a table),
+	// and the driver keeps each one's outcome (Result.Journal), so that
+	// what was acknowledged can be looked for at every node afterwards.
+	Journal string
+	// JournalWriterBase is added to the user's number in the journal's
+	// writer column: each measurement of a run journals under writers of
+	// its own.
+	JournalWriterBase int
 	// LagEvery tracks every LagEvery-th transaction of each user (1 tracks
 	// all): a stated sample that cuts the probe's extra statement from the
 	// other transactions. 0 chooses it (autoLagEvery): about LagBudget
@@ -172,8 +182,20 @@ type Result struct {
 	LagSampleAuto  bool     `json:"lag_sample_auto,omitempty"`
 	LagBudgetPerS  float64  `json:"lag_budget_per_s,omitempty"`
 	Series         []Second `json:"-"`
+	// Journal has, per user, the outcome of every writing transaction that
+	// ran the Journal statement, over the whole run (nil without one).
+	Journal []UserJournal `json:"-"`
 	// Hist is the measure phase's latency histogram (µs) for logs.
 	Hist *hdrhistogram.Histogram `json:"-"`
+}
+
+// UserJournal is what became of one user's journalled transactions, by
+// their seq: acknowledged (COMMIT answered OK), or unknown (the COMMIT
+// was sent and no answer came: it may or may not have landed). The others
+// were rolled back or never sent.
+type UserJournal struct {
+	Acked   []int64
+	Unknown []int64
 }
 
 // TypeResult is one transaction type in the measure phase.
@@ -392,6 +414,11 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 		}
 	}
 	res.Reconnects = d.reconnects.Load()
+	if d.cfg.Journal != "" {
+		for _, u := range users {
+			res.Journal = append(res.Journal, u.journal)
+		}
+	}
 	res.Complete = true
 	if r := d.stop.Load(); r != nil {
 		res.Complete, res.StopReason = false, *r

@@ -25,6 +25,9 @@ type user struct {
 	r       *rand.Rand
 	n       int64 // writing transactions started, for the lag sample
 
+	jseq    int64       // the last verification journal seq given out
+	journal UserJournal // outcomes of the journalled transactions
+
 	// Reconnection backoff (lost): the next reconnection waits until
 	// retryAt (cfg.Now's clock); backoff is the wait after the next
 	// failure, 0 once a transaction reached the server.
@@ -56,6 +59,7 @@ type userConn struct {
 	db   *sql.DB
 	conn *sql.Conn   // for the types run statement by statement; nil if none
 	lag  *sql.Stmt   // the lag stamp there, where writing types run
+	jrn  *sql.Stmt   // the verification journal's insert there
 	pipe engine.Pipe // the pool's pipelined types'; nil if none
 	// down: the connection broke (or a reconnection failed) and was
 	// dropped; the user reconnects before its next transaction here.
@@ -73,6 +77,7 @@ type userType struct {
 	auto  engine.AutocommitPipe // the same pipe, for an Autocommit type
 	index map[string]int        // statement name → the pipe's statement
 	lag   int                   // the pipe's lag statement; -1 without one
+	jrn   int                   // the pipe's journal insert; -1 without one
 	calls []engine.PipeCall
 	rows  []int64
 }
@@ -88,7 +93,7 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 	for i := range d.types {
 		t := &d.types[i]
 		if t.Op != nil {
-			u.types = append(u.types, &userType{t: t, lag: -1}) // the workload holds its connections
+			u.types = append(u.types, &userType{t: t, lag: -1, jrn: -1}) // the workload holds its connections
 			continue
 		}
 		db, err := targets(id, t.At)
@@ -101,7 +106,7 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 			byDB[db] = c
 			u.conns = append(u.conns, c) // in the types' order
 		}
-		u.types = append(u.types, &userType{t: t, c: c, lag: -1})
+		u.types = append(u.types, &userType{t: t, c: c, lag: -1, jrn: -1})
 	}
 	for _, c := range u.conns {
 		if err := u.connect(ctx, c); err != nil {
@@ -124,10 +129,10 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 	d := u.d
 	for _, ut := range u.types {
 		if ut.c == c {
-			ut.pipe, ut.auto, ut.index, ut.lag, ut.stmts = nil, nil, nil, -1, nil
+			ut.pipe, ut.auto, ut.index, ut.lag, ut.jrn, ut.stmts = nil, nil, nil, -1, -1, nil
 		}
 	}
-	c.conn, c.lag, c.pipe = nil, nil, nil
+	c.conn, c.lag, c.jrn, c.pipe = nil, nil, nil, nil
 	if d.cfg.Pipeliner != nil && !d.cfg.NoPipeline {
 		if err := d.pipe(ctx, c, u.types); err != nil {
 			return fmt.Errorf("pipeline: %w", err)
@@ -156,6 +161,11 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 				return fmt.Errorf("prepare lag update: %w", err)
 			}
 		}
+		if d.cfg.Journal != "" && !t.ReadOnly && c.jrn == nil {
+			if c.jrn, err = c.conn.PrepareContext(ctx, d.cfg.Journal); err != nil {
+				return fmt.Errorf("prepare journal insert: %w", err)
+			}
+		}
 	}
 	return nil
 }
@@ -167,7 +177,7 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 func (d *run) pipe(ctx context.Context, c *userConn, types []*userType) error {
 	var mine []*userType
 	var sqls []string
-	lag := -1
+	lag, jrn := -1, -1
 	for _, ut := range types {
 		if ut.c != c || ut.t.Batch == nil {
 			continue
@@ -183,6 +193,13 @@ func (d *run) pipe(ctx context.Context, c *userConn, types []*userType) error {
 				sqls = append(sqls, d.cfg.LagStatement)
 			}
 			ut.lag = lag
+		}
+		if d.cfg.Journal != "" && !ut.t.ReadOnly {
+			if jrn < 0 {
+				jrn = len(sqls)
+				sqls = append(sqls, d.cfg.Journal)
+			}
+			ut.jrn = jrn
 		}
 		mine = append(mine, ut)
 	}
@@ -344,6 +361,15 @@ func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool) 
 			}
 		}
 	}
+	jseq := u.journalSeq(ut)
+	if err == nil && jseq > 0 {
+		var res sql.Result
+		if res, err = tx.StmtContext(ctx, ut.c.jrn).ExecContext(ctx, jseq, u.d.cfg.JournalWriterBase+u.id); err == nil {
+			if n, rerr := res.RowsAffected(); rerr == nil && n != 1 {
+				err = fmt.Errorf("verification journal insert changed %d rows, want 1", n)
+			}
+		}
+	}
 	if err != nil {
 		_ = tx.Rollback()
 		if seq > 0 {
@@ -358,10 +384,36 @@ func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool) 
 	if seq > 0 {
 		u.j.Done(seq, err == nil)
 	}
+	u.journalOutcome(jseq, true, err)
 	if err != nil {
 		return 0, err
 	}
 	return rows, nil
+}
+
+// journalSeq gives a writing transaction its journal seq; 0 without a
+// journal.
+func (u *user) journalSeq(ut *userType) int64 {
+	if u.d.cfg.Journal == "" || ut.t.ReadOnly {
+		return 0
+	}
+	u.jseq++
+	return u.jseq
+}
+
+// journalOutcome records what became of journalled transaction jseq once
+// its COMMIT was sent (sent): acknowledged when it returned no error,
+// unknown otherwise — an error after the COMMIT left may hide a commit
+// that landed (the connection broke before the answer).
+func (u *user) journalOutcome(jseq int64, sent bool, err error) {
+	if jseq == 0 || !sent {
+		return
+	}
+	if err == nil {
+		u.journal.Acked = append(u.journal.Acked, jseq)
+	} else {
+		u.journal.Unknown = append(u.journal.Unknown, jseq)
+	}
 }
 
 // attemptBatch runs a transaction type that has a Batch as one pipeline:
@@ -387,6 +439,11 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 	if seq > 0 {
 		pc = append(pc, engine.PipeCall{Stmt: ut.lag, Args: []any{seq, u.id}})
 	}
+	var jseq int64
+	if ut.jrn >= 0 {
+		jseq = u.journalSeq(ut)
+		pc = append(pc, engine.PipeCall{Stmt: ut.jrn, Args: []any{jseq, u.d.cfg.JournalWriterBase + u.id}})
+	}
 	ut.calls = pc
 	if cap(ut.rows) < len(pc) {
 		ut.rows = make([]int64, len(pc))
@@ -402,6 +459,7 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 	if seq > 0 {
 		u.j.Done(seq, u.sending.sent && err == nil)
 	}
+	u.journalOutcome(jseq, u.sending.sent, err)
 	if err != nil {
 		return 0, err
 	}
@@ -416,6 +474,9 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 	}
 	if seq > 0 && counts[len(calls)] != 1 {
 		return 0, u.lagRowErr(counts[len(calls)])
+	}
+	if jseq > 0 && counts[len(pc)-1] != 1 {
+		return 0, fmt.Errorf("verification journal insert changed %d rows, want 1", counts[len(pc)-1])
 	}
 	return rows, nil
 }

@@ -200,6 +200,10 @@ var foldRules = []struct {
 	{"conflicts", sum}, {"skipped", sum}, {"types.*.errors.*", sum}, {"types.*.retries", sum}, {"types.*.conflicts", sum},
 	{"replicas.*.not_visible_at_end", sum}, {"replicas.*.tracked", sum}, {"replicas.*.polls", sum},
 	{"replicas.*.window_hits", sum}, {"replicas.*.visible_before_watch", sum},
+	{"verification.acked", sum}, {"verification.unknown", sum}, {"verification.lost", sum},
+	{"verification.nodes.*.present", sum}, {"verification.nodes.*.lost", sum},
+	{"verification.nodes.*.unacknowledged_but_present", sum}, {"verification.nodes.*.unexpected", sum},
+	{"verification.checked_after_s", skip}, {"verification.nodes.*.lost_keys", skip},
 	{"pages.pages", sum}, {"pages.slow.pages", sum}, {"pages.slow.slow_pages", sum}, {"pages.slow.retransmits", sum},
 
 	// Configuration.

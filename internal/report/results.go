@@ -78,6 +78,9 @@ type Summary struct {
 	// Convergence: after the run, whether every copy holds the same rows
 	// (engines that can tell, engine.Checksummer).
 	Convergence *Convergence `json:"convergence,omitempty"`
+	// Verification: every acknowledged commit looked for at every node after
+	// the run ([run] verify; on with [[fault]]s).
+	Verification *Verification `json:"verification,omitempty"`
 	// SyncFallbacks: how often and how long a synchronous scheme ran
 	// asynchronously in the measure phase (engine.SyncFallbacker).
 	SyncFallbacks *SyncFallbacks `json:"sync_fallbacks,omitempty"`
@@ -302,6 +305,7 @@ func PrintSummary(w io.Writer, s *Summary) {
 		fmt.Fprintf(w, "  warning: throughput was not steady in the measure phase: %s\n", s.Steady.Reason)
 	}
 	printConvergence(w, s.Convergence)
+	printVerification(w, s.Verification)
 	printFallbacks(w, s.SyncFallbacks)
 	if b := s.BehindScheduleMs; b != nil {
 		fmt.Fprintf(w, "  schedule    behind p99 %s ms, max %s ms, %d skipped\n", shown(s, "behind_schedule_ms.p99", b.P99, "%.2f"),
@@ -364,6 +368,40 @@ func PrintSummary(w io.Writer, s *Summary) {
 	}
 	printFaults(w, s)
 	printMonitors(w, s)
+}
+
+// Verification is the check, after a run with a journal, that every
+// acknowledged commit is at every node that holds a full copy.
+type Verification struct {
+	// Acked counts the writing transactions whose COMMIT was acknowledged
+	// (the whole run, every user); Unknown those whose COMMIT was sent and
+	// never answered (a broken connection): either may have landed.
+	Acked   int64 `json:"acked"`
+	Unknown int64 `json:"unknown"`
+	// Nodes are the nodes checked; Skipped the others, and why (a partial
+	// copy does not hold the journal).
+	Nodes   map[string]*NodeVerification `json:"nodes"`
+	Skipped map[string]string            `json:"skipped,omitempty"`
+	// Lost is the most acknowledged commits missing at any node: 0 means
+	// every acknowledged commit survived everywhere.
+	Lost          int64   `json:"lost"`
+	CheckedAfterS float64 `json:"checked_after_s"`
+	Error         string  `json:"error,omitempty"`
+}
+
+// NodeVerification is one node's journal against the driver's.
+type NodeVerification struct {
+	Present int64 `json:"present"` // journal keys found
+	// Lost counts acknowledged commits missing here; LostKeys names the
+	// first few ("writer/seq").
+	Lost     int64    `json:"lost"`
+	LostKeys []string `json:"lost_keys,omitempty"`
+	// UnacknowledgedButPresent counts commits whose acknowledgement never
+	// came (Unknown) but which landed here.
+	UnacknowledgedButPresent int64 `json:"unacknowledged_but_present"`
+	// Unexpected counts keys here the driver never committed nor sent a
+	// COMMIT for (a bug, or a journal left from another run).
+	Unexpected int64 `json:"unexpected,omitempty"`
 }
 
 // Convergence is the check, after a run has caught up, that every node
@@ -638,6 +676,40 @@ func printConvergence(w io.Writer, c *Convergence) {
 		for _, t := range slices.Sorted(maps.Keys(c.Diverged)) {
 			fmt.Fprintf(w, "    %s: %s\n", t, c.Diverged[t])
 		}
+	}
+}
+
+// printVerification says whether every acknowledged commit was found at
+// every node, loudly when not.
+func printVerification(w io.Writer, v *Verification) {
+	switch {
+	case v == nil:
+		return
+	case v.Error != "":
+		fmt.Fprintf(w, "  commits     not verified: %s\n", v.Error)
+		return
+	}
+	nodes := slices.Sorted(maps.Keys(v.Nodes))
+	unknown := ""
+	if v.Unknown > 0 {
+		var landed []string
+		for _, n := range nodes {
+			landed = append(landed, fmt.Sprintf("%s %d", n, v.Nodes[n].UnacknowledgedButPresent))
+		}
+		unknown = fmt.Sprintf("; %d never acknowledged, landed: %s", v.Unknown, strings.Join(landed, ", "))
+	}
+	if v.Lost == 0 {
+		fmt.Fprintf(w, "  commits     verified: all %d acknowledged commits at %d nodes%s\n", v.Acked, len(nodes), unknown)
+	} else {
+		fmt.Fprintf(w, "  warning: acknowledged commits LOST (of %d)%s\n", v.Acked, unknown)
+		for _, n := range nodes {
+			if nv := v.Nodes[n]; nv.Lost > 0 {
+				fmt.Fprintf(w, "    %s: %d missing, first %s\n", n, nv.Lost, strings.Join(nv.LostKeys, ", "))
+			}
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(v.Skipped)) {
+		fmt.Fprintf(w, "    %s not checked: %s\n", n, v.Skipped[n])
 	}
 }
 

@@ -91,6 +91,12 @@ func (r *run) driverConfig() driver.Config {
 		Classify: func(err error) engine.ErrorClass { return engine.Classify(r.cluster, err) },
 		LagEvery: rs.LagSample,
 	}
+	if sc, ok := r.cluster.(engine.SQL); ok && r.s.VerifyOn() {
+		// Journal every writing transaction, under writers of this
+		// measurement's own.
+		cfg.Journal, _ = engine.JournalInsertSQL(sc.Dialect())
+		cfg.JournalWriterBase = r.journalBase()
+	}
 	if len(r.s.Faults) > 0 && !r.s.Written("run.max_error_pct") {
 		// Faults make transactions fail on purpose: the error cut-off
 		// would end the run at the first one.

@@ -293,6 +293,9 @@ func (r *run) createSchema(ctx context.Context) error {
 	if _, own := r.cluster.(engine.LagStamps); !own && r.stamps != nil {
 		schema.Tables = append(schema.Tables, engine.LagTable())
 	}
+	if r.s.VerifyOn() {
+		schema.Tables = append(schema.Tables, engine.JournalTable())
+	}
 	if err := sc.ApplySchema(ctx, schema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
@@ -423,6 +426,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	if r.res.Complete {
 		r.sum.SyncFallbacks = r.fallbacks()
 		r.sum.Convergence = r.checkConvergence(ctx, stopped)
+		r.sum.Verification = r.checkJournal(ctx, stopped)
 	}
 	if !r.res.Complete {
 		return r.sum, errors.New(r.res.StopReason)

@@ -127,3 +127,106 @@ func clipFallbacks(periods []engine.FallbackPeriod, res time.Duration, from, to 
 	}
 	return out
 }
+
+// journalWriters is how many journal writers a measurement may use: each
+// measurement journals under writers from journalBase on.
+const journalWriters = 100000
+
+func (r *run) journalBase() int { return r.measured * journalWriters }
+
+// maxLostKeys is how many lost keys a node's verification names.
+const maxLostKeys = 20
+
+// checkJournal looks for every acknowledged commit of this measurement at
+// every node holding a full copy, once the cluster flows again. A loss is
+// a result, said loudly, not an error.
+func (r *run) checkJournal(ctx context.Context, stopped time.Time) *report.Verification {
+	sc, ok := r.cluster.(engine.SQL)
+	if !ok || r.res == nil || r.res.Journal == nil || ctx.Err() != nil {
+		return nil
+	}
+	v := &report.Verification{Nodes: map[string]*report.NodeVerification{}}
+	base := r.journalBase()
+	acked, unknown := map[engine.JournalKey]bool{}, map[engine.JournalKey]bool{}
+	for u, j := range r.res.Journal {
+		for _, s := range j.Acked {
+			acked[engine.JournalKey{Writer: base + u, Seq: s}] = true
+		}
+		for _, s := range j.Unknown {
+			unknown[engine.JournalKey{Writer: base + u, Seq: s}] = true
+		}
+	}
+	v.Acked, v.Unknown = int64(len(acked)), int64(len(unknown))
+	fmt.Fprintf(r.log, "verifying: %d acknowledged commits at every node\n", v.Acked)
+	wctx, cancel := context.WithTimeout(ctx, r.catchUpTimeout())
+	defer cancel()
+	if err := r.cluster.WaitFlowing(wctx); err != nil {
+		v.Error = fmt.Sprintf("the cluster was not flowing within %s: %v", r.catchUpTimeout(), err)
+		return v
+	}
+	for _, n := range r.nodes {
+		if sn := r.s.Node(n.Name); sn != nil && len(sn.Tables) > 0 {
+			if v.Skipped == nil {
+				v.Skipped = map[string]string{}
+			}
+			v.Skipped[n.Name] = "a partial copy (table filters): it does not hold the journal"
+			continue
+		}
+		nv, err := r.verifyNode(wctx, sc, n, base, acked, unknown)
+		if err != nil {
+			v.Error = fmt.Sprintf("node %s: %v", n.Name, err)
+			return v
+		}
+		v.Nodes[n.Name] = nv
+		v.Lost = max(v.Lost, nv.Lost)
+		if nv.Lost > 0 {
+			fmt.Fprintf(r.log, "warning: %d of %d acknowledged commits are missing at %s (first: %s)\n", nv.Lost, v.Acked, n.Name, strings.Join(nv.LostKeys, ", "))
+		}
+	}
+	v.CheckedAfterS = math.Round(time.Since(stopped).Seconds()*1000) / 1000
+	return v
+}
+
+// verifyNode reads one node's journal, from its own site, and compares.
+func (r *run) verifyNode(ctx context.Context, sc engine.SQL, n engine.Node, base int, acked, unknown map[engine.JournalKey]bool) (*report.NodeVerification, error) {
+	db, err := sc.Open(ctx, n.Name, n.Site)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	present, err := engine.ReadJournal(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	nv := &report.NodeVerification{}
+	for k := range present {
+		if k.Writer < base || k.Writer >= base+journalWriters {
+			continue // another measurement's
+		}
+		nv.Present++
+		switch {
+		case acked[k]:
+		case unknown[k]:
+			nv.UnacknowledgedButPresent++
+		default:
+			nv.Unexpected++
+		}
+	}
+	var lost []engine.JournalKey
+	for k := range acked {
+		if !present[k] {
+			lost = append(lost, k)
+		}
+	}
+	nv.Lost = int64(len(lost))
+	slices.SortFunc(lost, func(a, b engine.JournalKey) int {
+		if a.Writer != b.Writer {
+			return a.Writer - b.Writer
+		}
+		return int(a.Seq - b.Seq)
+	})
+	for _, k := range lost[:min(len(lost), maxLostKeys)] {
+		nv.LostKeys = append(nv.LostKeys, fmt.Sprintf("%d/%d", k.Writer-base, k.Seq))
+	}
+	return nv, nil
+}

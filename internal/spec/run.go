@@ -10,7 +10,7 @@ import (
 var (
 	workloadKeyRE = identRE
 	runKeys       = []string{"users", "warmup", "duration", "cooldown", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval",
-		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample", "provision"}
+		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample", "provision", "verify"}
 	provisions = []string{ProvisionAuto, ProvisionFast, ProvisionLink}
 	arrivals   = []string{"poisson", "regular"}
 )
@@ -140,6 +140,10 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 	}
 	c.repetitions(s, p, m)
 	c.lagSample(s, p, m)
+	if v, ok := c.get(p, m, "verify", kBool, "true or false"); ok {
+		c.remember(s, p.child("verify"))
+		r.Verify = v.(bool)
+	}
 	if v, ok := c.get(p, m, "provision", kString, `"auto", "fast" or "link"`); ok {
 		c.remember(s, p.child("provision"))
 		pv := strings.TrimSpace(v.(string))

@@ -190,6 +190,11 @@ type Run struct {
 	// number of tracked transactions per second (driver.Config.LagEvery).
 	LagSample int
 
+	// Verify journals every writing transaction's key and looks for every
+	// acknowledged one at every node after the run (docs/faults.md). It
+	// defaults to on when the spec has [[fault]]s (see Spec.VerifyOn).
+	Verify bool
+
 	// Provision says over which links the lab is built and loaded: the
 	// configured ones (ProvisionLink), unshaped ones with the configured
 	// conditions applied when the measurement starts (ProvisionFast), or

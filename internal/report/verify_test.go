@@ -1,0 +1,46 @@
+package report
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestPrintVerification(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		v    *Verification
+		want []string
+	}{
+		{"all there", &Verification{Acked: 500, Nodes: map[string]*NodeVerification{"p1": {Present: 500}, "e1": {Present: 500}}},
+			[]string{"commits     verified: all 500 acknowledged commits at 2 nodes"}},
+		{"lost", &Verification{Acked: 500, Unknown: 2, Lost: 3, Nodes: map[string]*NodeVerification{
+			"p1": {Present: 498, Lost: 3, LostKeys: []string{"0/7", "0/8", "1/9"}, UnacknowledgedButPresent: 1},
+			"e1": {Present: 497, Lost: 3, LostKeys: []string{"0/7", "0/8", "1/9"}}},
+			Skipped: map[string]string{"r1": "a partial copy"}},
+			[]string{"warning: acknowledged commits LOST (of 500); 2 never acknowledged, landed: e1 0, p1 1",
+				"    e1: 3 missing, first 0/7, 0/8, 1/9", "    p1: 3 missing", "    r1 not checked: a partial copy"}},
+		{"error", &Verification{Error: "the cluster was not flowing"}, []string{"commits     not verified: the cluster was not flowing"}},
+	} {
+		var b bytes.Buffer
+		printVerification(&b, c.v)
+		for _, w := range c.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: no %q in\n%s", c.name, w, b.String())
+			}
+		}
+	}
+}
+
+// Repetitions sum what was acknowledged and lost.
+func TestAggregateVerification(t *testing.T) {
+	mk := func(acked, lost int64) *Summary {
+		return &Summary{Kind: "run", Complete: true, Verification: &Verification{Acked: acked, Lost: lost,
+			Nodes: map[string]*NodeVerification{"p1": {Present: acked - lost, Lost: lost, LostKeys: []string{"0/1"}}}}}
+	}
+	agg := Aggregate([]*Summary{mk(100, 0), mk(200, 5)}, nil, 0.95)
+	v := agg.Verification
+	if v == nil || v.Acked != 300 || v.Lost != 5 || v.Nodes["p1"].Lost != 5 || v.Nodes["p1"].Present != 295 {
+		t.Errorf("aggregate verification %+v (p1 %+v)", v, v.Nodes["p1"])
+	}
+}
