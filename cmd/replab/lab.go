@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"replab/internal/fault"
 	"replab/internal/lab"
 	"replab/internal/runner"
 	"replab/internal/spec"
@@ -258,6 +259,16 @@ then prints its sites, links and nodes with every default resolved.`)
 	}
 	for _, n := range s.Nodes {
 		fmt.Fprintf(out, "node %-10s %-8s site %s %s\n", n.Name, n.Role, n.Site, n.From)
+	}
+	for _, f := range s.Faults {
+		heal := ""
+		if f.For > 0 {
+			heal = " for " + f.For.String()
+		}
+		fmt.Fprintf(out, "fault at %s%s: %s\n", f.At, heal, fault.Describe(f))
+	}
+	if s.VerifyOn() {
+		fmt.Fprintf(out, "verify: every acknowledged commit is looked for at every node after the run\n")
 	}
 	for _, w := range runner.ProvisionWarnings(s, engines(), workloads()) {
 		fmt.Fprintf(out, "warning: %s\n", w)
