@@ -68,6 +68,11 @@ type Summary struct {
 	// until After ends; LagBeforeMs the same over Before.
 	LagPeakMs   map[string]float64 `json:"lag_peak_ms,omitempty"`
 	LagBeforeMs map[string]float64 `json:"lag_before_ms,omitempty"`
+	// BacklogPeak is each replica's largest backlog as the engine reports
+	// it (bytes of WAL not yet replayed, transactions, …: BacklogUnit) from
+	// the fault until After ends: what built up.
+	BacklogPeak map[string]float64 `json:"backlog_peak,omitempty"`
+	BacklogUnit map[string]string  `json:"backlog_unit,omitempty"`
 	Err         string             `json:"error,omitempty"` // applying or healing it failed
 }
 

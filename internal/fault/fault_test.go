@@ -38,7 +38,8 @@ func TestMeasure(t *testing.T) {
 	})
 	heal := 20.0
 	lag := map[string][]LagSecond{"e1": {{S: 5, P99Ms: 40}, {S: 9, P99Ms: 45}, {S: 12, P99Ms: 9000}, {S: 21, P99Ms: 3000}, {S: 35, P99Ms: 40}}}
-	got := Measure(Span{Fault: 0, What: "link a<->b down", AtS: 10, HealS: &heal}, series, lag, -5, 40)
+	backlog := map[string][]Backlog{"e1": {{S: 9, Value: 100, Unit: "bytes"}, {S: 15, Value: 80000, Unit: "bytes"}, {S: 31, Value: 1e9, Unit: "bytes"}}}
+	got := Measure(Span{Fault: 0, What: "link a<->b down", AtS: 10, HealS: &heal}, series, lag, backlog, -5, 40)
 	if got.Before.TPS != 100 || got.Before.FromS != 0 || got.During.TPS != 0 || got.After.TPS != 90 {
 		t.Errorf("windows: before %+v during %+v after %+v", got.Before, got.During, got.After)
 	}
@@ -48,6 +49,9 @@ func TestMeasure(t *testing.T) {
 	if got.LagPeakMs["e1"] != 9000 || got.LagBeforeMs["e1"] != 45 {
 		t.Errorf("lag peak %v before %v", got.LagPeakMs, got.LagBeforeMs)
 	}
+	if got.BacklogPeak["e1"] != 80000 || got.BacklogUnit["e1"] != "bytes" {
+		t.Errorf("backlog peak %v %v, want 80000 bytes (the sample after the window does not count)", got.BacklogPeak, got.BacklogUnit)
+	}
 
 	// A kill that is never healed and never recovers.
 	dead := flat(0, 30, func(s int) int64 {
@@ -56,12 +60,12 @@ func TestMeasure(t *testing.T) {
 		}
 		return 80
 	})
-	got = Measure(Span{What: "node p kill", AtS: 15}, dead, nil, 0, 30)
+	got = Measure(Span{What: "node p kill", AtS: 15}, dead, nil, nil, 0, 30)
 	if got.RecoverS != nil || got.HealS != nil || got.During.ToS != 16 || got.Before.TPS != 80 {
 		t.Errorf("unhealed: %+v", got)
 	}
 	// A fault at the start has no window before: no recovery can be judged.
-	got = Measure(Span{What: "x", AtS: 0}, dead, nil, 0, 30)
+	got = Measure(Span{What: "x", AtS: 0}, dead, nil, nil, 0, 30)
 	if got.RecoverS != nil || got.Before.TPS != 0 {
 		t.Errorf("fault at 0: %+v", got)
 	}
@@ -75,7 +79,7 @@ func TestSpansAndMeasureAll(t *testing.T) {
 		{Fault: 1, What: "node e1 kill", Action: ActionApply, AtS: 25, Err: "node e1 is not running"},
 	}
 	series := flat(0, 40, func(int) int64 { return 10 })
-	sums := MeasureAll(ev, series, nil, 0, 40)
+	sums := MeasureAll(ev, series, nil, nil, 0, 40)
 	if len(sums) != 2 {
 		t.Fatalf("%d summaries, want 2 (the second shell's fault is not measured)", len(sums))
 	}
@@ -94,7 +98,7 @@ func TestSpansAndMeasureAll(t *testing.T) {
 		{Fault: 0, What: "link a<->c down", Action: ActionHeal, AtS: 20},
 		{Fault: 1, What: "link b<->c down", Action: ActionHeal, AtS: 20},
 	}
-	sums = MeasureAll(both, series, nil, 0, 40)
+	sums = MeasureAll(both, series, nil, nil, 0, 40)
 	if len(sums) != 2 || sums[0].Before != sums[1].Before || sums[1].Before.TPS != 10 || sums[1].Before.FromS != 0 {
 		t.Errorf("simultaneous faults: %+v", sums)
 	}

@@ -18,6 +18,14 @@ type LagSecond struct {
 	P99Ms float64
 }
 
+// Backlog is one sample of a replica's backlog as the engine reports it,
+// on the same axis.
+type Backlog struct {
+	S     float64
+	Value float64
+	Unit  string
+}
+
 // Span is one fault as it happened: applied at AtS, healed at HealS
 // (nil: not healed within the run).
 type Span struct {
@@ -39,7 +47,7 @@ const RecoveredShare = 0.9
 // run's seconds; floorS is where the window before may start at the
 // earliest (the heal of an earlier fault, or the run's start), endS where
 // the run's series end.
-func Measure(sp Span, series []Second, lag map[string][]LagSecond, floorS, endS float64) Summary {
+func Measure(sp Span, series []Second, lag map[string][]LagSecond, backlog map[string][]Backlog, floorS, endS float64) Summary {
 	sum := Summary{Fault: sp.Fault, What: sp.What, AtS: sp.AtS, HealS: sp.HealS, Err: sp.Err}
 	beforeFrom := math.Max(sp.AtS-BeforeS, floorS)
 	duringTo := sp.AtS + 1 // an instantaneous fault: the second after it
@@ -90,6 +98,19 @@ func Measure(sp Span, series []Second, lag map[string][]LagSecond, floorS, endS 
 				sum.LagBeforeMs = map[string]float64{}
 			}
 			sum.LagBeforeMs[name] = before
+		}
+	}
+	for name, samples := range backlog {
+		for _, b := range samples {
+			if b.S < sp.AtS || b.S >= afterTo {
+				continue
+			}
+			if sum.BacklogPeak == nil {
+				sum.BacklogPeak, sum.BacklogUnit = map[string]float64{}, map[string]string{}
+			}
+			if b.Value >= sum.BacklogPeak[name] {
+				sum.BacklogPeak[name], sum.BacklogUnit[name] = b.Value, b.Unit
+			}
 		}
 	}
 	return sum
@@ -145,7 +166,7 @@ func Spans(events []Event) []Span {
 // starts no earlier than the heal of any fault that ended before it began
 // (faults at the same time, or overlapping ones, share what was before
 // them).
-func MeasureAll(events []Event, series []Second, lag map[string][]LagSecond, startS, endS float64) []Summary {
+func MeasureAll(events []Event, series []Second, lag map[string][]LagSecond, backlog map[string][]Backlog, startS, endS float64) []Summary {
 	spans := Spans(events)
 	var out []Summary
 	for _, sp := range spans {
@@ -159,7 +180,7 @@ func MeasureAll(events []Event, series []Second, lag map[string][]LagSecond, sta
 				floor = math.Max(floor, end)
 			}
 		}
-		out = append(out, Measure(sp, series, lag, floor, endS))
+		out = append(out, Measure(sp, series, lag, backlog, floor, endS))
 	}
 	return out
 }

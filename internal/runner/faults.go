@@ -3,10 +3,12 @@ package runner
 import (
 	"cmp"
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"replab/internal/engine"
@@ -136,7 +138,7 @@ func (r *run) fillFaults(dir *report.Dir, events []fault.Event) error {
 		}
 	}
 	end := (r.s.Run.Duration + r.s.Run.Cooldown).Seconds()
-	r.sum.Faults = fault.MeasureAll(events, series, lag, -warm, end)
+	r.sum.Faults = fault.MeasureAll(events, series, lag, r.backlogs(dir), -warm, end)
 	return err
 }
 
@@ -155,5 +157,40 @@ func (r *run) shellFaults(since time.Time) []fault.Event {
 		out = append(out, fault.Event{Fault: -1, What: rec.What, Action: rec.Action, AtS: rec.Time.Sub(from).Seconds(), Err: rec.Err})
 	}
 	slices.SortStableFunc(out, func(a, b fault.Event) int { return cmp.Compare(a.AtS, b.AtS) })
+	return out
+}
+
+// backlogs reads each replica's backlog samples from replication.csv,
+// placed on the measure phase's axis; none when it cannot be read.
+func (r *run) backlogs(dir *report.Dir) map[string][]fault.Backlog {
+	f, err := os.Open(dir.File("replication.csv"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(recs) < 2 {
+		return nil
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	ti, ni, bi, ui := col["t_s"], col["node"], col["backlog"], col["backlog_unit"]
+	if _, ok := col["backlog"]; !ok {
+		return nil
+	}
+	r.phaseMu.Lock()
+	offset := r.phaseFrom.Sub(r.monStarted).Seconds()
+	r.phaseMu.Unlock()
+	out := map[string][]fault.Backlog{}
+	for _, rec := range recs[1:] {
+		t, err1 := strconv.ParseFloat(rec[ti], 64)
+		v, err2 := strconv.ParseFloat(rec[bi], 64)
+		if err1 != nil || err2 != nil {
+			continue // a sample without a backlog (the node was down)
+		}
+		out[rec[ni]] = append(out[rec[ni]], fault.Backlog{S: t - offset, Value: v, Unit: rec[ui]})
+	}
 	return out
 }

@@ -180,6 +180,7 @@ type run struct {
 	lagHist map[string]*hdrhistogram.Histogram
 
 	probeStarted time.Time // when the probe's lag series begins
+	monStarted   time.Time // when the monitors' series begin
 	faults       *faults   // this measurement's fault schedule; nil without one
 
 	lastBytes map[string]uint64 // for the progress line
@@ -355,6 +356,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	// Monitors: links, processes by role and the engine's replication
 	// state, sampled into dir (roles.csv, replication.csv). Started just
 	// before the driver, so their t_s is close to series.csv's.
+	r.monStarted = time.Now() // replication.csv's t_s 0, for placing faults
 	r.mon, err = monitor.Start(ctx, monitor.Config{Lab: r.lab, Cluster: r.cluster, Dir: dir.Path})
 	if err != nil {
 		return r.sum, err
@@ -397,9 +399,6 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		return r.sum, err
 	}
 	r.fillDriver()
-	if err := r.fillFaults(dir, events); err != nil {
-		return r.sum, fmt.Errorf("faults.csv: %w", err)
-	}
 	if pr, ok := r.wl.(workload.PageReporter); ok {
 		r.phaseMu.Lock()
 		from, to := r.phaseFrom, r.phaseTo
@@ -422,6 +421,11 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	werr := stopWatch()
 	r.stopMonitor() // after the catch-up, so replication.csv shows it
 	r.fillLag()
+	// After the catch-up: a fault's lag and backlog peaks may come late (a
+	// standby started at the end of the run catches up then).
+	if err := r.fillFaults(dir, events); err != nil {
+		return r.sum, fmt.Errorf("faults.csv: %w", err)
+	}
 	r.sum.Steady = steadiness(r.res.Series)
 	if r.res.Complete {
 		r.sum.SyncFallbacks = r.fallbacks()
