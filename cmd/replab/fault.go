@@ -22,7 +22,7 @@ const faultAbout = `Breaks a link or a node of a running lab now, from a second 
       change one direction (A<->B: both) with link set's keys: delay jitter
       jitter_dist reorder rate queue loss trace seed, down, up
       --for puts back exactly the parameters the directions had before
-  replab fault node NODE kill|stop|start|restart|pause|resume [--for 10s]
+  replab fault node NODE kill|stop|start|restart|pause|resume|promote [--for 10s]
       act on a database server of the lab (its engine must be able to);
       --for heals kill and stop with start, pause with resume
 
@@ -79,7 +79,7 @@ func parseFault(pos []string, dur time.Duration) (faultCmd, error) {
 }
 
 func cmdFault(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("fault", "replab fault [--lab NAME] link A->B|A<->B key=value…|down [--for D]\n       replab fault [--lab NAME] node NODE kill|stop|start|restart|pause|resume [--for D]", faultAbout)
+	fs := newFlags("fault", "replab fault [--lab NAME] link A->B|A<->B key=value…|down [--for D]\n       replab fault [--lab NAME] node NODE kill|stop|start|restart|pause|resume|promote [--for D]", faultAbout)
 	name := fs.String("lab", "", "which lab (needed when several run)")
 	state := fs.String("state", lab.DefaultStateRoot, "directory for lab state and control sockets")
 	dur := fs.Duration("for", 0, "heal after this long (0: leave it broken)")

@@ -185,6 +185,9 @@ type Result struct {
 	// Journal has, per user, the outcome of every writing transaction that
 	// ran the Journal statement, over the whole run (nil without one).
 	Journal []UserJournal `json:"-"`
+	// Gaps are the stretches of at least GapMin without a commit, in ns
+	// since the driver's start (all phases).
+	Gaps []Gap `json:"-"`
 	// Hist is the measure phase's latency histogram (µs) for logs.
 	Hist *hdrhistogram.Histogram `json:"-"`
 }
@@ -414,6 +417,11 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 		}
 	}
 	res.Reconnects = d.reconnects.Load()
+	d.rec.mu.Lock()
+	for _, g := range d.rec.gaps {
+		res.Gaps = append(res.Gaps, Gap{From: g.From - d.start, To: g.To - d.start})
+	}
+	d.rec.mu.Unlock()
 	if d.cfg.Journal != "" {
 		for _, u := range users {
 			res.Journal = append(res.Journal, u.journal)

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"sync"
+	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
@@ -26,7 +27,22 @@ type recorder struct {
 
 	behindHist  *hdrhistogram.Histogram
 	skippedHist *hdrhistogram.Histogram // measure phase, µs
+
+	// lastCommit and gaps: every stretch of at least GapMin without a
+	// commit (all phases), for the time a fault left clients unable to
+	// write.
+	lastCommit int64
+	gaps       []Gap
 }
+
+// GapMin is the shortest stretch without a commit the driver records.
+const GapMin = 250 * time.Millisecond
+
+// maxGaps bounds the gaps kept (a slow open loop has one per transaction).
+const maxGaps = 10000
+
+// Gap is a stretch without a commit, on the driver's clock (ns).
+type Gap struct{ From, To int64 }
 
 func newRecorder(types []workload.TxType) *recorder {
 	r := &recorder{all: stats.NewLatencyHist(), sec: stats.NewLatencyHist(), behindHist: stats.NewLatencyHist(), skippedHist: stats.NewLatencyHist()}
@@ -45,6 +61,10 @@ func (r *recorder) commit(ti int, measured bool, now, latencyNs, rows, retries, 
 	defer r.mu.Unlock()
 	_ = r.sec.RecordValue(us)
 	r.secOK++
+	if r.lastCommit != 0 && now-r.lastCommit >= int64(GapMin) && len(r.gaps) < maxGaps {
+		r.gaps = append(r.gaps, Gap{From: r.lastCommit, To: now})
+	}
+	r.lastCommit = max(r.lastCommit, now)
 	if !measured {
 		return
 	}

@@ -170,6 +170,16 @@ type Pauser interface {
 	Resume(ctx context.Context, node string) error
 }
 
+// ErrFailedOver is a node's Start refused because a standby of it was
+// promoted: started, it would be a second primary.
+var ErrFailedOver = errors.New("failed over from")
+
+// Promoter promotes a standby to primary: failover. The old primary is
+// out of the cluster afterwards (Nodes no longer lists it as writable).
+type Promoter interface {
+	Promote(ctx context.Context, node string) error
+}
+
 // PageServer is a cluster that serves files read page by page (XRootD),
 // not SQL: the page-read workload reads what it lists over the server's
 // protocol.
@@ -353,6 +363,12 @@ func DoNode(ctx context.Context, c Cluster, node, do string) error {
 		if !canPause {
 			return fmt.Errorf("%w: cannot pause nodes", ErrNoNodeControl)
 		}
+	case "promote":
+		pr, ok := c.(Promoter)
+		if !ok {
+			return fmt.Errorf("%w: cannot promote nodes", ErrNoNodeControl)
+		}
+		return pr.Promote(ctx, node)
 	}
 	switch do {
 	case "kill":
@@ -368,5 +384,5 @@ func DoNode(ctx context.Context, c Cluster, node, do string) error {
 	case "resume":
 		return pz.Resume(ctx, node)
 	}
-	return fmt.Errorf("unknown node action %q: want kill, stop, start, restart, pause or resume", do)
+	return fmt.Errorf("unknown node action %q: want kill, stop, start, restart, pause, resume or promote", do)
 }

@@ -8,6 +8,7 @@ package fault
 
 import (
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -24,6 +25,10 @@ type Event struct {
 	AtS    float64 `json:"at_s"`   // seconds since the measure phase began (negative in the warmup)
 	Err    string  `json:"error,omitempty"`
 }
+
+// ErrStaysDown is a heal the target refuses on purpose (a node failed over
+// from stays out): logged as not healed, not as a failure.
+var ErrStaysDown = errors.New("stays down")
 
 // Event actions.
 const (
@@ -64,6 +69,13 @@ type Summary struct {
 	// healed) the throughput was first back within 10 % of Before's, for
 	// a whole second; absent when it was not within the run.
 	RecoverS *float64 `json:"recover_s,omitempty"`
+	// UnavailableS is the longest time without a single commit that
+	// overlaps the fault's span (from the fault until After ends): how
+	// long clients could not write (a dead primary until its standby was
+	// promoted and the clients found it). The driver records stretches of
+	// 250 ms and more; with think time or a slow open loop, compare it with
+	// the time between commits before.
+	UnavailableS float64 `json:"unavailable_s,omitempty"`
 	// LagPeakMs is each replica's worst per-second lag p99 from the fault
 	// until After ends; LagBeforeMs the same over Before.
 	LagPeakMs   map[string]float64 `json:"lag_peak_ms,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
@@ -39,12 +40,16 @@ func TestMeasure(t *testing.T) {
 	heal := 20.0
 	lag := map[string][]LagSecond{"e1": {{S: 5, P99Ms: 40}, {S: 9, P99Ms: 45}, {S: 12, P99Ms: 9000}, {S: 21, P99Ms: 3000}, {S: 35, P99Ms: 40}}}
 	backlog := map[string][]Backlog{"e1": {{S: 9, Value: 100, Unit: "bytes"}, {S: 15, Value: 80000, Unit: "bytes"}, {S: 31, Value: 1e9, Unit: "bytes"}}}
-	got := Measure(Span{Fault: 0, What: "link a<->b down", AtS: 10, HealS: &heal}, series, lag, backlog, -5, 40)
+	gaps := []Gap{{FromS: 2, ToS: 2.5}, {FromS: 9.9, ToS: 20.2}, {FromS: 35, ToS: 36}}
+	got := Measure(Span{Fault: 0, What: "link a<->b down", AtS: 10, HealS: &heal}, series, gaps, lag, backlog, -5, 40)
 	if got.Before.TPS != 100 || got.Before.FromS != 0 || got.During.TPS != 0 || got.After.TPS != 90 {
 		t.Errorf("windows: before %+v during %+v after %+v", got.Before, got.During, got.After)
 	}
 	if got.RecoverS == nil || *got.RecoverS != 2 {
 		t.Errorf("recover %v, want 2 s after the heal", got.RecoverS)
+	}
+	if math.Abs(got.UnavailableS-10.3) > 1e-9 {
+		t.Errorf("unavailable %.2f s, want the 10.3 s without a commit across the fault", got.UnavailableS)
 	}
 	if got.LagPeakMs["e1"] != 9000 || got.LagBeforeMs["e1"] != 45 {
 		t.Errorf("lag peak %v before %v", got.LagPeakMs, got.LagBeforeMs)
@@ -60,12 +65,12 @@ func TestMeasure(t *testing.T) {
 		}
 		return 80
 	})
-	got = Measure(Span{What: "node p kill", AtS: 15}, dead, nil, nil, 0, 30)
+	got = Measure(Span{What: "node p kill", AtS: 15}, dead, nil, nil, nil, 0, 30)
 	if got.RecoverS != nil || got.HealS != nil || got.During.ToS != 16 || got.Before.TPS != 80 {
 		t.Errorf("unhealed: %+v", got)
 	}
 	// A fault at the start has no window before: no recovery can be judged.
-	got = Measure(Span{What: "x", AtS: 0}, dead, nil, nil, 0, 30)
+	got = Measure(Span{What: "x", AtS: 0}, dead, nil, nil, nil, 0, 30)
 	if got.RecoverS != nil || got.Before.TPS != 0 {
 		t.Errorf("fault at 0: %+v", got)
 	}
@@ -79,7 +84,7 @@ func TestSpansAndMeasureAll(t *testing.T) {
 		{Fault: 1, What: "node e1 kill", Action: ActionApply, AtS: 25, Err: "node e1 is not running"},
 	}
 	series := flat(0, 40, func(int) int64 { return 10 })
-	sums := MeasureAll(ev, series, nil, nil, 0, 40)
+	sums := MeasureAll(ev, series, nil, nil, nil, 0, 40)
 	if len(sums) != 2 {
 		t.Fatalf("%d summaries, want 2 (the second shell's fault is not measured)", len(sums))
 	}
@@ -98,7 +103,7 @@ func TestSpansAndMeasureAll(t *testing.T) {
 		{Fault: 0, What: "link a<->c down", Action: ActionHeal, AtS: 20},
 		{Fault: 1, What: "link b<->c down", Action: ActionHeal, AtS: 20},
 	}
-	sums = MeasureAll(both, series, nil, nil, 0, 40)
+	sums = MeasureAll(both, series, nil, nil, nil, 0, 40)
 	if len(sums) != 2 || sums[0].Before != sums[1].Before || sums[1].Before.TPS != 10 || sums[1].Before.FromS != 0 {
 		t.Errorf("simultaneous faults: %+v", sums)
 	}
@@ -238,4 +243,31 @@ func TestScheduleStopsWithItsContext(t *testing.T) {
 	if len(r.calls) != 0 {
 		t.Errorf("calls after cancel: %v", r.calls)
 	}
+}
+
+// A heal the target refuses on purpose (a primary failed over from) is
+// logged, not recorded: the fault stays unhealed in the events.
+func TestHealThatStaysDown(t *testing.T) {
+	r := &recorder{links: map[string]linkem.Params{}}
+	var logged []string
+	s := NewSchedule([]spec.Fault{{At: 0, Node: "p1", Do: "kill"}}, stayDown{r}, func(e Event) { logged = append(logged, e.What) })
+	s.Run(context.Background(), time.Now())
+	s.HealAll(context.Background())
+	ev := s.Events()
+	if len(ev) != 1 || ev[0].Action != ActionApply {
+		t.Errorf("events %+v, want the kill alone", ev)
+	}
+	if len(logged) != 2 || !strings.Contains(logged[1], "not healed: stays down") {
+		t.Errorf("logged %q", logged)
+	}
+}
+
+// stayDown refuses every start with ErrStaysDown.
+type stayDown struct{ *recorder }
+
+func (s stayDown) Node(ctx context.Context, node, do string) error {
+	if do == spec.FaultStart {
+		return fmt.Errorf("%w: failed over from", ErrStaysDown)
+	}
+	return s.recorder.Node(ctx, node, do)
 }

@@ -18,6 +18,9 @@ type LagSecond struct {
 	P99Ms float64
 }
 
+// Gap is a stretch without a commit, on the same axis.
+type Gap struct{ FromS, ToS float64 }
+
 // Backlog is one sample of a replica's backlog as the engine reports it,
 // on the same axis.
 type Backlog struct {
@@ -47,7 +50,7 @@ const RecoveredShare = 0.9
 // run's seconds; floorS is where the window before may start at the
 // earliest (the heal of an earlier fault, or the run's start), endS where
 // the run's series end.
-func Measure(sp Span, series []Second, lag map[string][]LagSecond, backlog map[string][]Backlog, floorS, endS float64) Summary {
+func Measure(sp Span, series []Second, gaps []Gap, lag map[string][]LagSecond, backlog map[string][]Backlog, floorS, endS float64) Summary {
 	sum := Summary{Fault: sp.Fault, What: sp.What, AtS: sp.AtS, HealS: sp.HealS, Err: sp.Err}
 	beforeFrom := math.Max(sp.AtS-BeforeS, floorS)
 	duringTo := sp.AtS + 1 // an instantaneous fault: the second after it
@@ -73,6 +76,11 @@ func Measure(sp Span, series []Second, lag map[string][]LagSecond, backlog map[s
 				sum.RecoverS = &r
 				break
 			}
+		}
+	}
+	for _, g := range gaps {
+		if g.ToS > sp.AtS && g.FromS < afterTo {
+			sum.UnavailableS = math.Max(sum.UnavailableS, g.ToS-g.FromS)
 		}
 	}
 	for name, secs := range lag {
@@ -166,7 +174,7 @@ func Spans(events []Event) []Span {
 // starts no earlier than the heal of any fault that ended before it began
 // (faults at the same time, or overlapping ones, share what was before
 // them).
-func MeasureAll(events []Event, series []Second, lag map[string][]LagSecond, backlog map[string][]Backlog, startS, endS float64) []Summary {
+func MeasureAll(events []Event, series []Second, gaps []Gap, lag map[string][]LagSecond, backlog map[string][]Backlog, startS, endS float64) []Summary {
 	spans := Spans(events)
 	var out []Summary
 	for _, sp := range spans {
@@ -180,7 +188,7 @@ func MeasureAll(events []Event, series []Second, lag map[string][]LagSecond, bac
 				floor = math.Max(floor, end)
 			}
 		}
-		out = append(out, Measure(sp, series, lag, backlog, floor, endS))
+		out = append(out, Measure(sp, series, gaps, lag, backlog, floor, endS))
 	}
 	return out
 }

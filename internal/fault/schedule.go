@@ -3,6 +3,7 @@ package fault
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -181,6 +182,17 @@ func (s *Schedule) heal(ctx context.Context, i int, note string) {
 	}
 	err := h(ctx)
 	what := Describe(s.faults[i])
+	if errors.Is(err, ErrStaysDown) {
+		// Refused on purpose: said in the log, and the fault stays
+		// unhealed in the events.
+		if note != "" {
+			note += "; "
+		}
+		if s.log != nil {
+			s.log(Event{Fault: i, What: what + " (" + note + "not healed: " + err.Error() + ")", Action: ActionHeal, AtS: time.Since(s.start).Seconds()})
+		}
+		return
+	}
 	if note != "" {
 		what += " (" + note + ")"
 	}

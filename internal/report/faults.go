@@ -80,7 +80,7 @@ func worstLag(f *fault.Summary) (string, float64, bool) {
 
 // faultRow is one fault's cells in the terminal and HTML tables: at,
 // healed, what, tps before/during/after, commit p99 before/during/after,
-// recovered, worst lag peak.
+// recovered, the longest time without a commit, worst lag peak.
 func faultRow(s *Summary, f *fault.Summary) []string {
 	k := func(field string) string { return faultKey(f, field) }
 	healed := "—"
@@ -97,6 +97,10 @@ func faultRow(s *Summary, f *fault.Summary) []string {
 			rec += fmt.Sprintf(" (%d of %d)", c.N, completeRepetitions(s))
 		}
 	}
+	gap := "—"
+	if f.UnavailableS > 0 {
+		gap = shown(s, k("unavailable_s"), f.UnavailableS, "%.2f")
+	}
 	lag := "—"
 	if n, v, ok := worstLag(f); ok {
 		lag = n + " " + shown(s, k("lag_peak_ms."+n), v, "%.1f")
@@ -104,12 +108,12 @@ func faultRow(s *Summary, f *fault.Summary) []string {
 	return []string{shown(s, k("at_s"), f.AtS, "%.1f"), healed, f.What,
 		shown(s, k("before.tps"), f.Before.TPS, "%.1f"), shown(s, k("during.tps"), f.During.TPS, "%.1f"), shown(s, k("after.tps"), f.After.TPS, "%.1f"),
 		shown(s, k("before.commit_p99_ms"), f.Before.P99Ms, "%.2f"), shown(s, k("during.commit_p99_ms"), f.During.P99Ms, "%.2f"),
-		shown(s, k("after.commit_p99_ms"), f.After.P99Ms, "%.2f"), rec, lag}
+		shown(s, k("after.commit_p99_ms"), f.After.P99Ms, "%.2f"), rec, gap, lag}
 }
 
 // faultHead is the faults table's heading (the terminal's, in columns).
 var faultHead = []string{"at s", "healed s", "fault", "tps before", "during", "after",
-	"commit p99 ms before", "during", "after", "recovered after s", "worst lag peak ms"}
+	"commit p99 ms before", "during", "after", "recovered after s", "no commit for s", "worst lag peak ms"}
 
 // printFaults writes the faults table of the end-of-run summary, with a
 // line for each fault that failed.

@@ -99,7 +99,11 @@ func (t faultTarget) RestoreLink(from, to string, p linkem.Params) error {
 }
 
 func (t faultTarget) Node(ctx context.Context, node, do string) error {
-	return engine.DoNode(ctx, t.r.cluster, node, do)
+	err := engine.DoNode(ctx, t.r.cluster, node, do)
+	if errors.Is(err, engine.ErrFailedOver) {
+		return fmt.Errorf("%w: %v", fault.ErrStaysDown, err)
+	}
+	return err
 }
 
 // fillFaults writes faults.csv and measures the run around each scheduled
@@ -138,7 +142,11 @@ func (r *run) fillFaults(dir *report.Dir, events []fault.Event) error {
 		}
 	}
 	end := (r.s.Run.Duration + r.s.Run.Cooldown).Seconds()
-	r.sum.Faults = fault.MeasureAll(events, series, lag, r.backlogs(dir), -warm, end)
+	var gaps []fault.Gap
+	for _, g := range r.res.Gaps {
+		gaps = append(gaps, fault.Gap{FromS: float64(g.From)/1e9 - warm, ToS: float64(g.To)/1e9 - warm})
+	}
+	r.sum.Faults = fault.MeasureAll(events, series, gaps, lag, r.backlogs(dir), -warm, end)
 	return err
 }
 

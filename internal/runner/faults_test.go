@@ -260,3 +260,50 @@ func TestKillOfANoSyncPrimaryIsVerified(t *testing.T) {
 		last[ws] = s
 	}
 }
+
+// TestFailoverToThePromotedStandby: the primary of an asynchronous pair
+// is killed, its standby promoted a second later; the users find the new
+// primary (through the runner's targets), the run completes, the time
+// without commits is measured, the old primary stays out (its start at the
+// end is refused), and verification reads the new primary: what it lacks
+// of the acknowledged commits is the recovery point, a tail of each
+// writer's commits from just before the kill.
+func TestFailoverToThePromotedStandby(t *testing.T) {
+	text := strings.Replace(syncPairSpec, `replication = "sync"`, `replication = "async"`, 1)
+	sum, _, log := runWithFaults(t, text, []spec.Fault{
+		{At: 2 * time.Second, Node: "p1", Do: spec.FaultKill, Line: 1},
+		{At: 3 * time.Second, Node: "e1", Do: spec.FaultPromote, Line: 2}})
+	if len(sum.Faults) != 2 || sum.Faults[0].Err != "" || sum.Faults[1].Err != "" {
+		t.Fatalf("faults %+v\n%s", sum.Faults, log)
+	}
+	if sum.Faults[0].HealS != nil {
+		t.Errorf("the killed primary was healed after its standby was promoted: %+v", sum.Faults[0])
+	}
+	kill := sum.Faults[0]
+	if kill.UnavailableS < 1 || kill.After.TPS <= 0 {
+		t.Errorf("kill: unavailable %.0f s, tps after %.1f: clients should be back on e1\n%s", kill.UnavailableS, kill.After.TPS, log)
+	}
+	if !strings.Contains(log, "heal node p1 kill (at the end of the run; not healed: stays down: node p1: failed over from") {
+		t.Errorf("the old primary's start at the end was not refused:\n%s", log)
+	}
+	v := sum.Verification
+	if v == nil || v.Nodes["e1"] == nil || v.Skipped["p1"] == "" {
+		t.Fatalf("verification %+v\n%s", v, log)
+	}
+	e := v.Nodes["e1"]
+	t.Logf("acknowledged %d, lost at e1 %d %v; unavailable %.0f s", v.Acked, e.Lost, e.LostKeys, kill.UnavailableS)
+	last := map[int]int{}
+	for _, k := range e.LostKeys {
+		var w, s int
+		if _, err := fmt.Sscanf(k, "%d/%d", &w, &s); err != nil {
+			t.Fatalf("lost key %q", k)
+		}
+		if prev, ok := last[w]; ok && s != prev+1 {
+			t.Errorf("writer %d lost %d after %d: not a tail", w, s, prev)
+		}
+		last[w] = s
+	}
+	if float64(e.Lost) > kill.Before.TPS {
+		t.Errorf("%d lost: more than a second of commits (%.0f/s) behind a 10 ms link", e.Lost, kill.Before.TPS)
+	}
+}

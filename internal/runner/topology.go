@@ -108,7 +108,13 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 	pick := func(user int, at string) (engine.Node, error) {
 		switch {
 		case at == workload.AtSource:
-			return r.sources[user%len(r.sources)], nil
+			// The sources now: after a failover, the promoted node (a
+			// user that lost its connection comes back through here).
+			srcs := engine.Sources(r.cluster.Nodes())
+			if len(srcs) == 0 {
+				return engine.Node{}, errors.New("no node takes writes now")
+			}
+			return srcs[user%len(srcs)], nil
 		case at == workload.AtReplica:
 			if len(r.replicas) == 0 {
 				return engine.Node{}, errors.New("transactions at a replica, but no node replicates from another")

@@ -80,7 +80,7 @@ var wantInError = map[string][]string{
 		`fault-node.toml:41: fault[2].set: set changes a link`,
 		`fault-node.toml:47: fault[3].do: do acts on a node`,
 		`fault-node.toml:51: fault[4].node: a node fault needs do: one of kill, stop, restart, pause, start, resume`,
-		`fault-node.toml:56: fault[5].do = "promote": failover (promote) is not built yet`,
+		`fault-node.toml:56: fault[5].do = "promo": unknown action (did you mean "promote"?)`,
 		`fault-node.toml:61: fault[6].do = "kil": unknown action (did you mean "kill"?)`,
 		`fault-node.toml:65: fault[7].node = "a1": unknown node "a1"; nodes: p1, e1`,
 		`fault-node.toml:70: fault[8].for = "5s": do = "restart" is instantaneous and takes no for`,

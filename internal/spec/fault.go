@@ -29,10 +29,7 @@ var faultKeys = []string{"at", "for", "link", "set", "node", "do"}
 const maxFaultTime = 30 * 24 * time.Hour
 
 // instantaneous node faults take no for.
-var instantaneous = map[string]bool{FaultRestart: true, FaultStart: true, FaultResume: true}
-
-// faultPromote is refused with its own message: failover is not built yet.
-const faultPromote = "promote"
+var instantaneous = map[string]bool{FaultRestart: true, FaultStart: true, FaultResume: true, FaultPromote: true}
 
 // faultIn is a fault being read, with what the overlap check needs.
 type faultIn struct {
@@ -424,8 +421,6 @@ func (c *decoder) faultDo(p path, m map[string]any, f *Fault) bool {
 	case contains(FaultDos, do):
 		f.Do = do
 		return true
-	case do == faultPromote:
-		c.fail(p.child("do"), v, "failover (promote) is not built yet: replab cannot promote a standby during a run; do is one of %s", strings.Join(FaultDos, ", "))
 	default:
 		c.fail(p.child("do"), v, "unknown action%s; do is one of %s", didYouMean(do, FaultDos), strings.Join(FaultDos, ", "))
 	}

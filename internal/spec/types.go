@@ -154,10 +154,11 @@ const (
 	FaultPause   = "pause"   // SIGSTOP: hangs with its connections open
 	FaultStart   = "start"   // start a stopped or killed node
 	FaultResume  = "resume"  // SIGCONT a paused node
+	FaultPromote = "promote" // a standby becomes the primary: failover
 )
 
 // FaultDos lists the node faults, for errors and docs.
-var FaultDos = []string{FaultKill, FaultStop, FaultRestart, FaultPause, FaultStart, FaultResume}
+var FaultDos = []string{FaultKill, FaultStop, FaultRestart, FaultPause, FaultStart, FaultResume, FaultPromote}
 
 // Workload is the [workload] table: a kind and its options, which the
 // workload checks itself (pointing at them with Spec.Errorf("workload.KEY")).

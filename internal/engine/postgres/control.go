@@ -98,7 +98,8 @@ func (c *cluster) Kill(ctx context.Context, name string) error {
 	return nil
 }
 
-// Start implements engine.NodeControl.
+// Start implements engine.NodeControl. A node failed over from is not
+// started: it would be a second primary..
 func (c *cluster) Start(ctx context.Context, name string) error {
 	n, err := c.controlled(name)
 	if err != nil {
@@ -106,6 +107,12 @@ func (c *cluster) Start(ctx context.Context, name string) error {
 	}
 	if n.pid() != 0 {
 		return fmt.Errorf("node %s is already running", name)
+	}
+	c.topo.RLock()
+	failed := n.failedOver
+	c.topo.RUnlock()
+	if failed {
+		return fmt.Errorf("node %s: %w: started, it would be a second primary (rejoining it is not built)", name, engine.ErrFailedOver)
 	}
 	start := time.Now()
 	if err := n.start(ctx); err != nil {

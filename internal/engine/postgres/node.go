@@ -46,6 +46,10 @@ type node struct {
 	// control replaces it while monitors read it.
 	proc  atomic.Pointer[postmaster]
 	admin *pgxpool.Pool // over the unix socket, as the superuser
+
+	// failedOver: a standby of this (primary) node was promoted; it is out
+	// of the cluster (cluster.topo guards it, with Role and From).
+	failedOver bool
 }
 
 // postmaster is one run of a node's server.

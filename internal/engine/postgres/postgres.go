@@ -68,8 +68,11 @@ func (Engine) Validate(s *spec.Spec) error {
 
 // cluster is a running set of PostgreSQL nodes.
 type cluster struct {
-	lab      *lab.Lab
-	plan     *plan
+	lab  *lab.Lab
+	plan *plan
+	// topo guards what a failover changes while monitors and the runner
+	// read it: plan.primaries, the nodes' Role, From and failedOver.
+	topo     sync.RWMutex
 	inst     *install
 	uid, gid int
 	log      io.Writer
@@ -244,6 +247,8 @@ const markerDDL = `CREATE TABLE IF NOT EXISTS replab_marker (source text PRIMARY
 // writes; a standby or replica receives from its upstream, a master from
 // every other master.
 func (c *cluster) Nodes() []engine.Node {
+	c.topo.RLock()
+	defer c.topo.RUnlock()
 	out := make([]engine.Node, 0, len(c.nodes))
 	for _, n := range c.nodes {
 		en := engine.Node{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, Addr: n.addr, DSN: n.dsn(), Version: c.inst.Version,
@@ -269,7 +274,16 @@ func (c *cluster) Nodes() []engine.Node {
 func (c *cluster) WaitFlowing(ctx context.Context) error {
 	c.markerSeq++
 	seq := c.markerSeq
-	for _, src := range c.plan.primaries {
+	c.topo.RLock()
+	primaries := slices.Clone(c.plan.primaries)
+	var live []*node
+	for _, n := range c.nodes {
+		if !n.failedOver {
+			live = append(live, n)
+		}
+	}
+	c.topo.RUnlock()
+	for _, src := range primaries {
 		n := c.byName[src]
 		if err := c.writeMarker(ctx, n, seq); err != nil {
 			return err
@@ -286,8 +300,8 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 		src string
 	}
 	var trips []trip
-	for _, n := range c.nodes {
-		for _, src := range c.plan.primaries {
+	for _, n := range live {
+		for _, src := range primaries {
 			if src != n.Name {
 				trips = append(trips, trip{n, src})
 			}

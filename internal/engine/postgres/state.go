@@ -49,6 +49,9 @@ func createTables(ctx context.Context, n *node, s engine.Schema) error {
 func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, error) {
 	var out []engine.ReplicaState
 	for _, up := range c.nodes {
+		if up.pid() == 0 {
+			continue // down (killed, stopped): no state to read
+		}
 		conn, err := up.connect(ctx, "")
 		if err != nil {
 			return nil, err
@@ -77,7 +80,7 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 			if sub, ok := c.mmSubscriber(up.Name, r.Node); ok {
 				// A pglogical subscription's walsender, named "<subscriber>_from_<up>".
 				r.Node, r.Kind = sub, "pglogical"
-			} else if n := c.byName[r.Node]; n == nil || n.From != up.Name {
+			} else if n := c.byName[r.Node]; n == nil || c.fromOf(n) != up.Name {
 				// A logical subscription's walsender, named after the subscription.
 				r.Kind = "logical"
 			}
@@ -195,4 +198,11 @@ func roleOf(title string) string {
 		}
 	}
 	return "backend"
+}
+
+// fromOf is n's upstream now (a failover changes it).
+func (c *cluster) fromOf(n *node) string {
+	c.topo.RLock()
+	defer c.topo.RUnlock()
+	return n.From
 }
