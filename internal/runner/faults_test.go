@@ -12,6 +12,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/engine/fake"
+	"replab/internal/engine/mariadb"
 	"replab/internal/engine/postgres"
 	"replab/internal/engine/postgres/pgtest"
 	"replab/internal/fault"
@@ -306,4 +307,85 @@ func TestFailoverToThePromotedStandby(t *testing.T) {
 	if float64(e.Lost) > kill.Before.TPS {
 		t.Errorf("%d lost: more than a second of commits (%.0f/s) behind a 10 ms link", e.Lost, kill.Before.TPS)
 	}
+}
+
+const galeraTrioSpec = `
+[lab]
+name = "%s"
+[site.a]
+[site.b]
+[site.c]
+[[link]]
+sites = ["a", "b"]
+delay = "10ms"
+[[link]]
+sites = ["b", "c"]
+delay = "10ms"
+[[link]]
+sites = ["a", "c"]
+delay = "10ms"
+[engine]
+kind = "mariadb"
+[node.g1]
+site = "a"
+role = "master"
+[node.g2]
+site = "b"
+role = "master"
+[node.g3]
+site = "c"
+role = "master"
+[scheme]
+replication = "galera"
+gcache_size = "32M"
+provider_options = "evs.keepalive_period=PT0.5S; evs.suspect_timeout=PT2S; evs.inactive_timeout=PT3S; evs.inactive_check_period=PT0.5S; evs.install_timeout=PT3S"
+[workload]
+kind = "personnel"
+persons = 200
+[run]
+users = 3
+warmup = "2s"
+duration = "12s"
+cooldown = "2s"
+`
+
+// TestGaleraPartitionConvergesWithNothingLost: synchronous multi-master
+// under a partition — g3 cut off from both others for 5 s refuses writes
+// (its users fail and reconnect) while g1 and g2 go on; after the heal g3
+// rejoins, the copies converge and every acknowledged commit is at every
+// member; updates of the same rows at several members lose certification
+// (conflicts, counted, not lost).
+func TestGaleraPartitionConvergesWithNothingLost(t *testing.T) {
+	if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
+		t.Skip("integration test skipped: MariaDB is not installed (scripts/deps.sh test)")
+	}
+	pgtest.Require(t) // root and namespaces
+	dir := t.TempDir()
+	path := filepath.Join(dir, "spec.toml")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(galeraTrioSpec, labtest.UniqueName("tgal"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Faults = []spec.Fault{
+		{At: 3 * time.Second, For: 5 * time.Second, Link: "a<->c", From: "a", To: "c", Both: true, Set: []string{"down"}, Line: 1},
+		{At: 3 * time.Second, For: 5 * time.Second, Link: "b<->c", From: "b", To: "c", Both: true, Set: []string{"down"}, Line: 2}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	sum, _, err := Run(ctx, s, Options{Out: filepath.Join(dir, "results"), StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &log, Version: "test",
+		Engines: engine.NewRegistry(mariadb.Engine{}), Workloads: workload.NewRegistry(personnel.Factory)})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if sum.Convergence == nil || !sum.Convergence.Converged {
+		t.Errorf("convergence %+v\n%s", sum.Convergence, log.String())
+	}
+	verified(t, sum, "g1", "g2", "g3")
+	if len(sum.Faults) != 2 || sum.Faults[0].During.TPS <= 0 {
+		t.Errorf("the majority should go on writing during the partition: %+v", sum.Faults)
+	}
+	t.Logf("conflicts %d, errors %d, faults %+v", sum.Conflicts, sum.Errors, sum.Faults[0])
 }
