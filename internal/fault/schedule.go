@@ -35,18 +35,6 @@ func Describe(f spec.Fault) string {
 	return "link " + f.Link + " " + strings.Join(f.Set, " ")
 }
 
-// healOf is the node action that undoes do, or "" when the fault is
-// instantaneous.
-func healOf(do string) string {
-	switch do {
-	case spec.FaultKill, spec.FaultStop:
-		return spec.FaultStart
-	case spec.FaultPause:
-		return spec.FaultResume
-	}
-	return ""
-}
-
 // ActionTimeout bounds one fault's or heal's action (a node's start).
 const ActionTimeout = 3 * time.Minute
 
@@ -126,7 +114,7 @@ func (s *Schedule) apply(ctx context.Context, i int) {
 	var heal func(context.Context) error
 	if f.Node != "" {
 		err = s.target.Node(ctx, f.Node, f.Do)
-		if h := healOf(f.Do); h != "" && err == nil {
+		if h := spec.FaultHeal(f.Do); h != "" && err == nil {
 			heal = func(ctx context.Context) error { return s.target.Node(ctx, f.Node, h) }
 		}
 	} else {

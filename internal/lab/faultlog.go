@@ -217,11 +217,8 @@ func (l *Lab) NodeAction(ctx context.Context, req NodeRequest) (FaultRecord, err
 // HealOf is the node action that undoes do: start after kill or stop,
 // resume after pause.
 func HealOf(do string) (string, error) {
-	switch do {
-	case spec.FaultKill, spec.FaultStop:
-		return spec.FaultStart, nil
-	case spec.FaultPause:
-		return spec.FaultResume, nil
+	if h := spec.FaultHeal(do); h != "" {
+		return h, nil
 	}
 	return "", fmt.Errorf("node %s cannot be healed: only kill, stop (healed by start) and pause (healed by resume) last", do)
 }

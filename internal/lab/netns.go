@@ -17,8 +17,11 @@ import (
 // netnsDir is where `ip netns` keeps named namespaces.
 const netnsDir = "/run/netns"
 
-// inNetns runs f on a fresh OS thread that has joined the named network
-// namespace. Sockets and TUN devices created by f stay in that namespace.
+// InNetns runs f on a fresh OS thread that has joined the network
+// namespace named name (as `ip netns` names them); Site.Do is it for a
+// site. Sockets and TUN devices created by f stay in that namespace.
+func InNetns(name string, f func() error) error { return inNetns(name, f) }
+
 func inNetns(name string, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {

@@ -6,10 +6,8 @@ package report
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -27,22 +25,7 @@ const FaultsFile = "faults.csv"
 // readFaults reads faults.csv into r.Faults; a malformed one sets
 // FaultsError (and a Problem), a missing one leaves both empty.
 func (r *Results) readFaults() {
-	f, err := os.Open(r.file(FaultsFile))
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			r.FaultsError = err.Error()
-			r.problem("%s: %v", FaultsFile, err)
-		}
-		return
-	}
-	defer f.Close()
-	evs, err := readFaultEvents(f)
-	if err != nil {
-		r.FaultsError = err.Error()
-		r.problem("%s: %v", FaultsFile, err)
-		return
-	}
-	r.Faults = evs
+	r.Faults, r.FaultsError = readOptional(r, FaultsFile, readFaultEvents)
 }
 
 // readFaultEvents is fault.ReadCSV (which rejects a wrong header, a

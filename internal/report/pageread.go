@@ -6,13 +6,10 @@ package report
 // window under it, and the pages figures of summary.json.
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 
@@ -38,22 +35,7 @@ const slowColour = "#D7191C"
 
 // readPages reads pages.csv; a missing file leaves Pages nil.
 func (r *Results) readPages() {
-	f, err := os.Open(r.file("pages.csv"))
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			r.PagesError = err.Error()
-			r.problem("pages.csv: %v", err)
-		}
-		return
-	}
-	defer f.Close()
-	rows, err := pagestats.ReadCSV(f)
-	if err != nil {
-		r.PagesError = err.Error()
-		r.problem("pages.csv: %v", err)
-		return
-	}
-	r.Pages = rows
+	r.Pages, r.PagesError = readOptional(r, "pages.csv", pagestats.ReadCSV)
 }
 
 // pluralize writes "1 connection", "2 connections".

@@ -155,6 +155,28 @@ func (r *Results) problem(format string, args ...any) {
 
 func (r *Results) file(name string) string { return filepath.Join(r.Dir, name) }
 
+// readOptional parses a file of the results directory that only some
+// runs have: a missing one gives the zero value and no error; any other
+// failure is also a Problem, and its text is returned.
+func readOptional[T any](r *Results, name string, parse func(io.Reader) (T, error)) (T, string) {
+	var zero T
+	f, err := os.Open(r.file(name))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return zero, ""
+		}
+		r.problem("%s: %v", name, err)
+		return zero, err.Error()
+	}
+	defer f.Close()
+	v, err := parse(f)
+	if err != nil {
+		r.problem("%s: %v", name, err)
+		return zero, err.Error()
+	}
+	return v, ""
+}
+
 func (r *Results) readEnv() {
 	b, err := os.ReadFile(r.file("environment.json"))
 	if err != nil {

@@ -25,7 +25,6 @@ type faults struct {
 	start chan time.Time
 	done  chan struct{}
 	stopF context.CancelFunc
-	began time.Time
 }
 
 // startFaults arms the schedule; nil when the spec has no faults.
@@ -47,7 +46,6 @@ func (r *run) startFaults(ctx context.Context) *faults {
 		defer close(f.done)
 		select {
 		case at := <-f.start:
-			f.began = at
 			f.sched.Run(sctx, at)
 		case <-sctx.Done():
 		}

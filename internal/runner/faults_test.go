@@ -29,27 +29,11 @@ import (
 // each, the pause healed when the run ends, summary.json measures the run
 // around them, and the run completes (the error cut-off is off).
 func TestFaultScheduleOnTheFake(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "spec.toml")
-	if err := os.WriteFile(path, []byte(strings.NewReplacer(`warmup = "400ms"`, `warmup = "500ms"`, `duration = "1s"`, `duration = "3s"`,
-		`cooldown = "100ms"`, `cooldown = "500ms"`).Replace(fakeSpec("", ""))), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := spec.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Faults = []spec.Fault{{At: time.Second, For: time.Second, Node: "s", Do: spec.FaultKill, Line: 1},
-		{At: 2500 * time.Millisecond, Node: "s", Do: spec.FaultPause, Line: 2}}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var log bytes.Buffer
-	out := filepath.Join(dir, "results")
-	sum, _, err := Run(ctx, s, Options{Out: out, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &log, Version: "test", Offline: true,
-		Engines: engine.NewRegistry(fake.Engine{}), Workloads: workload.NewRegistry(kvinsert.Factory)})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
+	text := strings.NewReplacer(`warmup = "400ms"`, `warmup = "500ms"`, `duration = "1s"`, `duration = "3s"`,
+		`cooldown = "100ms"`, `cooldown = "500ms"`).Replace(fakeSpec("", ""))
+	sum, out, log := runFaults(t, text, []spec.Fault{{At: time.Second, For: time.Second, Node: "s", Do: spec.FaultKill, Line: 1},
+		{At: 2500 * time.Millisecond, Node: "s", Do: spec.FaultPause, Line: 2}},
+		Options{Offline: true, Engines: engine.NewRegistry(fake.Engine{}), Workloads: workload.NewRegistry(kvinsert.Factory)})
 	f, err := os.Open(filepath.Join(out, "faults.csv"))
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +49,7 @@ func TestFaultScheduleOnTheFake(t *testing.T) {
 	}
 	want := []string{"apply node s kill", "heal node s kill", "apply node s pause", "heal node s pause (at the end of the run)"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("events %q, want %q\n%s", got, want, log.String())
+		t.Errorf("events %q, want %q\n%s", got, want, log)
 	}
 	if len(ev) == 4 && (ev[0].AtS < 1 || ev[1].AtS < 2 || ev[2].AtS < 2.5 || ev[3].AtS < 3 || ev[2].Err != "") {
 		t.Errorf("times or errors: %+v", ev)
@@ -77,21 +61,20 @@ func TestFaultScheduleOnTheFake(t *testing.T) {
 	if k.HealS == nil || k.Before.TPS <= 0 || k.Before.FromS != -0.5 || k.During.FromS != k.AtS {
 		t.Errorf("kill: %+v", k)
 	}
-	t.Log(log.String())
 	verified(t, sum, "p", "s")
-	if !strings.Contains(log.String(), "fault at 1.0 s: apply node s kill") {
-		t.Errorf("the log does not say when the fault happened:\n%s", log.String())
+	if !strings.Contains(log, "fault at 1.0 s: apply node s kill") {
+		t.Errorf("the log does not say when the fault happened:\n%s", log)
 	}
 }
 
-// runWithFaults runs spec text (its [lab] name a %s) on PostgreSQL with
-// the given faults.
-func runWithFaults(t *testing.T, text string, faults []spec.Fault) (*report.Summary, string, string) {
+// runFaults runs spec text with faults through Run, opt giving the
+// engines, the workloads and whether the lab is offline; it returns the
+// summary, the results directory and the run's log.
+func runFaults(t *testing.T, text string, faults []spec.Fault, opt Options) (*report.Summary, string, string) {
 	t.Helper()
-	pgtest.Require(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "spec.toml")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(text, labtest.UniqueName("tflt"))), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s, err := spec.Load(path)
@@ -99,16 +82,24 @@ func runWithFaults(t *testing.T, text string, faults []spec.Fault) (*report.Summ
 		t.Fatal(err)
 	}
 	s.Faults = faults
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var log bytes.Buffer
-	out := filepath.Join(dir, "results")
-	sum, _, err := Run(ctx, s, Options{Out: out, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &log, Version: "test",
-		Engines: engine.NewRegistry(postgres.Engine{}), Workloads: workload.NewRegistry(personnel.Factory)})
+	opt.Out, opt.StateRoot, opt.DataRoot, opt.Log, opt.Version = filepath.Join(dir, "results"), t.TempDir(), t.TempDir(), &log, "test"
+	sum, _, err := Run(ctx, s, opt)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	return sum, out, log.String()
+	return sum, opt.Out, log.String()
+}
+
+// runWithFaults runs spec text (its [lab] name a %s) on PostgreSQL with
+// the given faults.
+func runWithFaults(t *testing.T, text string, faults []spec.Fault) (*report.Summary, string, string) {
+	t.Helper()
+	pgtest.Require(t)
+	return runFaults(t, fmt.Sprintf(text, labtest.UniqueName("tflt")), faults,
+		Options{Engines: engine.NewRegistry(postgres.Engine{}), Workloads: workload.NewRegistry(personnel.Factory)})
 }
 
 const syncPairSpec = `
@@ -359,29 +350,13 @@ func TestGaleraPartitionConvergesWithNothingLost(t *testing.T) {
 	if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
 		t.Skip("integration test skipped: MariaDB is not installed (scripts/deps.sh test)")
 	}
-	pgtest.Require(t) // root and namespaces
-	dir := t.TempDir()
-	path := filepath.Join(dir, "spec.toml")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(galeraTrioSpec, labtest.UniqueName("tgal"))), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := spec.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Faults = []spec.Fault{
+	labtest.RequireLab(t)
+	sum, _, log := runFaults(t, fmt.Sprintf(galeraTrioSpec, labtest.UniqueName("tgal")), []spec.Fault{
 		{At: 3 * time.Second, For: 5 * time.Second, Link: "a<->c", From: "a", To: "c", Both: true, Set: []string{"down"}, Line: 1},
-		{At: 3 * time.Second, For: 5 * time.Second, Link: "b<->c", From: "b", To: "c", Both: true, Set: []string{"down"}, Line: 2}}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var log bytes.Buffer
-	sum, _, err := Run(ctx, s, Options{Out: filepath.Join(dir, "results"), StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &log, Version: "test",
-		Engines: engine.NewRegistry(mariadb.Engine{}), Workloads: workload.NewRegistry(personnel.Factory)})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
+		{At: 3 * time.Second, For: 5 * time.Second, Link: "b<->c", From: "b", To: "c", Both: true, Set: []string{"down"}, Line: 2}},
+		Options{Engines: engine.NewRegistry(mariadb.Engine{}), Workloads: workload.NewRegistry(personnel.Factory)})
 	if sum.Convergence == nil || !sum.Convergence.Converged {
-		t.Errorf("convergence %+v\n%s", sum.Convergence, log.String())
+		t.Errorf("convergence %+v\n%s", sum.Convergence, log)
 	}
 	verified(t, sum, "g1", "g2", "g3")
 	if len(sum.Faults) != 2 || sum.Faults[0].During.TPS <= 0 {

@@ -28,9 +28,6 @@ var faultKeys = []string{"at", "for", "link", "set", "node", "do"}
 // maxFaultTime bounds at and for (as [run] bounds its phases).
 const maxFaultTime = 30 * 24 * time.Hour
 
-// instantaneous node faults take no for.
-var instantaneous = map[string]bool{FaultRestart: true, FaultStart: true, FaultResume: true, FaultPromote: true}
-
 // faultIn is a fault being read, with what the overlap check needs.
 type faultIn struct {
 	f      Fault
@@ -161,7 +158,7 @@ func (c *decoder) fault(s *Spec, p path, m map[string]any) *faultIn {
 			c.fail(p.child("for"), v, "%s", msg)
 		case d == 0:
 			c.fail(p.child("for"), v, "want a duration above 0; leave for out for a fault the schedule does not heal")
-		case hasDo && doOK && instantaneous[f.Do]:
+		case hasDo && doOK && FaultHeal(f.Do) == "":
 			c.fail(p.child("for"), v, "do = %q is instantaneous and takes no for; remove for (to take a node away for a while, use do = \"stop\", \"kill\" or \"pause\" with for)", f.Do)
 		case atOK && f.At+d > runEnd:
 			c.fail(p.child("for"), v, "a time past the end: healed at %v, but the run ends at %v (measure phase %v + cooldown %v); want for at most %v, or lengthen [run] duration or cooldown",
@@ -178,7 +175,7 @@ func (c *decoder) fault(s *Spec, p path, m map[string]any) *faultIn {
 		switch {
 		case f.For > 0:
 			fi.end = f.At + f.For
-		case hasNode && instantaneous[f.Do]:
+		case hasNode && contains(FaultDos, f.Do) && FaultHeal(f.Do) == "":
 			fi.point, fi.end = true, f.At+1
 		}
 	}

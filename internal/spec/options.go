@@ -292,12 +292,3 @@ func (s *Spec) Written(field string) bool {
 	_, ok := s.lines[field]
 	return ok
 }
-
-// VerifyOn says whether a run journals its commits for verification:
-// [run] verify as written, or on when the spec schedules faults.
-func (s *Spec) VerifyOn() bool {
-	if s.Written("run.verify") {
-		return s.Run.Verify
-	}
-	return s.Run.Verify || len(s.Faults) > 0
-}

@@ -296,3 +296,12 @@ func (c *decoder) repetitions(s *Spec, p path, m map[string]any) {
 		r.MaxRepetitions = r.Repetitions
 	}
 }
+
+// VerifyOn says whether a run journals its commits for verification:
+// [run] verify as written, or on when the spec schedules faults.
+func (s *Spec) VerifyOn() bool {
+	if s.Written("run.verify") {
+		return s.Run.Verify
+	}
+	return s.Run.Verify || len(s.Faults) > 0
+}

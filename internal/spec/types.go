@@ -157,6 +157,19 @@ const (
 	FaultPromote = "promote" // a standby becomes the primary: failover
 )
 
+// FaultHeal is the node action that undoes do — start after a kill or a
+// stop, resume after a pause — or "" for an instantaneous one (restart,
+// start, resume, promote), which takes no for.
+func FaultHeal(do string) string {
+	switch do {
+	case FaultKill, FaultStop:
+		return FaultStart
+	case FaultPause:
+		return FaultResume
+	}
+	return ""
+}
+
 // FaultDos lists the node faults, for errors and docs.
 var FaultDos = []string{FaultKill, FaultStop, FaultRestart, FaultPause, FaultStart, FaultResume, FaultPromote}
 

@@ -8,8 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
+	"replab/internal/lab"
 	"sync"
 	"testing"
 	"time"
@@ -268,40 +267,6 @@ func TestInfoConcurrent(t *testing.T) {
 	}
 }
 
-// inNetns runs f on a thread that has entered the named namespace, as
-// lab.Site.Do does.
-func inNetns(name string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		// Left locked if returning fails: Go then discards the thread.
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(filepath.Join("/run/netns", name))
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("enter netns %s: %w", name, err)
-			return
-		}
-		ferr := f()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("leave netns %s: %w", name, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
-
 func TestInfoOtherNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create a network namespace (ip netns add)")
@@ -323,7 +288,7 @@ func TestInfoOtherNamespace(t *testing.T) {
 	}
 
 	var c pair
-	if err := inNetns(ns, func() error {
+	if err := lab.InNetns(ns, func() error {
 		var err error
 		c, err = connect("tcp4", "127.0.0.1")
 		return err
@@ -334,7 +299,7 @@ func TestInfoOtherNamespace(t *testing.T) {
 	defer c.cli.Close()
 	transfer(t, c)
 
-	do := func(f func() error) error { return inNetns(ns, f) }
+	do := func(f func() error) error { return lab.InNetns(ns, f) }
 	inside := openProber(t, do)
 	checkSender(t, inside, c)
 	checkReceiver(t, inside, c)

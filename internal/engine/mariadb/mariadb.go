@@ -73,20 +73,22 @@ var (
 	_ engine.BulkLoader      = (*cluster)(nil)
 	_ engine.LagReaders      = (*cluster)(nil)
 	_ engine.NodeControl     = (*cluster)(nil)
+	_ engine.Pauser          = (*cluster)(nil)
 	_ engine.ErrorClassifier = (*cluster)(nil)
 	_ engine.Checksummer     = (*cluster)(nil)
 )
 
 // cluster is a running set of MariaDB nodes.
 type cluster struct {
-	lab      *lab.Lab
-	plan     *plan
-	version  string
-	password string // the replab SQL user's, the same at every node
-	uid, gid int
-	log      io.Writer
-	nodes    []*node // spec order
-	byName   map[string]*node
+	engine.ProcNodes // node control and pausing
+	lab              *lab.Lab
+	plan             *plan
+	version          string
+	password         string // the replab SQL user's, the same at every node
+	uid, gid         int
+	log              io.Writer
+	nodes            []*node // spec order
+	byName           map[string]*node
 
 	semi      *semiTracker // semisync only
 	semiArmed atomic.Bool  // the primary's semi-sync is on (and in its option file)
@@ -124,6 +126,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	}
 	c := &cluster{lab: l, plan: p, version: version, password: hex.EncodeToString(pw), uid: uid, gid: gid,
 		log: engine.NewLockedWriter(log), byName: map[string]*node{}}
+	c.ProcNodes = c.procNodes()
 	defer func() {
 		if err != nil {
 			c.Close()

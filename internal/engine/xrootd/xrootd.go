@@ -23,6 +23,7 @@ import (
 	"replab/internal/lab"
 	"replab/internal/pagedata"
 	"replab/internal/spec"
+	"replab/internal/units"
 )
 
 // Where Debian's xrootd-server puts the server.
@@ -106,14 +107,15 @@ var (
 )
 
 type cluster struct {
-	lab      *lab.Lab
-	plan     *plan
-	version  string
-	uid, gid int
-	log      io.Writer
-	nodes    []*node
-	byName   map[string]*node
-	once     sync.Once
+	engine.ProcNodes // node control and pausing
+	lab              *lab.Lab
+	plan             *plan
+	version          string
+	uid, gid         int
+	log              io.Writer
+	nodes            []*node
+	byName           map[string]*node
+	once             sync.Once
 }
 
 // Up implements engine.Engine: each node's data set is written, then
@@ -141,6 +143,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 		return nil, err
 	}
 	c := &cluster{lab: l, plan: p, version: version, uid: uid, gid: gid, log: engine.NewLockedWriter(log), byName: map[string]*node{}}
+	c.ProcNodes = c.procNodes()
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -156,7 +159,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if err := engine.Each(c.nodes, func(n *node) error { return n.create(ctx) }); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(c.log, "xrootd: %d node(s) serve %d file(s) of %s each (%.1f s)\n", len(c.nodes), p.files, sizeText(p.fileSize), time.Since(start).Seconds())
+	fmt.Fprintf(c.log, "xrootd: %d node(s) serve %d file(s) of %s each (%.1f s)\n", len(c.nodes), p.files, units.Bytes(float64(p.fileSize)), time.Since(start).Seconds())
 	return c, nil
 }
 
@@ -243,18 +246,6 @@ func (c *cluster) Close() error {
 
 // filePath is the i-th file as clients name it.
 func filePath(i int) string { return fmt.Sprintf("/replab/pages-%04d.bin", i) }
-
-func sizeText(b int64) string {
-	switch {
-	case b%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", b>>30)
-	case b%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", b>>20)
-	case b%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", b>>10)
-	}
-	return fmt.Sprintf("%d B", b)
-}
 
 // writeData writes the node's data set under root, owned by the servers'
 // user.
