@@ -85,15 +85,17 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 
 	// Two transactions updating one row at two nodes: the second to commit
 	// loses certification and comes back as a deadlock, classified a
-	// retryable conflict.
+	// retryable conflict. The row is looked up: ids come from each member's
+	// auto-increment offset, which follows its place in the view, so id 1
+	// need not exist (and two updates of nothing do not conflict).
 	tx1 := beginAt(t, ctx, c, "g1", "a")
 	tx2 := beginAt(t, ctx, c, "g2", "b")
-	if _, err := tx1.ExecContext(ctx, "UPDATE t SET v = 10 WHERE id = 1"); err != nil {
+	var id int64
+	if err := tx1.QueryRowContext(ctx, "SELECT MIN(id) FROM t").Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx2.ExecContext(ctx, "UPDATE t SET v = 20 WHERE id = 1"); err != nil {
-		t.Fatal(err)
-	}
+	updateOne(t, ctx, tx1, id, 10)
+	updateOne(t, ctx, tx2, id, 20)
 	if err := tx1.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -236,6 +238,18 @@ func beginAt(t *testing.T, ctx context.Context, c *cluster, node, site string) *
 		t.Fatal(err)
 	}
 	return tx
+}
+
+// updateOne sets v of row id in tx and fails unless exactly one row changed.
+func updateOne(t *testing.T, ctx context.Context, tx *sql.Tx, id, v int64) {
+	t.Helper()
+	res, err := tx.ExecContext(ctx, "UPDATE t SET v = ? WHERE id = ?", v, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("UPDATE of row %d changed %d rows (%v), want 1", id, n, err)
+	}
 }
 
 // pollUntil polls cond every 100 ms until it holds (bounded by ctx).
