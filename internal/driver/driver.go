@@ -224,19 +224,23 @@ type Second struct {
 
 // Targets gives a user the pool a transaction type runs on: at is the
 // type's workload.TxType.At. Each user takes one connection from each pool
-// it is given, and keeps it until it breaks; it then asks Targets again
-// and takes a new connection from the pool it gets (reconnect.go), so a
-// Targets may move a user to another node.
-type Targets func(user int, at string) (*sql.DB, error)
+// it is given, and keeps it until it breaks or its node says it cannot
+// serve (engine.ErrorClass.Unavailable); it then asks Targets again and
+// takes a new connection from the pool it gets (reconnect.go), so a
+// Targets may move a user to another node. tries counts the user's
+// failures in a row there (lost connections, failed reconnections,
+// unavailable answers; 0 at the start and once a transaction went
+// through): a client with a list of nodes tries the next one each time.
+type Targets func(user, tries int, at string) (*sql.DB, error)
 
 // Sources is Targets for types that all run at a source: user i writes at
-// dbs[i % len(dbs)]. Other places are an error.
+// dbs[(i + tries) % len(dbs)]. Other places are an error.
 func Sources(dbs ...*sql.DB) Targets {
-	return func(user int, at string) (*sql.DB, error) {
+	return func(user, tries int, at string) (*sql.DB, error) {
 		if at != workload.AtSource {
 			return nil, fmt.Errorf("no node for transactions at %q: only sources", at)
 		}
-		return dbs[user%len(dbs)], nil
+		return dbs[(user+tries)%len(dbs)], nil
 	}
 }
 

@@ -23,6 +23,18 @@ import (
 // table kv; it returns a pool and the cluster.
 func fakeDB(t *testing.T, scheme string) (*sql.DB, engine.Cluster) {
 	t.Helper()
+	dbs, c := fakeNodes(t, `[node.p]
+site = "a"
+role = "primary"
+[scheme]
+`+scheme, "p")
+	return dbs[0], c
+}
+
+// fakeNodes brings up the fake with the given [node.*] and [scheme]
+// tables and a table kv; it returns a pool per named node.
+func fakeNodes(t *testing.T, nodes string, names ...string) ([]*sql.DB, engine.Cluster) {
+	t.Helper()
 	s, err := spec.Parse("drv.toml", []byte(`[lab]
 name = "drv"
 [site.a]
@@ -31,11 +43,7 @@ name = "drv"
 sites = ["a", "b"]
 [engine]
 kind = "fake"
-[node.p]
-site = "a"
-role = "primary"
-[scheme]
-`+scheme+"\n"))
+`+nodes+"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,12 +63,16 @@ role = "primary"
 		"postgres": "CREATE TABLE kv (k bigint PRIMARY KEY, v bigint NOT NULL)"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sc.Open(ctx, "p", "a")
-	if err != nil {
-		t.Fatal(err)
+	var dbs []*sql.DB
+	for _, name := range names {
+		db, err := sc.Open(ctx, name, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		dbs = append(dbs, db)
 	}
-	t.Cleanup(func() { db.Close() })
-	return db, c
+	return dbs, c
 }
 
 type discard struct{}

@@ -113,6 +113,7 @@ func (c *userConn) close(discard bool) {
 func (u *user) lost() {
 	u.retryAt = u.d.cfg.Now() + int64(u.backoff)
 	u.backoff = min(max(2*u.backoff, reconnectMin), reconnectMax)
+	u.tries++
 }
 
 // reconnect waits out the backoff (ending early with ctx, and at the end
@@ -157,7 +158,7 @@ func (u *user) retarget(c *userConn) error {
 		if ut.c != c {
 			continue
 		}
-		got, err := u.targets(u.id, ut.t.At)
+		got, err := u.targets(u.id, u.tries, ut.t.At)
 		if err != nil {
 			return fmt.Errorf("transaction %s: %w", ut.t.Name, err)
 		}

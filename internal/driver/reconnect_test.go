@@ -169,3 +169,98 @@ type safeErr struct{}
 
 func (safeErr) Error() string     { return "conn closed" }
 func (safeErr) SafeToRetry() bool { return true }
+
+const twoMasters = `[node.m1]
+site = "a"
+role = "master"
+[node.m2]
+site = "b"
+role = "master"
+[scheme]
+replication = "multimaster"
+`
+
+// recordTargets wraps targets and keeps every call's tries per user.
+type recordTargets struct {
+	mu    sync.Mutex
+	tries map[int][]int
+}
+
+func (r *recordTargets) wrap(targets Targets) Targets {
+	r.tries = map[int][]int{}
+	return func(user, tries int, at string) (*sql.DB, error) {
+		r.mu.Lock()
+		r.tries[user] = append(r.tries[user], tries)
+		r.mu.Unlock()
+		return targets(user, tries, at)
+	}
+}
+
+// TestFakeUnavailableSendsTheUserToTheNextNode: an answer the engine
+// classifies Unavailable (here the fake's failing commits, XX000) is not
+// retried there: the user drops the connection and asks Targets again
+// with tries 1, which sends it to the other master, where it goes on.
+func TestFakeUnavailableSendsTheUserToTheNextNode(t *testing.T) {
+	dbs, c := fakeNodes(t, twoMasters+"fail_every = 200", "m1", "m2")
+	cfg := withEngine(c, Config{Users: 2, Duration: time.Second, Seed: 7, MaxRetries: 3})
+	cfg.Classify = func(err error) engine.ErrorClass {
+		cl := engine.Classify(c, err)
+		cl.Unavailable = cl.Code == "XX000"
+		return cl
+	}
+	var rec recordTargets
+	res, err := Run(context.Background(), cfg, []workload.TxType{upsertTx()}, rec.wrap(Sources(dbs...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := res.Types["put"].Errors["XX000"]
+	t.Logf("%d commits, errors %v, %d reconnects", res.Transactions, res.Types["put"].Errors, res.Reconnects)
+	if failed == 0 || res.Errors != failed || res.Retries != 0 {
+		t.Fatalf("errors %v, %d retries: want only XX000, none retried", res.Types["put"].Errors, res.Retries)
+	}
+	moves := 0
+	for user, tries := range rec.tries {
+		if len(tries) == 0 || tries[0] != 0 {
+			t.Errorf("user %d: tries %v, want 0 first", user, tries)
+		}
+		for _, k := range tries[1:] {
+			if k != 1 {
+				t.Errorf("user %d: tries %v: each unavailable answer is followed by one call with tries 1 (a commit in between resets it)", user, tries)
+			}
+			moves++
+		}
+	}
+	// Every unavailable answer but one per user at the very end moves it.
+	if int64(moves) > failed || int64(moves) < failed-2 {
+		t.Errorf("%d moves for %d unavailable answers", moves, failed)
+	}
+}
+
+// TestFakeKilledMasterSendsItsUsersToTheOther: a master killed for the
+// rest of the run costs its users one failed transaction each, not one
+// a second: they reconnect to the other master at once.
+func TestFakeKilledMasterSendsItsUsersToTheOther(t *testing.T) {
+	dbs, c := fakeNodes(t, twoMasters, "m1", "m2")
+	cfg := withEngine(c, Config{Users: 2, Duration: 3 * time.Second, Seed: 8, ThinkMin: time.Millisecond, ThinkMax: time.Millisecond})
+	var once sync.Once
+	cfg.Progress = func(Progress) {
+		once.Do(func() {
+			if err := c.(engine.NodeControl).Kill(context.Background(), "m1"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	res, err := Run(context.Background(), cfg, []workload.TxType{upsertTx()}, Sources(dbs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := onlyConnErrors(t, res, "put")
+	t.Logf("%d commits, errors %v, %d reconnects", res.Transactions, res.Types["put"].Errors, res.Reconnects)
+	// User 0 writes at m1: at most its transaction in flight fails.
+	if n > 1 || res.Reconnects < 1 {
+		t.Errorf("%d failed transactions, %d reconnects: want at most 1 and the user at m2", n, res.Reconnects)
+	}
+	if last := lastSecond(res, cfg.Duration); last.Commits == 0 || last.Errors != 0 {
+		t.Errorf("last second %+v: want commits and no errors", last)
+	}
+}

@@ -30,9 +30,11 @@ type user struct {
 
 	// Reconnection backoff (lost): the next reconnection waits until
 	// retryAt (cfg.Now's clock); backoff is the wait after the next
-	// failure, 0 once a transaction reached the server.
+	// failure, 0 once a transaction reached the server. tries counts the
+	// failures since (Targets).
 	backoff time.Duration
 	retryAt int64
+	tries   int
 
 	// The pipelined transaction being sent, and u.markSent as a func
 	// made once (a closure per transaction showed in the profile).
@@ -96,7 +98,7 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 			u.types = append(u.types, &userType{t: t, lag: -1, jrn: -1}) // the workload holds its connections
 			continue
 		}
-		db, err := targets(id, t.At)
+		db, err := targets(id, 0, t.At)
 		if err != nil {
 			return nil, fmt.Errorf("user %d: transaction %s: %w", id, t.Name, err)
 		}
@@ -279,7 +281,7 @@ func (u *user) do(ctx context.Context, from int64) {
 		now := u.d.cfg.Now()
 		gone := err != nil && ut.c != nil && connLost(err)
 		if !gone {
-			u.backoff = 0 // the server answered
+			u.backoff, u.tries = 0, 0 // the server answered
 		}
 		if err == nil {
 			u.d.rec.commit(ti, measured, now, now-from, rows, retries, conflicts)
@@ -312,6 +314,14 @@ func (u *user) do(ctx context.Context, from int64) {
 			if class.Code == "" || class.Code == "other" {
 				class.Code = ErrConnection
 			}
+			u.d.rec.fail(ti, measured, now, class.Code, err, retries, conflicts)
+			return
+		}
+		if class.Unavailable && ut.c != nil {
+			// The node cannot serve now: go to another one for the next
+			// transaction, as a client with a list of nodes would.
+			ut.c.drop()
+			u.lost()
 			u.d.rec.fail(ti, measured, now, class.Code, err, retries, conflicts)
 			return
 		}

@@ -217,6 +217,21 @@ type Checksummer interface {
 	Checksums(ctx context.Context, tables ...string) (map[string]map[string]int64, error)
 }
 
+// ConflictCounter is a multi-master cluster whose replication detects
+// conflicts by itself — two masters changing the same row before either
+// saw the other's change — and counts them. The runner reads the counts
+// when the measure phase begins and again after the run has caught up
+// (conflicts of a partition are found when it heals).
+type ConflictCounter interface {
+	// ConflictsCounted says what is counted, in a few words; "" when the
+	// cluster's scheme detects no conflicts (one writer, or two-way
+	// replication that overwrites silently: see Checksummer).
+	ConflictsCounted() string
+	// ReplicationConflicts returns what each running node has counted so
+	// far. A node's count may start again from 0 when it restarts.
+	ReplicationConflicts(ctx context.Context) (map[string]int64, error)
+}
+
 // Divergence is one table whose copies differ: its checksum at each node
 // that has it.
 type Divergence struct {
@@ -290,6 +305,11 @@ type ErrorClass struct {
 	// Conflict: it lost to a concurrent transaction (serialization
 	// failure, deadlock, certification failure).
 	Conflict bool
+	// Unavailable: the node answered but cannot serve this now (a Galera
+	// member outside the primary component, a server starting or shutting
+	// down, a read-only node): a client with a list of nodes tries the next
+	// one rather than this one again.
+	Unavailable bool
 }
 
 // Classify classifies err with the cluster's classifier when it has one

@@ -78,6 +78,9 @@ type Summary struct {
 	// Convergence: after the run, whether every copy holds the same rows
 	// (engines that can tell, engine.Checksummer).
 	Convergence *Convergence `json:"convergence,omitempty"`
+	// ReplicationConflicts: the conflicts a multi-master scheme's
+	// replication detected and resolved by itself (engine.ConflictCounter).
+	ReplicationConflicts *ReplicationConflicts `json:"replication_conflicts,omitempty"`
 	// Verification: every acknowledged commit looked for at every node after
 	// the run ([run] verify; on with [[fault]]s).
 	Verification *Verification `json:"verification,omitempty"`
@@ -304,6 +307,7 @@ func PrintSummary(w io.Writer, s *Summary) {
 	if s.Steady != nil && !s.Steady.Steady {
 		fmt.Fprintf(w, "  warning: throughput was not steady in the measure phase: %s\n", s.Steady.Reason)
 	}
+	printConflicts(w, s.ReplicationConflicts)
 	printConvergence(w, s.Convergence)
 	printVerification(w, s.Verification)
 	printFallbacks(w, s.SyncFallbacks)
@@ -422,6 +426,27 @@ type Convergence struct {
 	// Error says why no verdict could be reached (then Converged is false
 	// and Nodes is 0).
 	Error string `json:"error,omitempty"`
+}
+
+// ReplicationConflicts are the conflicts a multi-master scheme found by
+// itself — two masters changed the same row before either saw the other's
+// change — counted by the engine from the start of the measure phase until
+// after the run had caught up. They are not the driver's Conflicts (the
+// transactions that failed at commit and were retried), though under
+// Galera each certification failure is both.
+type ReplicationConflicts struct {
+	// Counted says what the engine counts.
+	Counted string `json:"counted"`
+	Count   int64  `json:"count"`
+	// PerS is Count per second of load (the measure phase and the cooldown).
+	PerS  float64          `json:"per_s"`
+	Nodes map[string]int64 `json:"nodes,omitempty"`
+	// Restarted names nodes whose count went back in between (they
+	// restarted): theirs is counted since the restart, a lower bound.
+	Restarted []string `json:"restarted,omitempty"`
+	// NotRead names nodes counted at the start but not after the run.
+	NotRead []string `json:"not_read,omitempty"`
+	Error   string   `json:"error,omitempty"`
 }
 
 // SyncFallbacks are the periods, within the measure phase, in which a
@@ -661,6 +686,27 @@ func utilText(s *Summary, key string, p *float64) string {
 		return "-"
 	}
 	return shown(s, key, *p, "%.1f%%")
+}
+
+// printConflicts gives the conflicts replication found by itself.
+func printConflicts(w io.Writer, c *ReplicationConflicts) {
+	switch {
+	case c == nil:
+	case c.Error != "":
+		fmt.Fprintf(w, "  conflicts   %s (%s)\n", c.Error, c.Counted)
+	default:
+		var per []string
+		for _, n := range slices.Sorted(maps.Keys(c.Nodes)) {
+			per = append(per, fmt.Sprintf("%s %d", n, c.Nodes[n]))
+		}
+		fmt.Fprintf(w, "  conflicts   %d found by replication (%.2f/s of load): %s; counted: %s\n", c.Count, c.PerS, strings.Join(per, ", "), c.Counted)
+		if len(c.Restarted) > 0 {
+			fmt.Fprintf(w, "    restarted, counted since: %s\n", strings.Join(c.Restarted, ", "))
+		}
+		if len(c.NotRead) > 0 {
+			fmt.Fprintf(w, "    not read after the run: %s\n", strings.Join(c.NotRead, ", "))
+		}
+	}
 }
 
 // printConvergence says whether the copies agreed, loudly when not.

@@ -44,3 +44,31 @@ func TestAggregateVerification(t *testing.T) {
 		t.Errorf("aggregate verification %+v (p1 %+v)", v, v.Nodes["p1"])
 	}
 }
+
+func TestPrintConflicts(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		c    *ReplicationConflicts
+		want []string
+	}{
+		{"counted", &ReplicationConflicts{Counted: "wsrep_local_cert_failures + wsrep_local_bf_aborts", Count: 7, PerS: 0.35,
+			Nodes: map[string]int64{"g2": 5, "g1": 2}, Restarted: []string{"g3"}},
+			[]string{"conflicts   7 found by replication (0.35/s of load): g1 2, g2 5; counted: wsrep_local_cert_failures + wsrep_local_bf_aborts",
+				"    restarted, counted since: g3"}},
+		{"error", &ReplicationConflicts{Counted: "pglogical conflicts", Error: "not counted: the measure phase did not begin"},
+			[]string{"conflicts   not counted: the measure phase did not begin (pglogical conflicts)"}},
+	} {
+		var b bytes.Buffer
+		printConflicts(&b, c.c)
+		for _, w := range c.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: no %q in\n%s", c.name, w, b.String())
+			}
+		}
+	}
+	var b bytes.Buffer
+	printConflicts(&b, nil)
+	if b.Len() != 0 {
+		t.Errorf("nil printed %q", b.String())
+	}
+}

@@ -362,5 +362,70 @@ func TestGaleraPartitionConvergesWithNothingLost(t *testing.T) {
 	if len(sum.Faults) != 2 || sum.Faults[0].During.TPS <= 0 {
 		t.Errorf("the majority should go on writing during the partition: %+v", sum.Faults)
 	}
-	t.Logf("conflicts %d, errors %d, faults %+v", sum.Conflicts, sum.Errors, sum.Faults[0])
+	// g3's users are refused (1047) and move to the majority: a refusal
+	// or two each per change of view, not one per transaction while cut off.
+	var refused int64
+	for _, tr := range sum.Types {
+		refused += tr.Errors["1047"]
+	}
+	if refused > 4*int64(sum.Users) {
+		t.Errorf("%d transactions refused with 1047 by 3 users: the users of the cut-off member should have moved to the others", refused)
+	}
+	rc := sum.ReplicationConflicts
+	if rc == nil || rc.Error != "" || len(rc.Nodes) != 3 || sum.Conflicts > 0 && rc.Count == 0 {
+		t.Errorf("replication conflicts %+v; the driver saw %d", rc, sum.Conflicts)
+	}
+	t.Logf("refused %d, conflicts %d (Galera counted %+v), errors %d, faults %+v", refused, sum.Conflicts, rc, sum.Errors, sum.Faults[0])
+}
+
+const pglogicalPairSpec = `
+[lab]
+name = "%s"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+delay = "10ms"
+[engine]
+kind = "postgres"
+[node.m1]
+site = "a"
+role = "master"
+[node.m2]
+site = "b"
+role = "master"
+[scheme]
+replication = "multimaster"
+conflict = "last_update_wins"
+[workload]
+kind = "personnel"
+persons = 50
+[run]
+users = 4
+warmup = "2s"
+duration = "10s"
+cooldown = "1s"
+`
+
+// TestPglogicalPartitionConflictsAndConverges: two pglogical masters cut
+// apart for 4 s both go on taking writes (asynchronous multi-master);
+// users at both update the same 50 persons, so when the partition heals
+// each master's apply workers find the other's changes in conflict and
+// resolve them (the later commit wins): the conflicts are counted, the
+// copies converge, and every acknowledged commit is at both masters.
+func TestPglogicalPartitionConflictsAndConverges(t *testing.T) {
+	sum, _, log := runWithFaults(t, pglogicalPairSpec, []spec.Fault{
+		{At: 3 * time.Second, For: 4 * time.Second, Link: "a<->b", From: "a", To: "b", Both: true, Set: []string{"down"}, Line: 1}})
+	rc := sum.ReplicationConflicts
+	if rc == nil || rc.Error != "" || rc.Count == 0 || len(rc.Nodes) != 2 {
+		t.Errorf("replication conflicts %+v: updates of 50 rows at both sides of a 4 s partition must conflict\n%s", rc, log)
+	}
+	if f := sum.Faults[0]; f.During.TPS <= 0 || f.UnavailableS > 1 {
+		t.Errorf("both masters should go on taking writes during the partition: %+v", f)
+	}
+	if sum.Convergence == nil || !sum.Convergence.Converged {
+		t.Errorf("convergence %+v\n%s", sum.Convergence, log)
+	}
+	verified(t, sum, "m1", "m2")
+	t.Logf("conflicts %+v; driver conflicts %d, errors %d; fault %+v", rc, sum.Conflicts, sum.Errors, sum.Faults[0])
 }

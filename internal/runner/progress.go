@@ -122,6 +122,7 @@ func (r *run) driverConfig() driver.Config {
 				r.mon.MarkMeasure(start, start.Add(rs.Duration))
 			}
 			r.faults.measureStarted(start)
+			r.conflicts.measureStarted()
 		})
 		line := fmt.Sprintf("%-8s %5.0fs/%.0fs  %7.0f tps  p99 %7.2f ms  errors %d  %s",
 			p.Phase, p.Elapsed.Seconds(), (p.Elapsed + p.Remaining).Seconds(), p.TPS, p.P99Ms, p.Errors, r.liveLinks())

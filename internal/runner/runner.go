@@ -179,9 +179,10 @@ type run struct {
 	res     *driver.Result
 	lagHist map[string]*hdrhistogram.Histogram
 
-	probeStarted time.Time // when the probe's lag series begins
-	monStarted   time.Time // when the monitors' series begin
-	faults       *faults   // this measurement's fault schedule; nil without one
+	probeStarted time.Time      // when the probe's lag series begins
+	monStarted   time.Time      // when the monitors' series begin
+	faults       *faults        // this measurement's fault schedule; nil without one
+	conflicts    *conflictCount // the cluster's own conflict counts; nil without
 
 	lastBytes map[string]uint64 // for the progress line
 	lastAt    time.Time
@@ -388,6 +389,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	fmt.Fprintf(r.log, "running %s from site %s against %s: warmup %s, measure %s, cooldown %s\n",
 		mode, r.client, names(r.sources), cfg.Warmup, cfg.Duration, cfg.Cooldown)
 	r.faults = r.startFaults(ctx)
+	r.conflicts = r.startConflictCount(ctx)
 	driverStart := time.Now()
 	r.res, err = driver.Run(ctx, cfg, types, targets)
 	if r.opt.Live {
@@ -429,6 +431,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	r.sum.Steady = steadiness(r.res.Series)
 	if r.res.Complete {
 		r.sum.SyncFallbacks = r.fallbacks()
+		r.sum.ReplicationConflicts = r.conflicts.result(ctx, (r.s.Run.Duration + r.s.Run.Cooldown).Seconds())
 		r.sum.Convergence = r.checkConvergence(ctx, stopped)
 		r.sum.Verification = r.checkJournal(ctx, stopped)
 	}

@@ -82,6 +82,11 @@ func names(ns []engine.Node) string {
 //     near its data), else replica i mod n;
 //   - a named site: the node there that takes no writes, if any, else the
 //     one that does.
+//
+// A user whose node failed it (driver.Targets' tries) gets the next one
+// of the same kind, as a client with a list of nodes tries them in turn:
+// a Galera member cut off from the primary component sends its users to
+// the others.
 func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 	sc, ok := r.cluster.(engine.SQL)
 	if !ok {
@@ -105,7 +110,7 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 		pools[n.Name] = db
 		return db, nil
 	}
-	pick := func(user int, at string) (engine.Node, error) {
+	pick := func(user, tries int, at string) (engine.Node, error) {
 		switch {
 		case at == workload.AtSource:
 			// The sources now: after a failover, the promoted node (a
@@ -114,17 +119,19 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 			if len(srcs) == 0 {
 				return engine.Node{}, errors.New("no node takes writes now")
 			}
-			return srcs[user%len(srcs)], nil
+			return srcs[(user+tries)%len(srcs)], nil
 		case at == workload.AtReplica:
 			if len(r.replicas) == 0 {
 				return engine.Node{}, errors.New("transactions at a replica, but no node replicates from another")
 			}
-			for _, n := range r.replicas {
-				if n.Site == r.client {
-					return n, nil
+			if tries == 0 {
+				for _, n := range r.replicas {
+					if n.Site == r.client {
+						return n, nil
+					}
 				}
 			}
-			return r.replicas[user%len(r.replicas)], nil
+			return r.replicas[(user+tries)%len(r.replicas)], nil
 		case strings.HasPrefix(at, "site:"):
 			site := strings.TrimPrefix(at, "site:")
 			var found []engine.Node
@@ -148,12 +155,12 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 	// Check every place now, so that a workload that cannot run here fails
 	// before the clock starts.
 	for _, t := range r.wl.Transactions() {
-		if _, err := pick(0, t.At); err != nil {
+		if _, err := pick(0, 0, t.At); err != nil {
 			return nil, nil, fmt.Errorf("transaction %s: %w", t.Name, err)
 		}
 	}
-	targets := func(user int, at string) (*sql.DB, error) {
-		n, err := pick(user, at)
+	targets := func(user, tries int, at string) (*sql.DB, error) {
+		n, err := pick(user, tries, at)
 		if err != nil {
 			return nil, err
 		}

@@ -14,7 +14,8 @@ import (
 // certification) lost to a concurrent transaction and may be retried; a
 // lock wait timeout (1205) may be retried but lost to no one in
 // particular; a node that is not ready (1047, Galera's non-primary side)
-// is counted under its own number and not retried.
+// is counted under its own number, not retried there, and unavailable: the
+// client goes to another member.
 func (c *cluster) Classify(err error) engine.ErrorClass {
 	return classify(err)
 }
@@ -33,6 +34,8 @@ func classify(err error) engine.ErrorClass {
 		return engine.ErrorClass{Code: code, Retry: true, Conflict: true}
 	case 1205:
 		return engine.ErrorClass{Code: code, Retry: true}
+	case 1047:
+		return engine.ErrorClass{Code: code, Unavailable: true}
 	}
 	return engine.ErrorClass{Code: code}
 }

@@ -212,6 +212,9 @@ func (c *cluster) clusterSettings() map[string]string {
 	if c.plan.replication == Multimaster {
 		s["shared_preload_libraries"] = "pglogical"
 		s["pglogical.conflict_resolution"] = c.plan.conflict
+		// Each conflict resolved is logged, and counted there
+		// (ReplicationConflicts): above log_min_messages.
+		s["pglogical.conflict_log_level"] = "warning"
 	}
 	return s
 }
