@@ -269,6 +269,44 @@ func TestLogicalReplicas(t *testing.T) {
 		check(t, want{r1per: "2 eu bob 200", r2per: "2 eu bob", r1item: "2 5 many", r2item: ""})
 	})
 
+	t.Run("checksums compare the primary and the full replica, not the partial one", func(t *testing.T) {
+		run(t, p, "INSERT INTO other SELECT g, md5(g::text) FROM generate_series(1, 300) g")
+		flow()
+		sums, err := c.Checksums(ctx, "per", "item", "other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sums) != 2 || len(sums["p1"]) != 3 || len(sums["r1"]) != 3 {
+			t.Fatalf("checksums %v: want per, item and other at p1 and r1 (r2 has filters)", sums)
+		}
+		if d := engine.Diverged(sums); len(d) > 0 {
+			t.Errorf("the copies differ: %+v", d)
+		}
+	})
+
+	t.Run("values swapped between two rows at the full replica are a divergence", func(t *testing.T) {
+		// A write at the replica itself, which the primary never sees:
+		// both rows, both values, only their pairing differs.
+		swap := "UPDATE other SET v = o.v FROM other o WHERE (other.id, o.id) IN ((1, 2), (2, 1))"
+		run(t, r1, swap)
+		sums, err := c.Checksums(ctx, "per", "item", "other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := engine.Diverged(sums)
+		if len(d) != 1 || d[0].Table != "other" || d[0].Sums["p1"] == d[0].Sums["r1"] {
+			t.Errorf("diverged %+v, want table other alone, with different sums at p1 and r1 (all: %v)", d, sums)
+		}
+		run(t, r1, swap) // back as the primary has it
+		sums, err = c.Checksums(ctx, "other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := engine.Diverged(sums); len(d) > 0 {
+			t.Errorf("swapped back, the copies still differ: %+v", d)
+		}
+	})
+
 	t.Run("no apply errors at the replicas", func(t *testing.T) {
 		for _, db := range []*sql.DB{r1, r2} {
 			if got := dump(t, db, "SELECT apply_error_count, sync_error_count FROM pg_stat_subscription_stats"); got != "0 0" {
@@ -419,6 +457,13 @@ func TestSnapshotRefresh(t *testing.T) {
 		}
 		if got, want := dump(t, r1, "SELECT * FROM per ORDER BY id"), "1 forced"; got != want {
 			t.Errorf("got %q, want %q", got, want)
+		}
+		sums, err := c.Checksums(ctx, "per")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := sums["r1"]; !ok || len(engine.Diverged(sums)) > 0 {
+			t.Errorf("checksums after the refresh %v: want the same at p1 and r1", sums)
 		}
 	})
 }

@@ -364,6 +364,23 @@ func TestMultimaster(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("checksums agree at every master once converged", func(t *testing.T) {
+		e.quiesce(t)
+		tables := []string{"mm_reach", "mm_conflict", "mm_keys", "mm_part"}
+		sums, err := e.c.Checksums(mmCtx(t, 30*time.Second), tables...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range e.masters() {
+			if len(sums[m]) != len(tables) {
+				t.Errorf("checksums at %s: %v, want %d tables", m, sums[m], len(tables))
+			}
+		}
+		if d := engine.Diverged(sums); len(d) > 0 {
+			t.Errorf("the copies differ: %+v", d)
+		}
+	})
 }
 
 // overlappingUpdates makes two masters update row id of mm_conflict in

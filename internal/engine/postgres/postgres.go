@@ -58,6 +58,7 @@ var (
 	_ engine.NodeControl     = (*cluster)(nil)
 	_ engine.Refresher       = (*cluster)(nil)
 	_ engine.ErrorClassifier = (*cluster)(nil)
+	_ engine.Checksummer     = (*cluster)(nil)
 )
 
 // Validate implements engine.Engine.
