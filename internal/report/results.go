@@ -423,8 +423,9 @@ type Convergence struct {
 	// CheckedAfterS is how long after the driver stopped the checksums
 	// were taken: the cluster had to be flowing (every change everywhere).
 	CheckedAfterS float64 `json:"checked_after_s"`
-	// Error says why no verdict could be reached (then Converged is false
-	// and Nodes is 0).
+	// Error says why no verdict could be reached (then Converged is
+	// false): the cluster did not flow, a checksum failed, or only one
+	// node holds a full copy (after a failover).
 	Error string `json:"error,omitempty"`
 }
 

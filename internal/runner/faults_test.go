@@ -165,6 +165,9 @@ func TestPartitionBlocksSyncCommitsUntilHealed(t *testing.T) {
 		t.Errorf("%d errors: synchronous commits should wait, not fail", sum.Errors)
 	}
 	verified(t, sum, "p1", "e1")
+	if c := sum.Convergence; c == nil || !c.Converged || c.Nodes != 2 {
+		t.Errorf("convergence %+v: the standby should hold what the primary holds", c)
+	}
 	// The commits caught by the partition waited for it: they end after
 	// the heal, having taken about as long as it lasted.
 	if f.After.MaxMs < 1500 {
@@ -297,6 +300,9 @@ func TestFailoverToThePromotedStandby(t *testing.T) {
 	}
 	if float64(e.Lost) > kill.Before.TPS {
 		t.Errorf("%d lost: more than a second of commits (%.0f/s) behind a 10 ms link", e.Lost, kill.Before.TPS)
+	}
+	if c := sum.Convergence; c == nil || c.Converged || !strings.Contains(c.Error, "only 1 node") {
+		t.Errorf("convergence %+v: one copy left, nothing to compare", c)
 	}
 }
 

@@ -43,6 +43,12 @@ func (r *run) checkConvergence(ctx context.Context, stopped time.Time) *report.C
 		return conv
 	}
 	conv.Nodes = len(sums)
+	if len(sums) < 2 {
+		// After a failover, or with every replica partial: one copy
+		// agrees with itself, which proves nothing.
+		conv.Error = fmt.Sprintf("only %d node holds a full copy now: nothing to compare it with", len(sums))
+		return conv
+	}
 	conv.Diverged = divergedTables(sums)
 	conv.DivergedTables = len(conv.Diverged)
 	conv.Converged = conv.DivergedTables == 0
