@@ -16,7 +16,7 @@ import (
 
 var (
 	engineKeys  = []string{"kind"}
-	nodeKeys    = []string{"site", "role", "from", "apply_delay", "port", "settings", "table"}
+	nodeKeys    = []string{"site", "role", "from", "apply_delay", "port", "storage", "settings", "table"}
 	tableKeys   = []string{"name", "where", "columns"}
 	schemeKeyRE = identRE
 	nodeNameRE  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
@@ -178,6 +178,9 @@ func (c *decoder) nodes(root map[string]any, s *Spec) []Node {
 			} else {
 				n.Port = int(port)
 			}
+		}
+		if v, ok := str("storage", `a storage name like "san"`); ok {
+			n.Storage = v
 		}
 		n.Settings = c.settings(s, np, nm)
 		n.Tables = c.tableFilters(s, np, nm)

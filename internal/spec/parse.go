@@ -33,7 +33,7 @@ var (
 )
 
 var (
-	topKeys  = []string{"lab", "site", "link", "engine", "node", "scheme", "workload", "run", "fault", "sweep"}
+	topKeys  = []string{"lab", "site", "link", "engine", "node", "storage", "scheme", "workload", "run", "fault", "sweep"}
 	labKeys  = []string{"name", "subnet", "seed"}
 	siteKeys = []string{"address", "tcp_congestion", "tcp_rmem", "tcp_wmem", "rmem_max", "wmem_max",
 		"tcp_window_scaling", "tcp_slow_start_after_idle", "cpu", "memory"}
@@ -168,7 +168,9 @@ func (c *decoder) spec() *Spec {
 	s.Lab = c.lab(root)
 	s.Sites = c.sites(root, s.Lab.Subnet)
 	s.Links = c.links(root, s)
+	s.Storages = c.storages(root, s)
 	c.cluster(root, s)
+	c.nodeStorage(s)
 	c.workloadAndRun(root, s)
 	s.Faults = c.faults(root, s)
 	c.sweep(root, s)

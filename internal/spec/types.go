@@ -19,6 +19,9 @@ type Spec struct {
 	Engine *Engine // nil when the spec has no [engine]: a bare network lab
 	Nodes  []Node  // in declaration order
 	Scheme Scheme
+	// Storages are the [storage.NAME] tables, in declaration order: where
+	// nodes' files live (Node.Storage names one).
+	Storages []Storage
 
 	Workload *Workload // nil when the spec has no [workload]
 	Run      Run
@@ -49,6 +52,7 @@ type Node struct {
 	// recovery_min_apply_delay).
 	ApplyDelay time.Duration
 	Port       int               // 0 = the engine's default
+	Storage    string            // a [storage.NAME] its files live on; "" = the lab's data directory
 	Settings   map[string]string // [node.NAME.settings]: server settings, passed through as written
 	Tables     []TableFilter     // [[node.NAME.table]]: a partial replica's tables
 	Line       int
