@@ -7,9 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/user"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -18,30 +15,13 @@ import (
 
 // What engines that run servers in a lab's sites share.
 
-// ServerUser runs every database server of every lab: PostgreSQL refuses
-// to run as root, and one unprivileged account for every engine keeps
-// data directories and sockets alike.
-const ServerUser = "replab"
+// ServerUser runs every database server of every lab (lab.ServerUser).
+const ServerUser = lab.ServerUser
 
 // ServerCredentials returns the uid and gid of ServerUser, creating the
-// user (a system account without login) if it is missing.
+// user if it is missing (lab.ServerCredentials).
 func ServerCredentials(ctx context.Context) (uid, gid int, err error) {
-	u, err := user.Lookup(ServerUser)
-	if err != nil {
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		out, cerr := exec.CommandContext(ctx, "useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-			"--shell", "/usr/sbin/nologin", "--user-group", ServerUser).CombinedOutput()
-		if cerr != nil && !strings.Contains(string(out), "already exists") {
-			return 0, 0, fmt.Errorf("create OS user %s for the servers: %v: %s", ServerUser, cerr, strings.TrimSpace(string(out)))
-		}
-		if u, err = user.Lookup(ServerUser); err != nil {
-			return 0, 0, fmt.Errorf("look up OS user %s: %w", ServerUser, err)
-		}
-	}
-	uid, _ = strconv.Atoi(u.Uid)
-	gid, _ = strconv.Atoi(u.Gid)
-	return uid, gid, nil
+	return lab.ServerCredentials(ctx)
 }
 
 // MkdirOwned creates dir (0700) owned by uid:gid.

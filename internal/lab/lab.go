@@ -67,6 +67,7 @@ type Lab struct {
 	dataMu   sync.Mutex
 	nodesMu  sync.Mutex
 	nodes    []NodeStatus
+	vols     map[string]*volume // by node: storage volumes (storage.go), guarded by nodesMu
 	faults   faultLog
 
 	capDir  string
@@ -145,6 +146,9 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 		for _, ss := range s.Sites {
 			l.sites = append(l.sites, &Site{Site: ss})
 		}
+		if err := l.upStorage(ctx, true); err != nil {
+			return nil, err
+		}
 		return l, nil
 	}
 	if err := l.rootSysctls(); err != nil {
@@ -186,6 +190,11 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 		l.stopSeries = stop
 	}
 	if err := l.verify(ctx); err != nil {
+		return nil, err
+	}
+	// After the links, which carry the storage's traffic; before any
+	// engine, whose files live on it.
+	if err := l.upStorage(ctx, false); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -573,6 +582,12 @@ func (l *Lab) Close() error {
 			l.stopCtl()
 		}
 		l.SetNodeControl(nil)
+		// While the links still carry the storage's traffic.
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if err := l.downStorage(sctx); err != nil {
+			errs = append(errs, err)
+		}
+		scancel()
 		l.closeFaultLog()
 		if l.stopSeries != nil {
 			l.stopSeries()

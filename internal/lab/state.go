@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"replab/internal/storage"
 )
 
 // DefaultDataRoot holds one directory per lab for database data (on disk:
@@ -44,6 +46,9 @@ type record struct {
 	Control  string    `json:"control"`
 	DataDir  string    `json:"data_dir,omitempty"`   // engines' data directories live below it
 	SockDir  string    `json:"socket_dir,omitempty"` // servers' unix sockets live below it
+	// Storage lists the nodes' volumes (mounts, loop devices, storage
+	// processes), removed before the data directory they live in.
+	Storage []*storage.Record `json:"storage,omitempty"`
 }
 
 // objectPrefix starts the names of a lab's namespaces and cgroups. Lab and
@@ -217,6 +222,14 @@ func teardownRecord(ctx context.Context, root string, r *record) ([]string, erro
 			done = append(done, "netns "+ns)
 		}
 	}
+	// With every process of the lab gone, nothing holds its volumes.
+	if len(r.Storage) > 0 {
+		d, err := downStorageRecords(ctx, root, r)
+		done = append(done, d...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, cg := range r.Cgroups {
 		if _, err := os.Stat(cg); err != nil {
 			continue
@@ -237,7 +250,7 @@ func teardownRecord(ctx context.Context, root string, r *record) ([]string, erro
 			errs = append(errs, fmt.Errorf("remove sockets of lab %s: %w", r.Name, err))
 		}
 	}
-	if r.DataDir != "" {
+	if r.DataDir != "" && len(r.Storage) == 0 { // never through a mount left
 		if err := os.RemoveAll(r.DataDir); err != nil {
 			errs = append(errs, fmt.Errorf("remove data of lab %s: %w", r.Name, err))
 		} else if _, err := os.Stat(r.DataDir); err == nil {
@@ -272,3 +285,5 @@ func killNetnsProcs(ctx context.Context, ns string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,9 +87,17 @@ func ClusterLog(t testing.TB, e engine.Engine, prefix, specText string, log io.W
 	}
 	t.Cleanup(func() {
 		_ = c.Close()
-		// Servers run with their data under the lab's data root.
+		// Servers run with their data under the lab's data root; so do
+		// the nodes' storage processes, which go with the lab.
+		storage := map[string]bool{}
+		for _, p := range l.StorageProcesses() {
+			storage[strconv.Itoa(p.PID)] = true
+		}
 		out, _ := exec.Command("ps", "-eo", "pid,args").Output()
 		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && storage[f[0]] {
+				continue
+			}
 			if strings.Contains(line, dataRoot) {
 				t.Errorf("server left behind after Close: %s", strings.TrimSpace(line))
 			}

@@ -116,10 +116,6 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if err != nil {
 		return nil, err
 	}
-	data, err := l.DataDir()
-	if err != nil {
-		return nil, err
-	}
 	pw := make([]byte, 12)
 	if _, err := rand.Read(pw); err != nil {
 		return nil, err
@@ -132,7 +128,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 			c.Close()
 		}
 	}()
-	if err := c.layout(data); err != nil {
+	if err := c.layout(); err != nil {
 		return nil, err
 	}
 	if p.replication == Galera {
@@ -219,8 +215,9 @@ func (c *cluster) armSemisync(ctx context.Context, primary *node) error {
 const markerDDL = `CREATE TABLE IF NOT EXISTS replab_marker (source VARCHAR(64) PRIMARY KEY, seq BIGINT NOT NULL,
 	at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB`
 
-// layout assigns each node its address, port and files.
-func (c *cluster) layout(data string) error {
+// layout assigns each node its address, port and files: on its storage
+// (lab.NodeDataDir).
+func (c *cluster) layout() error {
 	addrs, err := engine.NodeAddresses(c.lab, DefaultPort)
 	if err != nil {
 		return err
@@ -232,6 +229,10 @@ func (c *cluster) layout(data string) error {
 	for i, sn := range c.lab.Spec.Nodes {
 		site := c.lab.Site(sn.Site)
 		ap := addrs[sn.Name]
+		data, err := c.lab.NodeDataDir(sn.Name)
+		if err != nil {
+			return err
+		}
 		base := filepath.Join(data, "mariadb-"+sn.Name)
 		n := &node{
 			Node:     sn,

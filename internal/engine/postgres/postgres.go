@@ -104,10 +104,6 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if err != nil {
 		return nil, err
 	}
-	data, err := l.DataDir()
-	if err != nil {
-		return nil, err
-	}
 	// Nodes start and copy in parallel: one writer for their lines.
 	c := &cluster{lab: l, plan: p, inst: inst, uid: uid, gid: gid, log: engine.NewLockedWriter(log), byName: map[string]*node{}}
 	defer func() {
@@ -115,7 +111,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 			c.Close()
 		}
 	}()
-	if err := c.layout(data); err != nil {
+	if err := c.layout(); err != nil {
 		return nil, err
 	}
 	bgctx, cancel := context.WithCancel(context.Background())
@@ -137,8 +133,9 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	return c, nil
 }
 
-// layout assigns each node its address, port and directories.
-func (c *cluster) layout(data string) error {
+// layout assigns each node its address, port and directories: on its
+// storage (lab.NodeDataDir).
+func (c *cluster) layout() error {
 	addrs, err := engine.NodeAddresses(c.lab, DefaultPort)
 	if err != nil {
 		return err
@@ -150,6 +147,10 @@ func (c *cluster) layout(data string) error {
 	for _, sn := range c.lab.Spec.Nodes {
 		site := c.lab.Site(sn.Site)
 		ap := addrs[sn.Name]
+		data, err := c.lab.NodeDataDir(sn.Name)
+		if err != nil {
+			return err
+		}
 		n := &node{
 			Node:    sn,
 			c:       c,

@@ -134,10 +134,6 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if err != nil {
 		return nil, err
 	}
-	data, err := l.DataDir()
-	if err != nil {
-		return nil, err
-	}
 	addrs, err := engine.NodeAddresses(l, DefaultPort)
 	if err != nil {
 		return nil, err
@@ -150,6 +146,10 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 		}
 	}()
 	for _, sn := range l.Spec.Nodes {
+		data, err := l.NodeDataDir(sn.Name) // on its storage
+		if err != nil {
+			return nil, err
+		}
 		base := filepath.Join(data, "xrootd-"+sn.Name)
 		n := &node{Node: sn, c: c, site: l.Site(sn.Site), addr: addrs[sn.Name], base: base}
 		c.nodes = append(c.nodes, n)
