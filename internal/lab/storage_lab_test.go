@@ -1,0 +1,174 @@
+package lab
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A lab with one volume of each class that runs servers; the nodes'
+// engine is never started.
+const storageSpec = `
+[lab]
+name = "NAME"
+[site.db]
+[site.store]
+[[link]]
+sites = ["db", "store"]
+[storage.ram]
+kind = "memory"
+size = "64MiB"
+[storage.san]
+kind = "san"
+site = "store"
+size = "64MiB"
+delay = "1ms"
+[storage.nas]
+kind = "nas"
+site = "store"
+[engine]
+kind = "postgres"
+[node.m]
+site = "db"
+role = "primary"
+storage = "ram"
+[node.s]
+site = "db"
+role = "primary"
+storage = "san"
+[node.n]
+site = "db"
+role = "primary"
+storage = "nas"
+`
+
+func requireStorageTools(t *testing.T) {
+	t.Helper()
+	for _, c := range []string{"nbdkit", "nbdfuse", "sshfs", "losetup", "mkfs.ext4"} {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("integration test skipped: %s is missing (scripts/deps.sh test)", c)
+		}
+	}
+}
+
+// writeSynced writes a file with fsync into every node's directory.
+func writeSynced(t *testing.T, l *Lab, nodes ...string) {
+	t.Helper()
+	for _, n := range nodes {
+		dir, err := l.NodeDataDir(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Create(filepath.Join(dir, "f"))
+		if err == nil {
+			_, err = f.Write(make([]byte, 1<<20))
+			if err == nil {
+				err = f.Sync()
+			}
+			f.Close()
+		}
+		if err != nil {
+			t.Fatalf("node %s: write on its storage: %v", n, err)
+		}
+	}
+}
+
+// assertStorageGone: no mount, loop device or storage process refers to dir.
+func assertStorageGone(t *testing.T, dir string) {
+	t.Helper()
+	b, _ := os.ReadFile("/proc/mounts")
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, dir) {
+			t.Errorf("still mounted: %s", line)
+		}
+	}
+	out, _ := exec.Command("losetup", "-l", "-n", "-O", "NAME,BACK-FILE").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, dir) {
+			t.Errorf("loop device still attached: %s", line)
+		}
+	}
+	out, _ = exec.Command("ps", "-eo", "pid,args").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, dir) {
+			t.Errorf("process left: %s", strings.TrimSpace(line))
+		}
+	}
+}
+
+// TestStorageRemovedAfterCrash: a lab killed with its volumes mounted and
+// written (the emulator gone with it, so no link carries the storage's
+// traffic) is removed by Down without waiting on the dead links.
+func TestStorageRemovedAfterCrash(t *testing.T) {
+	requireLab(t)
+	requireStorageTools(t)
+	s := specFrom(t, "stcrash", storageSpec)
+	root, data := t.TempDir(), t.TempDir()
+	l, err := Up(ctxFor(t, time.Minute), s, Options{StateRoot: root, DataRoot: data, NoControl: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSynced(t, l, "m", "s", "n")
+	l.emu.Close()
+	l.rec.PID, l.rec.PIDStart = 1<<22-1, "0"
+	if err := l.saveRecord(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	done, err := Down(ctxFor(t, time.Minute), root, s.Lab.Name)
+	if err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	t.Logf("down removed in %.1f s: %v", time.Since(start).Seconds(), done)
+	assertGone(t, root, s.Lab.Name)
+	assertStorageGone(t, data)
+	_ = l.Close() // what the dead process held in memory (the nas listener)
+	assertStorageGone(t, data)
+}
+
+// TestStorageRemovedWhenUpFails: a volume that fails half-way (mkfs)
+// leaves nothing behind, nor do the volumes made before it.
+func TestStorageRemovedWhenUpFails(t *testing.T) {
+	requireLab(t)
+	requireStorageTools(t)
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "mkfs.ext4"), []byte("#!/bin/sh\necho mkfs refused by the test >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	s := specFrom(t, "stfail", storageSpec)
+	root, data := t.TempDir(), t.TempDir()
+	_, err := Up(ctxFor(t, time.Minute), s, Options{StateRoot: root, DataRoot: data, NoControl: true})
+	if err == nil || !strings.Contains(err.Error(), "mkfs refused by the test") || !strings.Contains(err.Error(), "node s") {
+		t.Fatalf("Up with a failing mkfs: %v; want an error naming node s and mkfs's message", err)
+	}
+	t.Logf("Up: %v", err)
+	assertGone(t, root, s.Lab.Name)
+	assertStorageGone(t, data)
+}
+
+// TestStorageClose: Close removes every volume, the files written on
+// them reached the storage site's server.
+func TestStorageClose(t *testing.T) {
+	requireLab(t)
+	requireStorageTools(t)
+	s := specFrom(t, "stclose", storageSpec)
+	root, data := t.TempDir(), t.TempDir()
+	l, err := Up(ctxFor(t, time.Minute), s, Options{StateRoot: root, DataRoot: data, NoControl: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSynced(t, l, "m", "s", "n")
+	dir, _ := l.DataDir()
+	if fi, err := os.Stat(filepath.Join(dir, "storage", "n", "export", "f")); err != nil || fi.Size() != 1<<20 {
+		t.Errorf("the file written on the nas is not in the storage site's export: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, root, s.Lab.Name)
+	assertStorageGone(t, data)
+}
