@@ -92,7 +92,8 @@ const (
 // about Interval apart; extra rows at the measure phase's boundaries):
 //
 //	t_s         seconds since Config.Epoch (default: the monitor's start)
-//	node        the database node
+//	node        the database node, or NODE/storage for the processes of
+//	            its storage (StorageNodeSuffix)
 //	role        the process role (backend, walsender, walreceiver, startup,
 //	            checkpointer, walwriter, bgwriter, logical-apply, …)
 //	pid_count   processes of the role alive at the sample
@@ -421,6 +422,9 @@ func (m *Monitor) sample() time.Time {
 			m.fail("list processes", err)
 		}
 	}
+	if m.cfg.Lab != nil {
+		procs = append(procs, storageProcesses(m.cfg.Lab)...)
+	}
 	pt := m.roles.observe(now, procs, m.reader.read)
 	ioLost := m.ioWait && !delayAcctOn(m.cfg.delayAcctPath)
 
@@ -689,4 +693,18 @@ func threadCPU() int64 {
 		return 0
 	}
 	return ts.Nano()
+}
+
+// StorageNodeSuffix marks the processes of a node's storage
+// (docs/storage.md) in roles.csv and the summary: node "p1/storage" holds
+// p1's nbdkit, nbdfuse, sshfs and sftp-server, apart from the node's own
+// server so that they count in no verdict about it.
+const StorageNodeSuffix = "/storage"
+
+func storageProcesses(l *lab.Lab) []engine.Process {
+	var out []engine.Process
+	for _, p := range l.StorageProcesses() {
+		out = append(out, engine.Process{Node: p.Node + StorageNodeSuffix, Role: p.Name, PID: p.PID})
+	}
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	"replab/internal/engine"
 	"replab/internal/engine/postgres/pgtest"
 	"replab/internal/lab"
+	"replab/internal/monitor"
 )
 
 // The primary's files are on a san served from site store, the standby's
@@ -83,6 +84,11 @@ func TestPostgresOnSANAndNAS(t *testing.T) {
 		}
 	}
 
+	mon, err := monitor.Start(ctx, monitor.Config{Lab: l, Cluster: c, Interval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	measureFrom := time.Now()
 	before := storeBytes(l)
 	nodes := c.Nodes()
 	p1 := connect(t, ctx, l, nodes[0], "db1")
@@ -124,6 +130,18 @@ func TestPostgresOnSANAndNAS(t *testing.T) {
 	}
 	p1.Close(ctx)
 	s1.Close(ctx)
+	mon.MarkMeasure(measureFrom, time.Now())
+	sum, err := mon.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nr := range [][2]string{{"p1", "nbdkit"}, {"p1", "nbdfuse"}, {"s1", "sshfs"}, {"s1", "sftp-server"}} {
+		rs, ok := sum.Roles[nr[0]+monitor.StorageNodeSuffix][nr[1]]
+		t.Logf("%s%s %s: %.3f CPU s", nr[0], monitor.StorageNodeSuffix, nr[1], rs.CPUS)
+		if !ok || rs.CPUS <= 0 {
+			t.Errorf("the monitor measured no CPU of %s's %s (roles %v)", nr[0], nr[1], sum.Roles)
+		}
+	}
 
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
