@@ -25,6 +25,11 @@ import (
 type siteLimits struct {
 	cpuCores float64
 	memBytes int64
+	// io names the storage limit that needs the site's processes in an
+	// I/O controller (v1 blkio, v2 io), e.g. "storage san: iops = 100";
+	// "" when none does. The limits themselves are set per device once
+	// the device exists (setIOLimits).
+	io string
 }
 
 // A cgroupDriver makes sites' cgroups in one hierarchy.
@@ -314,7 +319,8 @@ func listCgroups(prefix string) []string {
 	}
 	var out []string
 	seen := map[string]bool{}
-	for _, c := range siteControllersV1 {
+	// blkio: sites with a storage's I/O limits (siteLimits.io).
+	for _, c := range append(slices.Clip(siteControllersV1), "blkio") {
 		if h := m.v1Of(c); h != nil && !seen[h.dir] {
 			seen[h.dir] = true
 			g, _ := filepath.Glob(filepath.Join(h.dir, prefix+"*"))
@@ -334,4 +340,50 @@ func removeEmptyV2Parent() {
 	if m, err := systemCgroups(); err == nil && m.v2 != nil {
 		removeV2Parent(filepath.Join(m.v2.dir, v2Parent))
 	}
+}
+
+// setIOLimits limits, for the processes of a site (its cgroup dirs), the
+// I/O on one block device: operations and bytes per second, each of reads
+// and of writes (0 = no limit). v1 writes blkio.throttle.*_device, v2
+// io.max.
+func setIOLimits(dirs []string, major, minor uint32, iops, bps int64) error {
+	dev := fmt.Sprintf("%d:%d", major, minor)
+	done := false
+	for _, d := range dirs {
+		if isV2(d) {
+			var kv []string
+			if iops > 0 {
+				kv = append(kv, fmt.Sprintf("riops=%d wiops=%d", iops, iops))
+			}
+			if bps > 0 {
+				kv = append(kv, fmt.Sprintf("rbps=%d wbps=%d", bps, bps))
+			}
+			if err := writeCgroupFile(d, "io.max", dev+" "+strings.Join(kv, " ")); err != nil {
+				return err
+			}
+			done = true
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "blkio.throttle.read_iops_device")); err != nil {
+			continue // another v1 hierarchy
+		}
+		for _, f := range []struct {
+			file string
+			v    int64
+		}{
+			{"blkio.throttle.read_iops_device", iops}, {"blkio.throttle.write_iops_device", iops},
+			{"blkio.throttle.read_bps_device", bps}, {"blkio.throttle.write_bps_device", bps},
+		} {
+			if f.v > 0 {
+				if err := writeCgroupFile(d, f.file, fmt.Sprintf("%s %d", dev, f.v)); err != nil {
+					return err
+				}
+			}
+		}
+		done = true
+	}
+	if !done {
+		return fmt.Errorf("no I/O controller among the site's cgroups %s", strings.Join(dirs, ", "))
+	}
+	return nil
 }

@@ -387,3 +387,58 @@ func TestThreadCgroupsV1(t *testing.T) {
 		})
 	}
 }
+
+func TestStorageIOLimits(t *testing.T) {
+	const site = "replab-lab.eu"
+	lim := siteLimits{io: "storage san of node p1: iops and bandwidth"}
+	t.Run("v2: the site gets the io controller and io.max one line per device", func(t *testing.T) {
+		root := fakeV2(t, debian12Controllers, debian12Controllers)
+		dirs, err := (&cgroupV2{mount: root}).create(site, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readFile(t, filepath.Join(root, "replab", "cgroup.subtree_control")); !strings.Contains(got, "+io") {
+			t.Errorf("parent's subtree_control = %q, want +io in it", got)
+		}
+		if err := os.WriteFile(filepath.Join(dirs[0], "cgroup.controllers"), []byte("cpu io memory pids"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := setIOLimits(dirs, 7, 3, 100, 2<<20); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := readFile(t, filepath.Join(dirs[0], "io.max")), "7:3 riops=100 wiops=100 rbps=2097152 wbps=2097152"; got != want {
+			t.Errorf("io.max = %q, want %q", got, want)
+		}
+	})
+	t.Run("v1: the site gets a blkio cgroup and throttle files for what is limited", func(t *testing.T) {
+		m := fakeV1(t, "cpu", "memory", "pids", "blkio")
+		dirs, err := (&cgroupV1{mounts: m}).create(site, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blkio := filepath.Join(m.v1Of("blkio").dir, site)
+		if !slices.Contains(dirs, blkio) {
+			t.Fatalf("created %v, want %s among them", dirs, blkio)
+		}
+		for _, f := range []string{"read_iops_device", "write_iops_device", "read_bps_device", "write_bps_device"} {
+			if err := os.WriteFile(filepath.Join(blkio, "blkio.throttle."+f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := setIOLimits(dirs, 7, 3, 100, 0); err != nil {
+			t.Fatal(err)
+		}
+		for f, want := range map[string]string{"read_iops_device": "7:3 100", "write_iops_device": "7:3 100", "read_bps_device": "", "write_bps_device": ""} {
+			if got := readFile(t, filepath.Join(blkio, "blkio.throttle."+f)); got != want {
+				t.Errorf("blkio.throttle.%s = %q, want %q", f, got, want)
+			}
+		}
+	})
+	t.Run("v1 without blkio mounted: refused before anything is made", func(t *testing.T) {
+		m := fakeV1(t, "cpu", "memory", "pids")
+		err := (&cgroupV1{mounts: m}).check(lim)
+		if err == nil || !strings.Contains(err.Error(), "storage san of node p1: iops and bandwidth needs the cgroup v1 blkio controller") {
+			t.Errorf("check: %v", err)
+		}
+	})
+}

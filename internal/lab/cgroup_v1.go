@@ -49,6 +49,7 @@ func (d *cgroupV1) check(lim siteLimits) error {
 	}{
 		{"cpu", "cpu = " + formatCores(lim.cpuCores), lim.cpuCores > 0},
 		{"memory", "memory = " + units.Bytes(float64(lim.memBytes)), lim.memBytes > 0},
+		{"blkio", lim.io, lim.io != ""},
 	} {
 		if l.set && d.mounts.v1Of(l.ctrl) == nil {
 			errs = append(errs, d.missing(l.ctrl, l.setting))
@@ -88,7 +89,11 @@ func (d *cgroupV1) create(name string, lim siteLimits) ([]string, error) {
 	}
 	var made []string
 	seen := map[string]bool{}
-	for _, c := range siteControllersV1 {
+	ctrls := siteControllersV1
+	if lim.io != "" {
+		ctrls = append(slices.Clip(ctrls), "blkio")
+	}
+	for _, c := range ctrls {
 		h := d.mounts.v1Of(c)
 		if h == nil || seen[h.dir] {
 			continue // pids is optional: processes are also found through the namespace

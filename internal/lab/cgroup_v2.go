@@ -42,6 +42,9 @@ func limitControllers(lim siteLimits) (ctrls, settings []string) {
 	if lim.memBytes > 0 {
 		ctrls, settings = append(ctrls, "memory"), append(settings, "memory = "+units.Bytes(float64(lim.memBytes)))
 	}
+	if lim.io != "" {
+		ctrls, settings = append(ctrls, "io"), append(settings, lim.io)
+	}
 	return ctrls, settings
 }
 
@@ -150,7 +153,13 @@ func (d *cgroupV2) prepareParent(parent string, need, settings []string) error {
 	b, _ = os.ReadFile(ctl)
 	on := strings.Fields(string(b))
 	var want, needed []string
-	for _, c := range siteControllersV2 {
+	ctrls := slices.Clip(siteControllersV2)
+	for _, c := range need { // io, for a storage's I/O limits
+		if !slices.Contains(ctrls, c) {
+			ctrls = append(ctrls, c)
+		}
+	}
+	for _, c := range ctrls {
 		if slices.Contains(passed, c) && !slices.Contains(on, c) {
 			want = append(want, "+"+c)
 			if slices.Contains(need, c) {

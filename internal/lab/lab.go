@@ -212,7 +212,7 @@ func (l *Lab) checkLimits() error {
 	}
 	var errs []error
 	for _, ss := range l.Spec.Sites {
-		err := l.cg.check(limitsOf(ss))
+		err := l.cg.check(l.limitsOf(ss))
 		list := []error{err}
 		if j, ok := err.(interface{ Unwrap() []error }); ok {
 			list = j.Unwrap() // one line per refused limit, each naming the site
@@ -226,8 +226,14 @@ func (l *Lab) checkLimits() error {
 	return errors.Join(errs...)
 }
 
-func limitsOf(ss spec.Site) siteLimits {
-	return siteLimits{cpuCores: ss.CPUCores, memBytes: ss.MemoryBytes}
+func (l *Lab) limitsOf(ss spec.Site) siteLimits {
+	lim := siteLimits{cpuCores: ss.CPUCores, memBytes: ss.MemoryBytes}
+	for _, n := range l.Spec.Nodes {
+		if st := l.Spec.StorageOf(n.Name); n.Site == ss.Name && st != nil && (st.IOPS > 0 || st.BandwidthBps > 0) {
+			lim.io = fmt.Sprintf("storage %s of node %s: iops and bandwidth", st.Name, n.Name)
+		}
+	}
+	return lim
 }
 
 // claim takes the lab's name: it refuses when a lab of that name is
@@ -351,7 +357,7 @@ func (l *Lab) createSite(ctx context.Context, ss spec.Site) (emu.Device, *Site, 
 	if err := runIP(ctx, "netns", "add", site.Netns); err != nil {
 		return nil, nil, err
 	}
-	cgs, err := l.cg.create(site.Netns, limitsOf(ss))
+	cgs, err := l.cg.create(site.Netns, l.limitsOf(ss))
 	l.rec.Cgroups = append(l.rec.Cgroups, cgs...)
 	site.Cgroups = cgs
 	if serr := l.rec.save(l.root); err == nil {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"replab/internal/spec"
 	"replab/internal/storage"
 )
@@ -84,6 +86,11 @@ func (l *Lab) upStorage(ctx context.Context, offline bool) error {
 		l.nodesMu.Unlock()
 		if err != nil {
 			return err
+		}
+		if st.IOPS > 0 || st.BandwidthBps > 0 {
+			if err := l.limitIO(n, st, rec.Loop); err != nil {
+				return err
+			}
 		}
 		what := st.Kind
 		if st.Site != "" {
@@ -197,4 +204,16 @@ func downStorageRecords(ctx context.Context, root string, r *record) ([]string, 
 	r.Storage = left
 	_ = r.save(root)
 	return done, errors.Join(errs...)
+}
+
+// limitIO throttles the I/O of node's site on the node's block device.
+func (l *Lab) limitIO(n spec.Node, st *spec.Storage, dev string) error {
+	var sb unix.Stat_t
+	if err := unix.Stat(dev, &sb); err != nil {
+		return fmt.Errorf("node %s: storage %s: %w", n.Name, st.Name, err)
+	}
+	if err := setIOLimits(l.Site(n.Site).Cgroups, unix.Major(uint64(sb.Rdev)), unix.Minor(uint64(sb.Rdev)), st.IOPS, st.BandwidthBps); err != nil {
+		return fmt.Errorf("node %s: storage %s: limit I/O on %s: %w", n.Name, st.Name, dev, err)
+	}
+	return nil
 }

@@ -172,3 +172,76 @@ func TestStorageClose(t *testing.T) {
 	assertGone(t, root, s.Lab.Name)
 	assertStorageGone(t, data)
 }
+
+// TestSANIOLimits: the processes of a node's site get no more than the
+// san's iops, nor its bandwidth, on its block device (direct I/O, so the
+// page cache does not hide it).
+func TestSANIOLimits(t *testing.T) {
+	requireLab(t)
+	requireStorageTools(t)
+	s := specFrom(t, "stio", `
+[lab]
+name = "NAME"
+[site.db]
+[site.store]
+[[link]]
+sites = ["db", "store"]
+[storage.iops]
+kind = "san"
+site = "store"
+size = "64MiB"
+iops = 100
+[storage.bw]
+kind = "san"
+site = "store"
+size = "64MiB"
+bandwidth = "2MiB/s"
+[engine]
+kind = "postgres"
+[node.a]
+site = "db"
+role = "primary"
+storage = "iops"
+[node.b]
+site = "db"
+role = "primary"
+storage = "bw"
+`)
+	l := up(t, s)
+	dd := func(node string, args ...string) time.Duration {
+		dir, err := l.NodeDataDir(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("dd", append([]string{"if=/dev/zero", "of=" + filepath.Join(dir, "f"), "oflag=direct"}, args...)...)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		start := time.Now()
+		if err := l.Site("db").Start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("dd on node %s's storage: %v: %s", node, err, out.String())
+		}
+		return time.Since(start)
+	}
+	// 150 writes at 100 per second: 1.5 s; 4 MiB at 2 MiB/s: 2 s. The
+	// throttle lets a short burst through at the start.
+	if d := dd("a", "bs=4k", "count=150"); d < time.Second {
+		t.Errorf("150 direct 4 KiB writes with iops = 100 took %v; want at least 1 s", d)
+	} else {
+		t.Logf("150 direct 4 KiB writes with iops = 100: %.2f s", d.Seconds())
+	}
+	if d := dd("b", "bs=64k", "count=64"); d < 1300*time.Millisecond {
+		t.Errorf("4 MiB of direct writes with bandwidth = \"2MiB/s\" took %v; want at least 1.3 s", d)
+	} else {
+		t.Logf("4 MiB of direct writes with bandwidth = 2MiB/s: %.2f s", d.Seconds())
+	}
+	// Outside the site (the test's own cgroup) nothing is limited.
+	dir, _ := l.NodeDataDir("a")
+	start := time.Now()
+	if out, err := exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(dir, "g"), "oflag=direct", "bs=4k", "count=150").CombinedOutput(); err != nil {
+		t.Fatalf("dd: %v: %s", err, out)
+	}
+	t.Logf("the same 150 writes from outside the site: %.2f s", time.Since(start).Seconds())
+}

@@ -25,7 +25,7 @@ var wantInError = map[string][]string{
 		`storage-bad.toml:14: storage.san.delay = "2.5ms": want whole milliseconds`,
 		`storage-bad.toml:16: storage.nas.kind = "nsa": unknown kind (did you mean "nas"?)`,
 		`storage-bad.toml:19: storage.ram.site: has no meaning for kind = "memory"`,
-		`storage-bad.toml:24: storage.far.iops: I/O limits are not built yet`,
+		`storage-bad.toml:24: storage.far.iops: has no meaning for kind = "nas"; only a san is a block device here`,
 		`storage-bad.toml:25: storage.nosite: a san is served from a site`,
 		`storage-bad.toml:27: storage.nosite.sizee: unknown key (did you mean "size"?)`,
 		`storage-bad.toml:30: storage.net.site = "stroe": unknown site (did you mean "store"?)`,

@@ -50,7 +50,13 @@ type Storage struct {
 	// Journal gives a san volume's ext4 its journal (default off:
 	// docs/storage.md has the cost).
 	Journal bool
-	Line    int
+	// IOPS and BandwidthBps limit a san volume's block device: I/O
+	// operations and bytes per second, each of reads and of writes, for
+	// the processes of the node's site (cgroup blkio/io throttling); 0 =
+	// no limit.
+	IOPS         int64
+	BandwidthBps int64
+	Line         int
 }
 
 var (
@@ -110,7 +116,7 @@ func (c *decoder) storages(root map[string]any, s *Spec) []Storage {
 
 func (c *decoder) storage(s *Spec, p path, m map[string]any, st *Storage, sites map[string]bool, siteNames []string) {
 	c.checkKeys(p, m, storageKeys, "[storage."+showKey(st.Name)+"]")
-	for _, k := range []string{"kind", "site", "size", "delay", "journal"} {
+	for _, k := range storageKeys {
 		if _, present := m[k]; present {
 			c.remember(s, p.child(k))
 		}
@@ -172,11 +178,38 @@ func (c *decoder) storage(s *Spec, p path, m map[string]any, st *Storage, sites 
 	if v, ok := c.get(p, m, "journal", kBool, "true or false"); ok && only("journal", st.Kind == StorageSAN, "only a san volume gets a file system made by replab") {
 		st.Journal = v.(bool)
 	}
-	for _, k := range []string{"iops", "bandwidth"} {
-		if _, present := m[k]; present {
-			c.failAt(p.child(k), "I/O limits are not built yet (docs/storage.md); remove %s", k)
+	if v, ok := c.get(p, m, "iops", kInt, "an integer number of operations per second, like 500"); ok && only("iops", st.Kind == StorageSAN, "only a san is a block device here") {
+		if n := v.(int64); n < 1 || n > 10_000_000 {
+			c.fail(p.child("iops"), v, "want operations per second between 1 and 10000000")
+		} else {
+			st.IOPS = n
 		}
 	}
+	if v, ok := c.get(p, m, "bandwidth", kString, `a size per second, like "50MB/s"`); ok && only("bandwidth", st.Kind == StorageSAN, "only a san is a block device here") {
+		b, msg := parseBandwidth(v.(string))
+		if msg != "" {
+			c.fail(p.child("bandwidth"), v, "%s", msg)
+		} else {
+			st.BandwidthBps = b
+		}
+	}
+}
+
+// parseBandwidth reads bytes per second written as a size and "/s":
+// "50MB/s", "10MiB/s".
+func parseBandwidth(s string) (int64, string) {
+	t, ok := strings.CutSuffix(strings.TrimSpace(s), "/s")
+	if !ok {
+		return 0, `want a size per second, like "50MB/s" or "10MiB/s"`
+	}
+	b, msg := parseSize(t)
+	if msg != "" {
+		return 0, msg
+	}
+	if b < 4096 {
+		return 0, "must be at least 4KiB/s"
+	}
+	return b, ""
 }
 
 // nodeStorage checks the storage every node names, and that a served

@@ -33,6 +33,10 @@ site = "store"
 size = "256MiB"
 delay = "5ms"
 journal = true`, Storage{Name: "s", Kind: StorageSAN, Site: "store", SizeBytes: 256 << 20, Delay: 5 * time.Millisecond, Journal: true}},
+		{"a san takes I/O limits", `kind = "san"
+site = "store"
+iops = 200
+bandwidth = "20MiB/s"`, Storage{Name: "s", Kind: StorageSAN, Site: "store", SizeBytes: DefaultStorageSize, IOPS: 200, BandwidthBps: 20 << 20}},
 		{"memory has a default size", `kind = "memory"`, Storage{Name: "s", Kind: StorageMemory, SizeBytes: DefaultStorageSize}},
 		{"memory takes a size", `kind = "memory"` + "\nsize = \"128MiB\"", Storage{Name: "s", Kind: StorageMemory, SizeBytes: 128 << 20}},
 		{"a nas has a site and no size", `kind = "nas"` + "\nsite = \"store\"", Storage{Name: "s", Kind: StorageNAS, Site: "store"}},
@@ -69,7 +73,10 @@ func TestStorageErrors(t *testing.T) {
 		{"a size has a unit", `kind = "memory"` + "\nsize = \"100\"", "", `storage.s.size = "100": missing unit`},
 		{"a node names a defined storage", `kind = "memory"`, `storage = "t"`, `node.p.storage: unknown storage "t"; defined storages: s`},
 		{"storage is a string", `kind = "memory"`, `storage = 1`, `node.p.storage = 1: want a storage name`},
-		{"bandwidth is not built", `kind = "san"` + "\nsite = \"store\"\nbandwidth = \"10MB\"", "", `storage.s.bandwidth: I/O limits are not built yet`},
+		{"a bandwidth is per second", `kind = "san"` + "\nsite = \"store\"\nbandwidth = \"10MB\"", "", `storage.s.bandwidth = "10MB": want a size per second, like "50MB/s"`},
+		{"a bandwidth is in bytes", `kind = "san"` + "\nsite = \"store\"\nbandwidth = \"10mbit/s\"", "", `storage.s.bandwidth = "10mbit/s": sizes are in bytes, not bits`},
+		{"iops is a positive integer", `kind = "san"` + "\nsite = \"store\"\niops = 0", "", `storage.s.iops = 0: want operations per second between 1 and 10000000`},
+		{"iops is for a block device", `kind = "memory"` + "\niops = 100", "", `storage.s.iops: has no meaning for kind = "memory"; only a san is a block device here`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
