@@ -14,6 +14,7 @@ import (
 	"replab/internal/lab"
 	"replab/internal/runner"
 	"replab/internal/spec"
+	"replab/internal/storage"
 	"replab/internal/units"
 )
 
@@ -257,8 +258,15 @@ then prints its sites, links and nodes with every default resolved.`)
 		fmt.Fprintf(out, "link %-22s %s\n", lk.A+"->"+lk.B, lab.DescribeParams(lk.Forward))
 		fmt.Fprintf(out, "link %-22s %s\n", lk.B+"->"+lk.A, lab.DescribeParams(lk.Reverse))
 	}
+	for _, st := range s.Storages {
+		fmt.Fprintf(out, "storage %-10s %s\n", st.Name, storage.Describe(st))
+	}
 	for _, n := range s.Nodes {
-		fmt.Fprintf(out, "node %-10s %-8s site %s %s\n", n.Name, n.Role, n.Site, n.From)
+		where := ""
+		if n.Storage != "" {
+			where = " storage " + n.Storage
+		}
+		fmt.Fprintf(out, "node %-10s %-8s site %s %s%s\n", n.Name, n.Role, n.Site, n.From, where)
 	}
 	for _, f := range s.Faults {
 		heal := ""
