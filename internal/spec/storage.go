@@ -47,8 +47,8 @@ type Storage struct {
 	// Delay is added to every read and every write a san's server
 	// answers (nbdkit's delay filter): whole milliseconds.
 	Delay time.Duration
-	// Journal gives a san volume's ext4 its journal (default off:
-	// docs/storage.md has the cost).
+	// Journal gives a san volume's ext4 its journal (default on, as
+	// mkfs.ext4 does: docs/storage.md has what each costs).
 	Journal bool
 	// IOPS and BandwidthBps limit a san volume's block device: I/O
 	// operations and bytes per second, each of reads and of writes, for
@@ -153,6 +153,7 @@ func (c *decoder) storage(s *Spec, p path, m map[string]any, st *Storage, sites 
 	if st.Kind == StorageMemory || st.Kind == StorageSAN {
 		st.SizeBytes = DefaultStorageSize
 	}
+	st.Journal = st.Kind == StorageSAN
 	if v, ok := c.get(p, m, "size", kString, `a string with a unit, like "1GiB"`); ok && only("size", st.Kind == StorageMemory || st.Kind == StorageSAN, "only memory and san volumes have a size") {
 		b, msg := parseSize(v.(string))
 		if msg == "" && (b < MinStorageSize || b > MaxStorageSize) {

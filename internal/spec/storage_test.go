@@ -26,17 +26,17 @@ func TestStorage(t *testing.T) {
 		storage string // [storage.s] body
 		want    Storage
 	}{
-		{"a san has a default size and no delay", `kind = "san"` + "\nsite = \"store\"",
-			Storage{Name: "s", Kind: StorageSAN, Site: "store", SizeBytes: DefaultStorageSize}},
+		{"a san has a default size, a journal and no delay", `kind = "san"` + "\nsite = \"store\"",
+			Storage{Name: "s", Kind: StorageSAN, Site: "store", SizeBytes: DefaultStorageSize, Journal: true}},
 		{"a san takes size, delay in whole milliseconds and journal", `kind = "san"
 site = "store"
 size = "256MiB"
 delay = "5ms"
-journal = true`, Storage{Name: "s", Kind: StorageSAN, Site: "store", SizeBytes: 256 << 20, Delay: 5 * time.Millisecond, Journal: true}},
+journal = false`, Storage{Name: "s", Kind: StorageSAN, Site: "store", SizeBytes: 256 << 20, Delay: 5 * time.Millisecond}},
 		{"a san takes I/O limits", `kind = "san"
 site = "store"
 iops = 200
-bandwidth = "20MiB/s"`, Storage{Name: "s", Kind: StorageSAN, Site: "store", SizeBytes: DefaultStorageSize, IOPS: 200, BandwidthBps: 20 << 20}},
+bandwidth = "20MiB/s"`, Storage{Name: "s", Kind: StorageSAN, Site: "store", SizeBytes: DefaultStorageSize, Journal: true, IOPS: 200, BandwidthBps: 20 << 20}},
 		{"memory has a default size", `kind = "memory"`, Storage{Name: "s", Kind: StorageMemory, SizeBytes: DefaultStorageSize}},
 		{"memory takes a size", `kind = "memory"` + "\nsize = \"128MiB\"", Storage{Name: "s", Kind: StorageMemory, SizeBytes: 128 << 20}},
 		{"a nas has a site and no size", `kind = "nas"` + "\nsite = \"store\"", Storage{Name: "s", Kind: StorageNAS, Site: "store"}},
