@@ -22,6 +22,8 @@ func TestDocsCoverTheVocabulary(t *testing.T) {
 	words = append(words, presetNames()...)
 	words = append(words, faultKeys...)
 	words = append(words, FaultDos...)
+	words = append(words, storageKeys...)
+	words = append(words, StorageKinds...)
 	for _, w := range words {
 		if !strings.Contains(doc, "`"+w+"`") {
 			t.Errorf("docs/spec.md does not mention `%s`", w)
