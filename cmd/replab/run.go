@@ -48,7 +48,7 @@ still written, marked incomplete.`)
 		Engines: engines(), Workloads: workloads(),
 		Live: term.IsTerminal(int(os.Stdout.Fd())),
 	})
-	if sum != nil && sum.Transactions > 0 {
+	if sum != nil && (sum.Transactions > 0 || sum.Search != nil) {
 		report.PrintSummary(out, sum)
 	}
 	if path != "" {
