@@ -26,7 +26,7 @@ var _ engine.Promoter = (*cluster)(nil)
 
 // errDiverged: a standby replayed WAL of the old primary beyond the point
 // where the new primary's timeline begins; it cannot follow it.
-var errDiverged = errors.New("cannot follow the new primary")
+var errDiverged = errors.New("cannot follow")
 
 // Promote implements engine.Promoter. Before pg_promote, while nothing has
 // changed yet, the standby to promote gets a replication slot for each
@@ -38,7 +38,11 @@ var errDiverged = errors.New("cannot follow the new primary")
 // recovery_target_timeline being 'latest'); a standby that is down or
 // paused follows when started or resumed. Promote returns once every
 // running one streams from the new primary, or with an error naming those
-// that do not. Cascading standbys of the promoted node keep following it.
+// that do not. One that had replayed more of the old primary's WAL than
+// the promoted node (asynchronous standbys can differ) cannot follow the
+// new timeline: it is copied again from the new primary (a base backup
+// across its link), losing the commits only it had. Cascading standbys of
+// the promoted node keep following it.
 func (c *cluster) Promote(ctx context.Context, name string) error {
 	n, err := c.controlled(name)
 	if err != nil {
@@ -153,7 +157,19 @@ func (c *cluster) Promote(ctx context.Context, name string) error {
 		}
 	}
 	errs = append(errs, engine.Each(follow, func(o *node) error {
-		if err := c.waitFollowing(ctx, o, n, fork); err != nil {
+		err := c.waitFollowing(ctx, o, n, fork, tli)
+		if errors.Is(err, errDiverged) {
+			// What an operator does when "standby follow" fails (pg_rewind
+			// needs wal_log_hints or data checksums, which the lab's
+			// servers do not have): copy it again.
+			fmt.Fprintf(c.log, "%v: copying it again from %s\n", err, name)
+			o.stop(15 * time.Second)
+			err = c.createStandby(ctx, o, n)
+			if err == nil {
+				err = c.waitFollowing(ctx, o, n, "", tli)
+			}
+		}
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(c.log, "node %s: streaming from %s on timeline %d (%.2f s after the promotion began)\n", o.Name, name, tli, time.Since(start).Seconds())
@@ -246,38 +262,43 @@ func (n *node) timelineStart(ctx context.Context) (lsn string, tli int64, err er
 	return f[1], tli, nil
 }
 
-// waitFollowing waits until standby o streams from up (pg_stat_replication
-// at up lists it streaming), bounded by ctx and, without progress, by
-// c.flowTimeout(). It gives up at once when o has replayed WAL beyond fork
-// (where up's timeline begins; "" if not known): o has commits up never
-// had and cannot follow it.
-func (c *cluster) waitFollowing(ctx context.Context, o, up *node, fork string) error {
+// waitFollowing waits until standby o streams from up on up's timeline
+// tli (or a later one): its WAL receiver streams from up's address and has
+// received WAL of that timeline, and pg_stat_replication at up lists it
+// streaming. It is bounded by ctx and, without progress, by
+// c.flowTimeout(). It gives up at once when o, still on an older timeline,
+// has replayed WAL beyond fork (where tli begins; "" if not known): o has
+// commits up never had and cannot follow it.
+func (c *cluster) waitFollowing(ctx context.Context, o, up *node, fork string, tli int64) error {
 	_, err := engine.Poll{Stall: c.flowTimeout(),
 		Permanent: func(err error) bool { return errors.Is(err, errDiverged) || permanent(err) },
 		Log:       func(state string) { c.logf("  … node %s still waiting: %s\n", o.Name, state) },
 	}.Until(ctx, func(ctx context.Context) (bool, string, error) {
-		var state string
-		if err := up.query1(ctx, "", "SELECT coalesce(max(state), 'not connected') FROM pg_stat_replication WHERE application_name = $1", &state, o.Name); err != nil {
-			return false, "", err
-		}
-		if state == "streaming" {
-			return true, state, nil
-		}
 		var replay, receiver string
-		var beyond bool
+		var following, beyond bool
 		err := queryRowOn(ctx, o, `SELECT coalesce(pg_last_wal_replay_lsn()::text, ''),
-			coalesce(pg_last_wal_replay_lsn() > nullif($1, '')::pg_lsn, false),
-			coalesce((SELECT status FROM pg_stat_wal_receiver), 'not running')`, []any{fork}, &replay, &beyond, &receiver)
+			coalesce((SELECT status || ' from ' || coalesce(sender_host, '?') || ':' || coalesce(sender_port::text, '?') ||
+				' on timeline ' || coalesce(received_tli::text, '?') FROM pg_stat_wal_receiver), 'not running'),
+			coalesce((SELECT status = 'streaming' AND sender_host = $2 AND sender_port = $3 AND received_tli >= $4 FROM pg_stat_wal_receiver), false),
+			coalesce(pg_last_wal_replay_lsn() > nullif($1, '')::pg_lsn AND coalesce((SELECT received_tli FROM pg_stat_wal_receiver), 0) < $4, false)`,
+			[]any{fork, up.addr.Addr().String(), int(up.addr.Port()), tli}, &replay, &receiver, &following, &beyond)
 		if err != nil {
 			return false, "", err
 		}
 		if beyond {
-			return false, "", fmt.Errorf("%w: it replayed the old primary's WAL up to %s, beyond %s where %s's timeline begins (it has commits %s never had: it needs a new base backup, not built; promoting the standby that received the most avoids this)",
-				errDiverged, replay, fork, up.Name, up.Name)
+			return false, "", fmt.Errorf("node %s %w %s: it replayed the old primary's WAL up to %s, beyond %s where %s's timeline %d begins (it has commits %s never had)",
+				o.Name, errDiverged, up.Name, replay, fork, up.Name, tli, up.Name)
 		}
-		return false, fmt.Sprintf("at %s: %s; at %s: replayed up to %s, WAL receiver %s", up.Name, state, o.Name, replay, receiver), nil
+		state := "not connected"
+		if err := up.query1(ctx, "", "SELECT coalesce(max(state), 'not connected') FROM pg_stat_replication WHERE application_name = $1", &state, o.Name); err != nil {
+			return false, "", err
+		}
+		return following && state == "streaming", fmt.Sprintf("at %s: %s; at %s: replayed up to %s, WAL receiver %s", up.Name, state, o.Name, replay, receiver), nil
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, errDiverged):
+		return err
+	case err != nil:
 		return fmt.Errorf("node %s: not streaming from the new primary %s: %w; log %s: %s", o.Name, up.Name, err, o.logPath, o.logTail())
 	}
 	return nil
