@@ -41,8 +41,9 @@ var errDiverged = errors.New("cannot follow")
 // that do not. One that had replayed more of the old primary's WAL than
 // the promoted node (asynchronous standbys can differ) cannot follow the
 // new timeline: it is copied again from the new primary (a base backup
-// across its link), losing the commits only it had. Cascading standbys of
-// the promoted node keep following it.
+// across its link), losing the commits only it had, and so are those of
+// its cascading standbys that had the same. Cascading standbys of the
+// promoted node keep following it.
 func (c *cluster) Promote(ctx context.Context, name string) error {
 	n, err := c.controlled(name)
 	if err != nil {
@@ -73,17 +74,15 @@ func (c *cluster) Promote(ctx context.Context, name string) error {
 		names = append(names, o.Name)
 	}
 
-	// Before the promotion: slots, synchronous standbys.
+	// Before the promotion: slots, synchronous standbys. If it fails, the
+	// slots go (unused, they would keep WAL forever); the synchronous
+	// standbys stay (a standby ignores them).
 	var slots []string
 	undo := func() {
 		uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for _, s := range slots {
 			_ = n.exec(uctx, "", "SELECT pg_drop_replication_slot($1)", s)
-		}
-		if c.plan.replication == Sync {
-			_ = n.exec(uctx, "", "ALTER SYSTEM RESET synchronous_standby_names")
-			_ = n.exec(uctx, "", "SELECT pg_reload_conf()")
 		}
 	}
 	for _, o := range others {
@@ -107,8 +106,7 @@ func (c *cluster) Promote(ctx context.Context, name string) error {
 		undo()
 		return fmt.Errorf("node %s: promote: %w", name, err)
 	}
-	if !ok {
-		undo()
+	if !ok { // still under way, maybe: the slots stay
 		return fmt.Errorf("node %s: pg_promote did not finish within 60 s", name)
 	}
 	c.topo.Lock()
@@ -156,25 +154,55 @@ func (c *cluster) Promote(ctx context.Context, name string) error {
 			fmt.Fprintf(c.log, "node %s: re-pointed to %s in its configuration (%.2f s after the promotion began); it is paused and follows %s when resumed\n", o.Name, name, at, name)
 		}
 	}
-	errs = append(errs, engine.Each(follow, func(o *node) error {
-		err := c.waitFollowing(ctx, o, n, fork, tli)
-		if errors.Is(err, errDiverged) {
-			// What an operator does when "standby follow" fails (pg_rewind
-			// needs wal_log_hints or data checksums, which the lab's
-			// servers do not have): copy it again.
-			fmt.Fprintf(c.log, "%v: copying it again from %s\n", err, name)
-			o.stop(15 * time.Second)
-			err = c.createStandby(ctx, o, n)
-			if err == nil {
-				err = c.waitFollowing(ctx, o, n, "", tli)
-			}
+	errs = append(errs, engine.Each(follow, func(o *node) error { return c.follow(ctx, o, n, fork, tli, start) }))
+	return errors.Join(errs...)
+}
+
+// follow waits until standby o streams from up on the new timeline tli
+// (which begins at fork). One that cannot follow it is copied again from
+// up — what an operator does when "standby follow" fails (pg_rewind needs
+// wal_log_hints or data checksums, which the lab's servers do not have) —
+// and then its own cascading standbys are checked the same way: they had
+// what it had. Cascading standbys of one that follows follow by themselves.
+func (c *cluster) follow(ctx context.Context, o, up *node, fork string, tli int64, start time.Time) error {
+	err := c.waitFollowing(ctx, o, up, fork, tli)
+	copied := errors.Is(err, errDiverged)
+	if copied {
+		fmt.Fprintf(c.log, "%v: copying it again from %s\n", err, up.Name)
+		o.stop(15 * time.Second)
+		if err = c.createStandby(ctx, o, up); err == nil {
+			err = c.waitFollowing(ctx, o, up, "", tli)
 		}
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(c.log, "node %s: streaming from %s on timeline %d (%.2f s after the promotion began)\n", o.Name, name, tli, time.Since(start).Seconds())
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.log, "node %s: streaming from %s on timeline %d (%.2f s after the promotion began)\n", o.Name, up.Name, tli, time.Since(start).Seconds())
+	if !copied {
 		return nil
-	}))
+	}
+	// The copy has none of o's slots: one for each standby below it, down
+	// ones too.
+	var below []*node
+	c.topo.RLock()
+	for _, d := range c.nodes {
+		if d.From == o.Name {
+			below = append(below, d)
+		}
+	}
+	c.topo.RUnlock()
+	var errs []error
+	var running []*node
+	for _, d := range below {
+		if err := o.createSlot(ctx, d.Name); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: replication slot for %s after its new copy: %w", o.Name, d.Name, err))
+			continue
+		}
+		if pid := d.pid(); pid != 0 && !paused(pid) {
+			running = append(running, d)
+		}
+	}
+	errs = append(errs, engine.Each(running, func(d *node) error { return c.follow(ctx, d, o, fork, tli, start) }))
 	return errors.Join(errs...)
 }
 
@@ -286,8 +314,8 @@ func (c *cluster) waitFollowing(ctx context.Context, o, up *node, fork string, t
 			return false, "", err
 		}
 		if beyond {
-			return false, "", fmt.Errorf("node %s %w %s: it replayed the old primary's WAL up to %s, beyond %s where %s's timeline %d begins (it has commits %s never had)",
-				o.Name, errDiverged, up.Name, replay, fork, up.Name, tli, up.Name)
+			return false, "", fmt.Errorf("node %s %w %s: it replayed the old primary's WAL up to %s, beyond %s where the new timeline %d begins (it has commits the new primary never had)",
+				o.Name, errDiverged, up.Name, replay, fork, tli)
 		}
 		state := "not connected"
 		if err := up.query1(ctx, "", "SELECT coalesce(max(state), 'not connected') FROM pg_stat_replication WHERE application_name = $1", &state, o.Name); err != nil {

@@ -194,13 +194,19 @@ standbys = "ANY 1 (e1, a1)"
 }
 
 // TestFailoverCopiesAgainAStandbyThatIsAhead: e1 is cut off from the
-// primary while a1 still receives its commits; the primary dies and e1 is
-// promoted. a1 has replayed WAL e1 never had, so it cannot follow e1's
-// timeline: it is copied again from e1 (losing the rows only it had) and
-// streams from e1.
+// primary while a1 (and a2, cascading from a1) still receive its commits;
+// the primary dies and e1 is promoted. a1 has replayed WAL e1 never had, so
+// it cannot follow e1's timeline: it is copied again from e1 (losing the
+// rows only it had) and streams from e1; then a2, which had the same, is
+// copied again from a1.
 func TestFailoverCopiesAgainAStandbyThatIsAhead(t *testing.T) {
 	t.Parallel()
 	l, c, log := testCluster(t, "tfoahead", failoverHeader+`
+[node.a2]
+site = "asia"
+role = "standby"
+from = "a1"
+port = 5433
 [scheme]
 replication = "async"
 `)
@@ -211,7 +217,7 @@ replication = "async"
 	if err := sqlOn(t, ctx, c, "p1", "INSERT INTO d SELECT generate_series(1, 10)"); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"e1", "a1"} {
+	for _, n := range []string{"e1", "a1", "a2"} {
 		eventually(t, time.Minute, "rows at "+n, func() bool { return countOn(t, c, n, "SELECT count(*) FROM d") == 10 })
 	}
 	if err := l.SetLink("primary", "eu", true, []string{"down"}); err != nil {
@@ -220,7 +226,9 @@ replication = "async"
 	if err := sqlOn(t, ctx, c, "p1", "INSERT INTO d SELECT generate_series(11, 30)"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the rows e1 misses at a1", func() bool { return countOn(t, c, "a1", "SELECT count(*) FROM d") == 30 })
+	for _, n := range []string{"a1", "a2"} {
+		eventually(t, time.Minute, "the rows e1 misses at "+n, func() bool { return countOn(t, c, n, "SELECT count(*) FROM d") == 30 })
+	}
 	if err := c.Kill(ctx, "p1"); err != nil {
 		t.Fatal(err)
 	}
@@ -230,16 +238,21 @@ replication = "async"
 	if err := c.Promote(ctx, "e1"); err != nil {
 		t.Fatalf("promote e1: %v", err)
 	}
-	for _, want := range []string{"node a1 cannot follow e1", "copying it again from e1", "node a1: streaming from e1 on timeline 2"} {
+	for _, want := range []string{"node a1 cannot follow e1", "copying it again from e1", "node a1: streaming from e1 on timeline 2",
+		"node a2 cannot follow a1", "node a2: streaming from a1 on timeline 2"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("the log does not say %q", want)
 		}
 	}
-	if n := countOn(t, c, "a1", "SELECT count(*) FROM d"); n != 10 {
-		t.Errorf("a1 has %d rows after its new copy from e1, want e1's 10", n)
+	for _, n := range []string{"a1", "a2"} {
+		if got := countOn(t, c, n, "SELECT count(*) FROM d"); got != 10 {
+			t.Errorf("%s has %d rows after its new copy, want e1's 10", n, got)
+		}
 	}
 	if err := sqlOn(t, ctx, c, "e1", "INSERT INTO d SELECT generate_series(101, 105)"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "rows written at e1 reach a1", func() bool { return countOn(t, c, "a1", "SELECT count(*) FROM d") == 15 })
+	for _, n := range []string{"a1", "a2"} {
+		eventually(t, time.Minute, "rows written at e1 reach "+n, func() bool { return countOn(t, c, n, "SELECT count(*) FROM d") == 15 })
+	}
 }
