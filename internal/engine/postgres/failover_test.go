@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"errors"
+	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +33,24 @@ func TestSyncNamesAfterFailover(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPausedSeesAStoppedProcess: a standby paused (SIGSTOP) at the
+// promotion is re-pointed in its configuration only, not waited for.
+func TestPausedSeesAStoppedProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+	if paused(pid) {
+		t.Fatal("a running process seen as paused")
+	}
+	_ = syscall.Kill(pid, syscall.SIGSTOP)
+	eventually(t, 10*time.Second, "stopped process seen as paused", func() bool { return paused(pid) })
+	_ = syscall.Kill(pid, syscall.SIGCONT)
+	eventually(t, 10*time.Second, "resumed process seen as running", func() bool { return !paused(pid) })
 }
 
 // failoverHeader: a primary with standbys in two other sites, every site
