@@ -136,6 +136,11 @@ func (c *cluster) Promote(ctx context.Context, name string) error {
 		fmt.Fprintf(c.log, "node %s: where its new timeline begins is not known (%v): a standby that cannot follow it is found only by its stall\n", name, err)
 	}
 
+	// Which of them got further than the new timeline's start, read before
+	// they are re-pointed (afterwards WAL of the new timeline arrives too):
+	// they cannot follow it.
+	ahead := c.aheadOf(ctx, others, n, fork)
+
 	// After: re-point the others.
 	var errs []error
 	var follow []*node
@@ -154,8 +159,34 @@ func (c *cluster) Promote(ctx context.Context, name string) error {
 			fmt.Fprintf(c.log, "node %s: re-pointed to %s in its configuration (%.2f s after the promotion began); it is paused and follows %s when resumed\n", o.Name, name, at, name)
 		}
 	}
-	errs = append(errs, engine.Each(follow, func(o *node) error { return c.follow(ctx, o, n, fork, tli, start) }))
+	errs = append(errs, engine.Each(follow, func(o *node) error { return c.follow(ctx, o, n, fork, tli, start, ahead[o]) }))
 	return errors.Join(errs...)
+}
+
+// aheadOf says which running standbys of nodes have received or replayed
+// WAL beyond fork, where the new primary's timeline begins: they hold
+// commits the new primary never had. It reads each one's furthest
+// position once; a standby whose position cannot be read, or any of them
+// when fork is not known, is left to waitFollowing's own check.
+func (c *cluster) aheadOf(ctx context.Context, nodes []*node, up *node, fork string) map[*node]error {
+	out := map[*node]error{}
+	if fork == "" {
+		return out
+	}
+	for _, o := range nodes {
+		if pid := o.pid(); pid == 0 || paused(pid) {
+			continue
+		}
+		var pos string
+		var beyond bool
+		err := queryRowOn(ctx, o, `SELECT coalesce(greatest(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::text, ''),
+			coalesce(greatest(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()) > $1::pg_lsn, false)`, []any{fork}, &pos, &beyond)
+		if err == nil && beyond {
+			out[o] = fmt.Errorf("node %s %w %s: it received the old primary's WAL up to %s, beyond %s where the new timeline begins (it has commits the new primary never had)",
+				o.Name, errDiverged, up.Name, pos, fork)
+		}
+	}
+	return out
 }
 
 // follow waits until standby o streams from up on the new timeline tli
@@ -164,12 +195,27 @@ func (c *cluster) Promote(ctx context.Context, name string) error {
 // wal_log_hints or data checksums, which the lab's servers do not have) —
 // and then its own cascading standbys are checked the same way: they had
 // what it had. Cascading standbys of one that follows follow by themselves.
-func (c *cluster) follow(ctx context.Context, o, up *node, fork string, tli int64, start time.Time) error {
-	err := c.waitFollowing(ctx, o, up, fork, tli)
+func (c *cluster) follow(ctx context.Context, o, up *node, fork string, tli int64, start time.Time, ahead error) error {
+	err := ahead
+	if err == nil {
+		err = c.waitFollowing(ctx, o, up, fork, tli)
+	}
 	copied := errors.Is(err, errDiverged)
+	var below []*node
+	var belowAhead map[*node]error
 	if copied {
 		fmt.Fprintf(c.log, "%v: copying it again from %s\n", err, up.Name)
 		o.stop(15 * time.Second)
+		// Its standbys get nothing more now: how far they got decides
+		// whether they can follow its new copy.
+		c.topo.RLock()
+		for _, d := range c.nodes {
+			if d.From == o.Name {
+				below = append(below, d)
+			}
+		}
+		c.topo.RUnlock()
+		belowAhead = c.aheadOf(ctx, below, o, fork)
 		if err = c.createStandby(ctx, o, up); err == nil {
 			err = c.waitFollowing(ctx, o, up, "", tli)
 		}
@@ -183,14 +229,6 @@ func (c *cluster) follow(ctx context.Context, o, up *node, fork string, tli int6
 	}
 	// The copy has none of o's slots: one for each standby below it, down
 	// ones too.
-	var below []*node
-	c.topo.RLock()
-	for _, d := range c.nodes {
-		if d.From == o.Name {
-			below = append(below, d)
-		}
-	}
-	c.topo.RUnlock()
 	var errs []error
 	var running []*node
 	for _, d := range below {
@@ -202,7 +240,7 @@ func (c *cluster) follow(ctx context.Context, o, up *node, fork string, tli int6
 			running = append(running, d)
 		}
 	}
-	errs = append(errs, engine.Each(running, func(d *node) error { return c.follow(ctx, d, o, fork, tli, start) }))
+	errs = append(errs, engine.Each(running, func(d *node) error { return c.follow(ctx, d, o, fork, tli, start, belowAhead[d]) }))
 	return errors.Join(errs...)
 }
 
