@@ -81,11 +81,16 @@ need_xrootd() {
   apt_install xrootd-server xrootd-client
 }
 
+need_fio() {
+  # replab iotest measures a node's storage with fio (its tests run it too).
+  apt_install fio
+}
+
 case "$purpose" in
   build) need_go ;;
   demo)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd ;;
   # tcpdump: the tests read the lab's packet captures with a real pcap reader.
-  test)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; apt_install tcpdump
+  test)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_fio; apt_install tcpdump
          command -v chromium >/dev/null 2>&1 || apt_install chromium ;;
   bench) need_go; need_lab; need_postgres; need_mariadb; need_xrootd; command -v iperf3 >/dev/null 2>&1 || apt_install iperf3 ;;
   *) say "unknown purpose $purpose (build|demo|test|bench)"; exit 2 ;;
