@@ -165,7 +165,7 @@ func category(p int64) int64 { return 1 + (p-1)%Categories }
 func customerRow(r *rand.Rand, id int64, class string, since time.Time, address, card int64) []any {
 	first, last := name(r, 3, 12), name(r, 4, 14)
 	lang := one(r, languages...)
-	return []any{id, first, last, lang, territories[lang], money(int64(100+r.IntN(4901))*100),
+	return []any{id, first, last, lang, territories[lang], money(int64(100+r.IntN(4901)) * 100),
 		strings.ToLower(first+"."+last) + fmt.Sprintf("%d@example.com", id), int64(1 + r.IntN(1000)), since, class,
 		one(r, "Electronics", "Books", "Garden", "Sports", "Music", "Toys"), dayIn(r, time.Date(1940, 1, 1, 0, 0, 0, 0, time.UTC), 65*365),
 		one(r, "Y", "N"), one(r, "Y", "N"), address, card}

@@ -49,21 +49,21 @@ const processBatch = 9
 const restock = 1000
 
 var stmts = map[string]stmtDef{
-	"customer": {"customer", selectVerb, `SELECT c.cust_first_name, c.cust_last_name, c.cust_email, c.credit_limit, c.customer_class, c.preferred_address, c.preferred_card, a.town, a.post_code FROM customers c JOIN addresses a ON a.address_id = c.preferred_address WHERE c.customer_id = $1`},
+	"customer":     {"customer", selectVerb, `SELECT c.cust_first_name, c.cust_last_name, c.cust_email, c.credit_limit, c.customer_class, c.preferred_address, c.preferred_card, a.town, a.post_code FROM customers c JOIN addresses a ON a.address_id = c.preferred_address WHERE c.customer_id = $1`},
 	"ins_customer": {"ins_customer", insertVerb, `INSERT INTO customers (customer_id, cust_first_name, cust_last_name, nls_language, nls_territory, credit_limit, cust_email, account_mgr_id, customer_since, customer_class, suggestions, dob, mailshot, partner_mailshot, preferred_address, preferred_card) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`},
-	"ins_address": {"ins_address", insertVerb, `INSERT INTO addresses (address_id, customer_id, date_created, house_no, street_name, town, county, country, post_code, zip_code) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`},
-	"ins_card":    {"ins_card", insertVerb, `INSERT INTO card_details (card_id, customer_id, card_type, card_number, expiry_date, is_valid, security_code) VALUES ($1, $2, $3, $4, $5, $6, $7)`},
-	"ins_logon":   {"ins_logon", insertVerb, `INSERT INTO logon (logon_id, customer_id, logon_date) VALUES ($1, $2, $3)`},
-	"category":    {"category", selectVerb, `SELECT p.product_id, p.product_name, p.list_price, i.quantity_on_hand FROM product_information p JOIN inventories i ON i.product_id = p.product_id AND i.warehouse_id = $1 WHERE p.category_id = $2 ORDER BY p.product_id LIMIT 20`},
-	"product":     {"product", selectVerb, `SELECT p.product_id, d.translated_name, d.translated_description, p.list_price, i.quantity_on_hand FROM product_information p JOIN product_descriptions d ON d.product_id = p.product_id AND d.language_id = 'US' JOIN inventories i ON i.product_id = p.product_id AND i.warehouse_id = $1 WHERE p.product_id = $2`},
-	"ins_order":   {"ins_order", insertVerb, `INSERT INTO orders (order_id, order_date, order_mode, customer_id, order_status, order_total, sales_rep_id, promotion_id, warehouse_id, delivery_type, cost_of_delivery, wait_till_all_available, delivery_address_id, customer_class, card_id, invoice_address_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`},
-	"stock":       {"stock", selectVerb, `SELECT p.list_price, i.quantity_on_hand FROM product_information p JOIN inventories i ON i.product_id = p.product_id AND i.warehouse_id = $1 WHERE p.product_id = $2`},
-	"ins_item":    {"ins_item", insertVerb, `INSERT INTO order_items (order_id, line_item_id, product_id, unit_price, quantity, dispatch_date, return_date, gift_wrap, item_condition, supplier_id, estimated_delivery) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`},
-	"take":        {"take", updateVerb, `UPDATE inventories SET quantity_on_hand = quantity_on_hand + $1 WHERE product_id = $2 AND warehouse_id = $3`},
-	"total":       {"total", updateVerb, `UPDATE orders SET order_total = $1 WHERE order_id = $2`},
-	"pending":     {"pending", selectVerb, `SELECT order_id FROM orders WHERE warehouse_id = $1 AND order_status <= 4 ORDER BY order_date, order_id LIMIT 9`},
-	"process":     {"process", updateVerb, `UPDATE orders SET order_status = 5 WHERE order_status <= 4 AND order_id IN ($1, $2, $3, $4, $5, $6, $7, $8, $9)`},
-	"orders":      {"orders", selectVerb, `SELECT o.order_id, o.order_date, o.order_status, o.order_total, i.line_item_id, i.product_id, i.unit_price, i.quantity FROM (SELECT order_id, order_date, order_status, order_total FROM orders WHERE customer_id = $1 ORDER BY order_date DESC LIMIT 5) o JOIN order_items i ON i.order_id = o.order_id ORDER BY o.order_date DESC, o.order_id, i.line_item_id`},
+	"ins_address":  {"ins_address", insertVerb, `INSERT INTO addresses (address_id, customer_id, date_created, house_no, street_name, town, county, country, post_code, zip_code) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`},
+	"ins_card":     {"ins_card", insertVerb, `INSERT INTO card_details (card_id, customer_id, card_type, card_number, expiry_date, is_valid, security_code) VALUES ($1, $2, $3, $4, $5, $6, $7)`},
+	"ins_logon":    {"ins_logon", insertVerb, `INSERT INTO logon (logon_id, customer_id, logon_date) VALUES ($1, $2, $3)`},
+	"category":     {"category", selectVerb, `SELECT p.product_id, p.product_name, p.list_price, i.quantity_on_hand FROM product_information p JOIN inventories i ON i.product_id = p.product_id AND i.warehouse_id = $1 WHERE p.category_id = $2 ORDER BY p.product_id LIMIT 20`},
+	"product":      {"product", selectVerb, `SELECT p.product_id, d.translated_name, d.translated_description, p.list_price, i.quantity_on_hand FROM product_information p JOIN product_descriptions d ON d.product_id = p.product_id AND d.language_id = 'US' JOIN inventories i ON i.product_id = p.product_id AND i.warehouse_id = $1 WHERE p.product_id = $2`},
+	"ins_order":    {"ins_order", insertVerb, `INSERT INTO orders (order_id, order_date, order_mode, customer_id, order_status, order_total, sales_rep_id, promotion_id, warehouse_id, delivery_type, cost_of_delivery, wait_till_all_available, delivery_address_id, customer_class, card_id, invoice_address_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`},
+	"stock":        {"stock", selectVerb, `SELECT p.list_price, i.quantity_on_hand FROM product_information p JOIN inventories i ON i.product_id = p.product_id AND i.warehouse_id = $1 WHERE p.product_id = $2`},
+	"ins_item":     {"ins_item", insertVerb, `INSERT INTO order_items (order_id, line_item_id, product_id, unit_price, quantity, dispatch_date, return_date, gift_wrap, item_condition, supplier_id, estimated_delivery) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`},
+	"take":         {"take", updateVerb, `UPDATE inventories SET quantity_on_hand = quantity_on_hand + $1 WHERE product_id = $2 AND warehouse_id = $3`},
+	"total":        {"total", updateVerb, `UPDATE orders SET order_total = $1 WHERE order_id = $2`},
+	"pending":      {"pending", selectVerb, `SELECT order_id FROM orders WHERE warehouse_id = $1 AND order_status <= 4 ORDER BY order_date, order_id LIMIT 9`},
+	"process":      {"process", updateVerb, `UPDATE orders SET order_status = 5 WHERE order_status <= 4 AND order_id IN ($1, $2, $3, $4, $5, $6, $7, $8, $9)`},
+	"orders":       {"orders", selectVerb, `SELECT o.order_id, o.order_date, o.order_status, o.order_total, i.line_item_id, i.product_id, i.unit_price, i.quantity FROM (SELECT order_id, order_date, order_status, order_total FROM orders WHERE customer_id = $1 ORDER BY order_date DESC LIMIT 5) o JOIN order_items i ON i.order_id = o.order_id ORDER BY o.order_date DESC, o.order_id, i.line_item_id`},
 }
 
 // typeStmts are each type's statements, by name.
