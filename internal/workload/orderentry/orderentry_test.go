@@ -255,7 +255,7 @@ func TestScale(t *testing.T) {
 	if rows["inventories"] != 200*Products {
 		t.Errorf("inventories %d, want %d", rows["inventories"], 200*Products)
 	}
-	if got, want := w.DataBytes(), int64(fixedBytes+20000*bytesPerCustomer); got != want {
+	if got, want := w.DataBytes(), int64(fixedBytes+20000*bytesPerCustomer+200*Products*bytesPerInventory); got != want {
 		t.Errorf("DataBytes %d, want %d", got, want)
 	}
 }
@@ -309,8 +309,9 @@ func TestOptions(t *testing.T) {
 		err     string // a part of the error; "" for none
 	}{
 		{"defaults", "", ""},
-		{"every option", "customers = 100\nbrowse_max = 24\nweight_new_customer = 1\nweight_browse_products = 2\nweight_order_products = 3\nweight_process_orders = 4\nweight_browse_orders = 5\nreads_at = \"replica\"\ndelay = \"1ms..5ms\"", ""},
+		{"every option", "customers = 100\nwarehouses = 3\nbrowse_max = 24\nweight_new_customer = 1\nweight_browse_products = 2\nweight_order_products = 3\nweight_process_orders = 4\nweight_browse_orders = 5\nreads_at = \"replica\"\ndelay = \"1ms..5ms\"", ""},
 		{"no customers", "customers = 0", "workload.customers: want a whole number from 1 to 50000000"},
+		{"no warehouses", "warehouses = 0", "workload.warehouses: want a whole number from 1 to 10000"},
 		{"too many products a browse", "browse_max = 101", "workload.browse_max: want a whole number from 1 to 100"},
 		{"negative weight", "weight_order_products = -1", "workload.weight_order_products: want a whole number from 0 to 1000"},
 		{"all weights 0", "weight_new_customer = 0\nweight_browse_products = 0\nweight_order_products = 0\nweight_process_orders = 0\nweight_browse_orders = 0", "every weight_* is 0"},
