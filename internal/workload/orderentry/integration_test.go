@@ -376,7 +376,6 @@ func verbs(t *testing.T, ctx context.Context, db *sql.DB) Counts {
 	return got
 }
 
-
 // share is c as shares of its total.
 func share(c Counts) Counts {
 	t := c.Total()

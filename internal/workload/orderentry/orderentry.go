@@ -53,13 +53,13 @@ type Workload struct {
 	customers  int64
 	warehouses int64
 	browseMax  int
-	weights   map[string]int
-	readsAt   string
-	delayMin  time.Duration
-	delayMax  time.Duration
-	users     int // [run] users: how the customers are shared out
-	seed      uint64
-	dialect   string
+	weights    map[string]int
+	readsAt    string
+	delayMin   time.Duration
+	delayMax   time.Duration
+	users      int // [run] users: how the customers are shared out
+	seed       uint64
+	dialect    string
 
 	keys *keys
 
