@@ -484,3 +484,38 @@ func TestUsersOwnTheirCustomers(t *testing.T) {
 		})
 	}
 }
+
+// TestDelayPausesInsideTheTransaction: no pause before a transaction's
+// first statement, a pause before the next, cut short when the run ends.
+func TestDelayPausesInsideTheTransaction(t *testing.T) {
+	w := mustBuild(t, 1, `delay = "1m"`, "postgres")
+	ctx, cancel := context.WithCancel(context.Background())
+	s := step{w: w, ctx: ctx, r: rand.New(rand.NewPCG(1, 2))}
+	done := make(chan error, 1)
+	go func() { done <- s.pause() }()
+	if err := <-done; err != nil {
+		t.Fatalf("first statement: %v", err)
+	}
+	go func() { done <- s.pause() }()
+	select {
+	case err := <-done:
+		t.Fatalf("second statement did not wait: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("after the run ended: %v", err)
+	}
+	// Without a delay nothing is drawn from the user's stream.
+	w = mustBuild(t, 1, "", "postgres")
+	r := rand.New(rand.NewPCG(1, 2))
+	s = step{w: w, ctx: context.Background(), r: r}
+	for range 3 {
+		if err := s.pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Uint64() != rand.New(rand.NewPCG(1, 2)).Uint64() {
+		t.Error("pauses of 0 drew from the stream")
+	}
+}

@@ -18,15 +18,15 @@ import (
 )
 
 // TestPostgresRun runs order entry as `replab run` does — a primary and an
-// asynchronous standby, four users across a link, the lag probe, every
-// commit journalled — and wants every type committed without an error,
+// asynchronous standby serving the browsing types, four users across a
+// link, the lag probe, every commit journalled — and wants every type committed without an error,
 // the copies converged and no acknowledged commit missing anywhere.
 func TestPostgresRun(t *testing.T) {
 	pgtest.Require(t)
 	dir := t.TempDir()
 	text := strings.Replace(postgresSpec, `name = "NAME"`, `name = "`+labtest.UniqueName("oerun")+`"`, 1)
 	text = strings.Replace(text, "[node.p1.settings]\nshared_preload_libraries = \"pg_stat_statements\"\n", "", 1)
-	text = strings.Replace(text, `kind = "order-entry"`, "kind = \"order-entry\"\ncustomers = 500", 1)
+	text = strings.Replace(text, `kind = "order-entry"`, "kind = \"order-entry\"\ncustomers = 500\nreads_at = \"replica\"", 1)
 	text = strings.Replace(text, "[run]\n", "[run]\nclient = \"client\"\nwarmup = \"1s\"\nduration = \"3s\"\ncooldown = \"0s\"\nverify = true\n", 1)
 	path := filepath.Join(dir, "spec.toml")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
