@@ -12,6 +12,7 @@ import (
 	"replab/internal/runner"
 	"replab/internal/workload"
 	"replab/internal/workload/kvinsert"
+	"replab/internal/workload/orderentry"
 	"replab/internal/workload/pageread"
 	"replab/internal/workload/personnel"
 	"replab/internal/workload/script"
@@ -19,7 +20,7 @@ import (
 
 // workloads is every workload this binary can run.
 func workloads() *workload.Registry {
-	return workload.NewRegistry(personnel.Factory, kvinsert.Factory, script.Factory, pageread.Factory)
+	return workload.NewRegistry(personnel.Factory, kvinsert.Factory, script.Factory, pageread.Factory, orderentry.Factory)
 }
 
 func cmdRun(ctx context.Context, args []string, out io.Writer) error {
