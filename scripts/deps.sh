@@ -83,32 +83,21 @@ need_xrootd() {
 
 need_storage() {
   # Storage classes (docs/storage.md): san = nbdkit in the storage site, nbdfuse + a loop device
-  # + ext4 in the node's site; nas = sshfs in the node's site to OpenSSH's sftp-server in the
-  # storage site. replab runs its own sshd per lab, with its own config and keys: the
-  # package's ssh service must neither start now nor be left enabled.
-  local pkgs=(nbdkit libnbd-bin fuse3 e2fsprogs sshfs openssh-client openssh-server) missing=0 p
-  for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing=1
-  done
-  [ $missing -eq 0 ] && return 0
-  local guard=/usr/sbin/policy-rc.d own_guard=0
-  if [ "$(id -u)" -eq 0 ] && [ ! -e $guard ]; then
-    printf '#!/bin/sh\nexit 101\n' >$guard && chmod 755 $guard && own_guard=1
-  fi
-  apt_install "${pkgs[@]}" || { [ $own_guard -eq 1 ] && rm -f $guard; exit 1; }
-  [ $own_guard -eq 1 ] && rm -f $guard
-  if command -v systemctl >/dev/null 2>&1; then
-    systemctl disable ssh.service ssh.socket >/dev/null 2>&1 || true
-    [ -d /run/systemd/system ] && { systemctl stop ssh.service ssh.socket >/dev/null 2>&1 || true; }
-  fi
-  return 0
+  # + ext4 in the node's site; nas = OpenSSH's sftp-server in the storage site (run by replab
+  # per connection, no sshd: openssh-sftp-server ships no service) and sshfs in the node's site.
+  apt_install nbdkit libnbd-bin fuse3 e2fsprogs sshfs openssh-sftp-server
+}
+
+need_fio() {
+  # replab iotest measures a node's storage with fio (its tests run it too).
+  apt_install fio
 }
 
 case "$purpose" in
   build) need_go ;;
   demo)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage ;;
   # tcpdump: the tests read the lab's packet captures with a real pcap reader.
-  test)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage; apt_install tcpdump
+  test)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage; need_fio; apt_install tcpdump
          command -v chromium >/dev/null 2>&1 || apt_install chromium ;;
   bench) need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage; command -v iperf3 >/dev/null 2>&1 || apt_install iperf3 ;;
   *) say "unknown purpose $purpose (build|demo|test|bench)"; exit 2 ;;

@@ -28,6 +28,7 @@ func commands() []command {
 		{"report", "render DIR/report.html from a results directory: replab report DIR", cmdReport},
 		{"compare", "results side by side, with ratios and significance: replab compare DIR_A DIR_B… [--html OUT]", cmdCompare},
 		{"lab", "build, inspect and remove labs (lab up|down|status|check)", cmdLab},
+		{"iotest", "measure each node's storage with fio: replab iotest FILE [--quick] [--node NAME]", cmdIotest},
 		{"exec", "run a command inside a site: replab exec SITE -- CMD ARGS…", cmdExec},
 		{"link", "show or change running links: link show | link set A->B key=value…", cmdLink},
 		{"fault", "break a link or a node now, healed after --for: fault link A<->B down | fault node N kill", cmdFault},
@@ -50,7 +51,7 @@ Commands:
 	}
 	fmt.Fprintf(w, `
 Run "replab COMMAND --help" for a command's options. Docs: docs/run.md, docs/lab.md, docs/spec.md,
-docs/postgres.md, docs/metrics.md.
+docs/postgres.md, docs/metrics.md, docs/iotest.md.
 `)
 }
 

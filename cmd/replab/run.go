@@ -12,6 +12,7 @@ import (
 	"replab/internal/runner"
 	"replab/internal/workload"
 	"replab/internal/workload/kvinsert"
+	"replab/internal/workload/orderentry"
 	"replab/internal/workload/pageread"
 	"replab/internal/workload/personnel"
 	"replab/internal/workload/script"
@@ -19,7 +20,7 @@ import (
 
 // workloads is every workload this binary can run.
 func workloads() *workload.Registry {
-	return workload.NewRegistry(personnel.Factory, kvinsert.Factory, script.Factory, pageread.Factory)
+	return workload.NewRegistry(personnel.Factory, kvinsert.Factory, script.Factory, pageread.Factory, orderentry.Factory)
 }
 
 func cmdRun(ctx context.Context, args []string, out io.Writer) error {
@@ -48,7 +49,7 @@ still written, marked incomplete.`)
 		Engines: engines(), Workloads: workloads(),
 		Live: term.IsTerminal(int(os.Stdout.Fd())),
 	})
-	if sum != nil && sum.Transactions > 0 {
+	if sum != nil && (sum.Transactions > 0 || sum.Search != nil) {
 		report.PrintSummary(out, sum)
 	}
 	if path != "" {

@@ -92,6 +92,10 @@ type Summary struct {
 	// faults.csv logs every fault applied and healed.
 	Faults []fault.Summary `json:"faults,omitempty"`
 
+	// Search: a saturation search's steps, knee and exhaust point (this
+	// summary is then the knee step's; [run] search).
+	Search *Search `json:"search,omitempty"`
+
 	// Pages: a page-read run's pages (workload page-read; pages.csv has
 	// every page).
 	Pages *pagestats.Summary `json:"pages,omitempty"`
@@ -279,6 +283,13 @@ func PrintSummary(w io.Writer, s *Summary) {
 		state = "INCOMPLETE: " + s.StopReason
 	}
 	fmt.Fprintf(w, "\nrun %s (%s, %s, %s): %s\n", s.Name, s.Engine, s.Scheme, s.Workload, state)
+	if s.Search != nil {
+		PrintSearch(w, s.Search)
+		if s.Search.KneeStep == 0 {
+			return
+		}
+		fmt.Fprintf(w, "\nthe knee, step %d (%s):\n", s.Search.KneeStep, s.Search.Steps[s.Search.KneeStep-1].Dir)
+	}
 	loop := fmt.Sprintf("closed loop, %d users", s.Users)
 	if s.Mode == "open" {
 		loop = fmt.Sprintf("open loop, target %.2f/s, %d connections", s.TargetRate, s.Users)

@@ -135,7 +135,14 @@ cooldown = "1s"
 // cutting the link stops commits (they wait for the standby), and they
 // resume once it heals; nothing fails.
 func TestPartitionBlocksSyncCommitsUntilHealed(t *testing.T) {
-	sum, out, log := runWithFaults(t, syncPairSpec, []spec.Fault{
+	// 8 s after the heal: the standby's connection resumes at its next
+	// retransmission, whose back-off doubled during the partition, and a
+	// loaded machine adds to it.
+	text := strings.Replace(syncPairSpec, `duration = "6s"`, `duration = "12s"`, 1)
+	if text == syncPairSpec {
+		t.Fatal("syncPairSpec has no duration = \"6s\"")
+	}
+	sum, out, log := runWithFaults(t, text, []spec.Fault{
 		{At: 2 * time.Second, For: 2 * time.Second, Link: "primary<->eu", From: "primary", To: "eu", Both: true, Set: []string{"down"}, Line: 1}})
 	if len(sum.Faults) != 1 {
 		t.Fatalf("faults %+v\n%s", sum.Faults, log)

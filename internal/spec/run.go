@@ -10,7 +10,8 @@ import (
 var (
 	workloadKeyRE = identRE
 	runKeys       = []string{"users", "warmup", "duration", "cooldown", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval",
-		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample", "provision", "verify"}
+		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample", "provision", "verify",
+		"search", "search_steps", "search_min_efficiency", "search_max_p99", "search_max_error_pct"}
 	provisions = []string{ProvisionAuto, ProvisionFast, ProvisionLink}
 	arrivals   = []string{"poisson", "regular"}
 )
@@ -139,6 +140,7 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 		r.Client = name
 	}
 	c.repetitions(s, p, m)
+	c.search(s, p, m)
 	c.lagSample(s, p, m)
 	if v, ok := c.get(p, m, "verify", kBool, "true or false"); ok {
 		c.remember(s, p.child("verify"))

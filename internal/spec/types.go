@@ -228,7 +228,40 @@ type Run struct {
 	Confidence     float64
 	RelativeError  float64
 	MaxRepetitions int
+
+	// Search, when set, raises the load step by step until the
+	// configuration is exhausted ([run] search; docs/run.md).
+	Search *Search
 }
+
+// Search is a saturation search: the same lab measured at each step of
+// load in turn, until a step no longer scales.
+type Search struct {
+	By    string    // SearchUsers (closed loop) or SearchRate (open loop)
+	Steps []float64 // increasing: users, or transactions per second
+	// A step is exhausted when its throughput rose by less than
+	// MinEfficiency of the load's relative rise over the step before, its
+	// commit latency p99 passed MaxP99 (0: no bound), or more than
+	// MaxErrorPct of its transactions failed.
+	MinEfficiency float64
+	MaxP99        time.Duration
+	MaxErrorPct   float64
+	Line          int
+}
+
+// Saturation search kinds and defaults.
+const (
+	SearchUsers = "users"
+	SearchRate  = "rate"
+	// DefaultSearchMinEfficiency: throughput must rise by at least half
+	// as much as the load did.
+	DefaultSearchMinEfficiency = 0.5
+	DefaultSearchMaxErrorPct   = 1
+)
+
+// DefaultSearchUsers are the storage study's loads (3, 30, 300 users) and
+// the steps between.
+var DefaultSearchUsers = []float64{3, 10, 30, 100, 300}
 
 // Run defaults.
 const (

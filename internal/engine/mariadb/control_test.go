@@ -126,7 +126,7 @@ func TestClassify(t *testing.T) {
 	}{
 		{&mysql.MySQLError{Number: 1213, Message: "Deadlock found"}, engine.ErrorClass{Code: "1213", Retry: true, Conflict: true}},
 		{&mysql.MySQLError{Number: 1205}, engine.ErrorClass{Code: "1205", Retry: true}},
-		{&mysql.MySQLError{Number: 1047, Message: "WSREP has not yet prepared node for application use"}, engine.ErrorClass{Code: "1047"}},
+		{&mysql.MySQLError{Number: 1047, Message: "WSREP has not yet prepared node for application use"}, engine.ErrorClass{Code: "1047", Unavailable: true}},
 		{&mysql.MySQLError{Number: 1062}, engine.ErrorClass{Code: "1062"}},
 		{mysql.ErrInvalidConn, engine.ErrorClass{Code: "connection"}},
 		{errors.New("something"), engine.ErrorClass{}},

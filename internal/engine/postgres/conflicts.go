@@ -19,7 +19,9 @@ var _ engine.ConflictCounter = (*cluster)(nil)
 // apply_remote."), at pglogical.conflict_log_level, which multi-master
 // sets to warning so that it passes log_min_messages. The count is the
 // lines in the master's server log, which every start of the node
-// appends to: it never goes back.
+// appends to: it never goes back. pglogical's conflict is any incoming
+// change to a row whose version came from another origin, concurrent or
+// not (pglogical_apply_heap.c): an upper bound of true conflicts.
 const pglogicalConflict = "CONFLICT: remote "
 
 // ConflictsCounted implements engine.ConflictCounter: multi-master
@@ -27,7 +29,7 @@ const pglogicalConflict = "CONFLICT: remote "
 // schemes have one writer.
 func (c *cluster) ConflictsCounted() string {
 	if c.plan.replication == Multimaster {
-		return "pglogical conflicts resolved (\"" + strings.TrimSpace(pglogicalConflict) + "\" in the server log), as " + c.plan.conflict
+		return "pglogical conflicts resolved as " + c.plan.conflict + " (\"" + strings.TrimSpace(pglogicalConflict) + "\" in the server log: remote changes to rows last changed by another origin, concurrent or not)"
 	}
 	return ""
 }

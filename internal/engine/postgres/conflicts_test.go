@@ -1,9 +1,14 @@
 package postgres
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"replab/internal/engine"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestCountLines(t *testing.T) {
@@ -27,6 +32,24 @@ func TestCountLines(t *testing.T) {
 		got, err := countLines(c.path, pglogicalConflict)
 		if err != nil || got != c.want {
 			t.Errorf("countLines(%s) = %d, %v; want %d", filepath.Base(c.path), got, err, c.want)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want engine.ErrorClass
+	}{
+		{&pgconn.PgError{Code: "40001"}, engine.ErrorClass{Code: "40001", Retry: true, Conflict: true}},
+		{&pgconn.PgError{Code: "40P01"}, engine.ErrorClass{Code: "40P01", Retry: true, Conflict: true}},
+		{&pgconn.PgError{Code: "57P03"}, engine.ErrorClass{Code: "57P03", Unavailable: true}},
+		{fmt.Errorf("commit: %w", &pgconn.PgError{Code: "25006"}), engine.ErrorClass{Code: "25006", Unavailable: true}},
+		{&pgconn.PgError{Code: "23505"}, engine.ErrorClass{Code: "23505"}},
+		{errors.New("io: read/write on closed pipe"), engine.ErrorClass{}},
+	} {
+		if got := classify(c.err); got != c.want {
+			t.Errorf("classify(%v) = %+v, want %+v", c.err, got, c.want)
 		}
 	}
 }

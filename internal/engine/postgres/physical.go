@@ -73,22 +73,14 @@ func (c *cluster) createStandby(ctx context.Context, n, up *node) error {
 	// A physical slot on the upstream keeps the WAL the standby still
 	// needs, however far behind the link makes it. Reserved now, before
 	// the backup starts, it also keeps the WAL the copy fetches at its end.
-	_ = up.exec(ctx, "", "SELECT pg_drop_replication_slot($1) FROM pg_replication_slots WHERE slot_name = $1", n.Name)
-	if err := up.exec(ctx, "", "SELECT pg_create_physical_replication_slot($1, true)", n.Name); err != nil {
+	if err := up.createSlot(ctx, n.Name); err != nil {
 		return fmt.Errorf("node %s: replication slot on %s: %w", n.Name, up.Name, err)
 	}
 	if err := c.basebackup(ctx, n, up); err != nil {
 		return fmt.Errorf("node %s: base backup from %s: %w", n.Name, up.Name, err)
 	}
 	copied := dirSize(n.dataDir)
-	extra := map[string]string{
-		"primary_conninfo":  up.conninfo(n.Name) + " sslmode=" + sslMode(up),
-		"primary_slot_name": n.Name,
-	}
-	if n.ApplyDelay > 0 {
-		extra["recovery_min_apply_delay"] = fmt.Sprintf("%dms", n.ApplyDelay.Milliseconds())
-	}
-	if err := n.writeConfig(extra); err != nil {
+	if err := n.writeConfig(standbyConf(n, up)); err != nil {
 		return fmt.Errorf("node %s: configure: %w", n.Name, err)
 	}
 	sig := filepath.Join(n.dataDir, "standby.signal")
@@ -105,6 +97,29 @@ func (c *cluster) createStandby(ctx context.Context, n, up *node) error {
 	fmt.Fprintf(c.log, "node %s: standby of %s streaming (base backup %.1f MB in %.2f s, ready after %.2f s)\n",
 		n.Name, up.Name, float64(copied)/1e6, backup.Seconds(), time.Since(start).Seconds())
 	return nil
+}
+
+// standbyConf is a standby n's own settings when it streams from up:
+// where it connects (named n, as synchronous_standby_names and
+// pg_stat_replication name it), its slot there (named n too), its apply
+// delay.
+func standbyConf(n, up *node) map[string]string {
+	conf := map[string]string{
+		"primary_conninfo":  up.conninfo(n.Name) + " sslmode=" + sslMode(up),
+		"primary_slot_name": n.Name,
+	}
+	if n.ApplyDelay > 0 {
+		conf["recovery_min_apply_delay"] = fmt.Sprintf("%dms", n.ApplyDelay.Milliseconds())
+	}
+	return conf
+}
+
+// createSlot makes a physical replication slot named name on n, in place
+// of any left from before, reserving WAL at once: on a standby from its
+// last restartpoint on.
+func (n *node) createSlot(ctx context.Context, name string) error {
+	_ = n.exec(ctx, "", "SELECT pg_drop_replication_slot($1) FROM pg_replication_slots WHERE slot_name = $1", name)
+	return n.exec(ctx, "", "SELECT pg_create_physical_replication_slot($1, true)", name)
 }
 
 // basebackup copies up's data directory into n's with pg_basebackup run

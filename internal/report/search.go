@@ -1,0 +1,111 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// Search is a saturation search ([run] search): the same lab measured at
+// rising load until a step is exhausted. search.json holds it; the
+// search's summary.json is the knee step's, with it inside.
+type Search struct {
+	By string `json:"by"` // "users" or "rate" (transactions per second)
+	// The rule: a step is exhausted when its throughput rose by less than
+	// MinEfficiency of the load's relative rise over the step before, its
+	// commit p99 passed MaxP99Ms (0: no bound), more than MaxErrorPct of
+	// its transactions failed, or it did not complete.
+	MinEfficiency float64      `json:"min_efficiency"`
+	MaxP99Ms      float64      `json:"max_p99_ms,omitempty"`
+	MaxErrorPct   float64      `json:"max_error_pct"`
+	Steps         []SearchStep `json:"steps"`
+	// KneeStep is the highest step (from 1) that still scaled, 0 when the
+	// first did not; ExhaustStep the first that did not, 0 when every
+	// step scaled (the configuration was not exhausted: add steps).
+	KneeStep    int `json:"knee_step"`
+	ExhaustStep int `json:"exhaust_step"`
+	// Why the exhaust step is exhausted, and the resource the monitors saw
+	// busiest there.
+	Why      string `json:"why,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	// Complete: the search reached an exhaust point or ran every step.
+	Complete bool `json:"complete"`
+}
+
+// SearchStep is one load of a search.
+type SearchStep struct {
+	Load        float64 `json:"load"` // users, or transactions per second
+	Dir         string  `json:"dir"`
+	Complete    bool    `json:"complete"`
+	TPS         float64 `json:"tps"`
+	TPM         float64 `json:"tpm"`
+	CommitP99Ms float64 `json:"commit_p99_ms"`
+	ErrorPct    float64 `json:"error_pct"`
+	// Efficiency is the throughput's relative rise over the step before
+	// divided by the load's: 1 scales linearly, 0 is flat (absent for the
+	// first step).
+	Efficiency *float64 `json:"efficiency,omitempty"`
+	Scales     bool     `json:"scales"`
+	Why        string   `json:"why,omitempty"`
+	// Resources: what the step used of each limited resource, the busiest
+	// first (Used is the share of the limit; for I/O wait, seconds waited
+	// per second).
+	Resources []Resource `json:"resources,omitempty"`
+}
+
+// Resource is one limited resource a step used.
+type Resource struct {
+	What   string  `json:"what"`
+	Used   float64 `json:"used"`
+	Detail string  `json:"detail"`
+}
+
+// PrintSearch writes the search's table and its conclusion.
+func PrintSearch(w io.Writer, s *Search) {
+	if s == nil {
+		return
+	}
+	unit := "users"
+	if s.By == "rate" {
+		unit = "tx/s"
+	}
+	fmt.Fprintf(w, "saturation search by %s: a step is exhausted when throughput rises by less than %.0f %% of the load's rise", s.By, 100*s.MinEfficiency)
+	if s.MaxP99Ms > 0 {
+		fmt.Fprintf(w, ", commit p99 passes %g ms", s.MaxP99Ms)
+	}
+	fmt.Fprintf(w, " or more than %g %% of transactions fail\n", s.MaxErrorPct)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\ttps\tcommit p99 ms\terrors %%\tefficiency\tbusiest\t\n", unit)
+	for i, st := range s.Steps {
+		eff := "—"
+		if st.Efficiency != nil {
+			eff = fmt.Sprintf("%.2f", *st.Efficiency)
+		}
+		busiest := "—"
+		if len(st.Resources) > 0 {
+			busiest = fmt.Sprintf("%s %.0f %%", st.Resources[0].What, 100*st.Resources[0].Used)
+		}
+		mark := ""
+		switch i + 1 {
+		case s.KneeStep:
+			mark = "  ← knee"
+		case s.ExhaustStep:
+			mark = "  ← exhausted"
+		}
+		fmt.Fprintf(tw, "%g\t%.1f\t%.1f\t%.2f\t%s\t%s\t%s\n", st.Load, st.TPS, st.CommitP99Ms, st.ErrorPct, eff, busiest, mark)
+	}
+	tw.Flush()
+	switch {
+	case s.ExhaustStep > 0 && s.KneeStep > 0:
+		fmt.Fprintf(w, "knee at %g %s; exhausted at %g %s: %s\n", s.Steps[s.KneeStep-1].Load, unit, s.Steps[s.ExhaustStep-1].Load, unit, s.Why)
+	case s.ExhaustStep > 0:
+		fmt.Fprintf(w, "exhausted already at the first step, %g %s: %s\n", s.Steps[0].Load, unit, s.Why)
+	case s.Complete:
+		fmt.Fprintf(w, "not exhausted: every step scaled, up to %g %s; add higher steps to find the knee\n", s.Steps[len(s.Steps)-1].Load, unit)
+	default:
+		fmt.Fprintf(w, "the search stopped before an exhaust point (%d steps measured)\n", len(s.Steps))
+	}
+	if s.Resource != "" {
+		fmt.Fprintf(w, "ran out: %s\n", s.Resource)
+	}
+}

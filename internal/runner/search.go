@@ -1,0 +1,327 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"syscall"
+	"time"
+
+	"replab/internal/lab"
+	"replab/internal/report"
+	"replab/internal/spec"
+)
+
+// search measures the same lab at each step of load in turn — more users,
+// or a higher open-loop rate — until a step is exhausted (spec.Search),
+// each step into step-NN/ (with repetitions, each step repeated). It keeps
+// search.json up to date after every step, and returns the summary of the
+// knee — the highest step that still scaled — with the search in it.
+func (r *run) search(ctx context.Context, dir *report.Dir) (*report.Summary, error) {
+	base := r.s.Run
+	defer func() { r.s.Run = base }()
+	sr := newSearch(base.Search)
+	var sums []*report.Summary
+	var runErr error
+	for i, load := range base.Search.Steps {
+		if ctx.Err() != nil {
+			runErr = ctx.Err()
+			break
+		}
+		if base.Search.By == spec.SearchUsers {
+			r.s.Run.Users = int(load)
+		} else {
+			r.s.Run.RatePerSec = load
+		}
+		name := fmt.Sprintf("step-%02d", i+1)
+		fmt.Fprintf(r.log, "\n=== search step %d of %d: %s\n", i+1, len(base.Search.Steps), loadText(base.Search.By, load))
+		sd, err := report.NewDir(filepath.Join(dir.Path, name), "")
+		if err != nil {
+			return nil, err
+		}
+		cpu0, wall0, thr0 := processCPU(), time.Now(), r.throttles()
+		var sum *report.Summary
+		if base.Repetitions > 1 || base.Confidence > 0 {
+			sum, err = r.repeat(ctx, sd)
+		} else {
+			sum, err = r.measure(ctx, sd)
+			err = joinErr(err, r.writeAll(sd, sum))
+		}
+		client := 0.0
+		if wall := time.Since(wall0).Seconds(); wall > 0 {
+			client = (processCPU() - cpu0).Seconds() / wall
+		}
+		throttled := throttledShares(thr0, r.throttles())
+		sums = append(sums, sum)
+		st := judgeStep(sr, load, name, sum, err)
+		st.Resources = resources(sum, r.s, client, runtime.NumCPU(), throttled)
+		sr.Steps = append(sr.Steps, st)
+		if werr := dir.WriteJSON("search.json", sr); werr != nil && runErr == nil {
+			runErr = werr
+		}
+		if err != nil && ctx.Err() != nil {
+			runErr = err
+			break
+		}
+		if !st.Scales {
+			break
+		}
+	}
+	concludeSearch(sr, len(base.Search.Steps))
+	if err := dir.WriteJSON("search.json", sr); err != nil && runErr == nil {
+		runErr = err
+	}
+	fmt.Fprintf(r.log, "\nsearch: %d steps measured\n", len(sr.Steps))
+
+	// The directory's summary is the knee's (a sweep's table shows it),
+	// with the whole search in it; the steps keep their own series.
+	out := &report.Summary{Kind: "search", Name: r.s.Lab.Name, Complete: false, StopReason: "no step completed"}
+	if k := sr.KneeStep; k > 0 && sums[k-1] != nil {
+		c := *sums[k-1]
+		out = &c
+	}
+	out.Search = sr
+	r.s.Run = base
+	if runErr != nil {
+		out.Complete, out.StopReason = false, stopReason(ctx, runErr)
+	}
+	r.res, r.probe, r.lagHist = nil, nil, nil
+	return out, joinErr(runErr, r.writeAll(dir, out))
+}
+
+func joinErr(a, b error) error {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return fmt.Errorf("%w; %w", a, b)
+}
+
+func newSearch(s *spec.Search) *report.Search {
+	sr := &report.Search{By: s.By, MinEfficiency: s.MinEfficiency, MaxErrorPct: s.MaxErrorPct, Steps: []report.SearchStep{}}
+	if s.MaxP99 > 0 {
+		sr.MaxP99Ms = float64(s.MaxP99) / 1e6
+	}
+	return sr
+}
+
+func loadText(by string, load float64) string {
+	if by == spec.SearchUsers {
+		return fmt.Sprintf("%.0f users", load)
+	}
+	return fmt.Sprintf("%g transactions/s", load)
+}
+
+// judgeStep applies the rule to one step: it scales unless it did not
+// complete, failed more than MaxErrorPct of its transactions, passed the
+// latency bound, or raised throughput by less than MinEfficiency of the
+// load's relative rise over the step before.
+func judgeStep(sr *report.Search, load float64, dir string, sum *report.Summary, err error) report.SearchStep {
+	st := report.SearchStep{Load: load, Dir: dir, Scales: true}
+	if sum != nil {
+		st.Complete = sum.Complete
+		st.TPS, st.TPM, st.CommitP99Ms = sum.TPS, sum.TPM, sum.CommitLatency.P99
+		if n := sum.Transactions + sum.Errors; n > 0 {
+			st.ErrorPct = 100 * float64(sum.Errors) / float64(n)
+		}
+	}
+	var prev *report.SearchStep
+	if n := len(sr.Steps); n > 0 {
+		prev = &sr.Steps[n-1]
+	}
+	if prev != nil && prev.TPS > 0 && load > prev.Load {
+		e := (st.TPS/prev.TPS - 1) / (load/prev.Load - 1)
+		e = float64(int64(e*1000+0.5*sign(e))) / 1000
+		st.Efficiency = &e
+	}
+	switch {
+	case err != nil || sum == nil || !sum.Complete:
+		reason := "the run did not complete"
+		if sum != nil && sum.StopReason != "" {
+			reason += ": " + sum.StopReason
+		} else if err != nil {
+			reason += ": " + err.Error()
+		}
+		st.Scales, st.Why = false, reason
+	case st.ErrorPct > sr.MaxErrorPct:
+		st.Scales, st.Why = false, fmt.Sprintf("errors appeared: %.2f %% of transactions failed (more than %g %%)", st.ErrorPct, sr.MaxErrorPct)
+	case sr.MaxP99Ms > 0 && st.CommitP99Ms > sr.MaxP99Ms:
+		st.Scales, st.Why = false, fmt.Sprintf("commit latency p99 %.1f ms passed the bound of %g ms", st.CommitP99Ms, sr.MaxP99Ms)
+	case st.Efficiency != nil && *st.Efficiency < sr.MinEfficiency:
+		st.Scales, st.Why = false, fmt.Sprintf("throughput stopped rising: %.1f tps after %.1f, %.0f %% of the load's rise of %.0f %% (less than %.0f %%)",
+			st.TPS, prev.TPS, 100**st.Efficiency, 100*(load/prev.Load-1), 100*sr.MinEfficiency)
+	}
+	return st
+}
+
+func sign(x float64) float64 {
+	if x < 0 {
+		return -1
+	}
+	return 1
+}
+
+// concludeSearch names the knee, the exhaust point and what ran out.
+func concludeSearch(sr *report.Search, planned int) {
+	sr.KneeStep, sr.ExhaustStep = 0, 0
+	for i, st := range sr.Steps {
+		if !st.Scales {
+			sr.ExhaustStep = i + 1
+			break
+		}
+		sr.KneeStep = i + 1
+	}
+	sr.Complete = sr.ExhaustStep > 0 || len(sr.Steps) == planned
+	if sr.ExhaustStep == 0 {
+		return
+	}
+	st := sr.Steps[sr.ExhaustStep-1]
+	sr.Why = st.Why
+	if len(st.Resources) > 0 {
+		top := st.Resources[0]
+		if top.Used >= resourceFull {
+			sr.Resource = fmt.Sprintf("%s: %s", top.What, top.Detail)
+		} else {
+			sr.Resource = fmt.Sprintf("none near its limit; the busiest: %s: %s", top.What, top.Detail)
+		}
+	}
+}
+
+// resourceFull is the share of a resource above which it counts as run
+// out: averages over a phase hide the seconds at 100 %.
+const resourceFull = 0.85
+
+// throttles reads every cpu-limited site's cgroup counters.
+func (r *run) throttles() map[string]lab.CPUThrottle {
+	out := map[string]lab.CPUThrottle{}
+	for _, st := range r.s.Sites {
+		if st.CPUCores <= 0 || r.lab == nil {
+			continue
+		}
+		if site := r.lab.Site(st.Name); site != nil {
+			if t, ok := site.CPUThrottle(); ok {
+				out[st.Name] = t
+			}
+		}
+	}
+	return out
+}
+
+// throttledShares is, per site, the share of its CFS periods in which it
+// used up its quota between two readings.
+func throttledShares(before, after map[string]lab.CPUThrottle) map[string]float64 {
+	out := map[string]float64{}
+	for site, a := range after {
+		b := before[site]
+		if p := a.Periods - b.Periods; p > 0 {
+			out[site] = float64(a.Throttled-b.Throttled) / float64(p)
+		}
+	}
+	return out
+}
+
+// resources lists what the step used of each limited resource, the
+// busiest first: each site's CPU (its cpu limit, or the machine's cores),
+// the machine's CPU (servers and replab itself: driver, link emulator,
+// monitors), each rate-limited link direction, and each node's I/O wait.
+// A cpu-limited site's use is the larger of its processes' cores over its
+// limit (sampled per process by the monitors, which miss short-lived
+// ones) and the share of its cgroup's periods in which the limit held it
+// back (throttled).
+func resources(sum *report.Summary, s *spec.Spec, clientCores float64, cores int, throttled map[string]float64) []report.Resource {
+	if sum == nil {
+		return nil
+	}
+	var out []report.Resource
+	siteOf := map[string]string{}
+	for _, n := range s.Nodes {
+		siteOf[n.Name] = n.Site
+	}
+	siteCores := map[string]float64{}
+	var servers float64
+	measureS := s.Run.Duration.Seconds()
+	for _, node := range slices.Sorted(maps.Keys(sum.Roles)) {
+		var used, iowait float64
+		for _, rs := range sum.Roles[node] {
+			used += rs.CPUCores
+			iowait += rs.IOWaitS
+		}
+		siteCores[siteOf[node]] += used
+		servers += used
+		if sum.IOWaitMeasured && measureS > 0 {
+			w := iowait / measureS
+			out = append(out, report.Resource{What: "io wait at node " + node, Used: w,
+				Detail: fmt.Sprintf("%.2f s of I/O wait per second (1: a process always waiting)", w)})
+		}
+	}
+	for _, st := range s.Sites {
+		used, ok := siteCores[st.Name]
+		if !ok {
+			continue
+		}
+		limit, how := float64(cores), "the machine's"
+		if st.CPUCores > 0 {
+			limit, how = st.CPUCores, "its limit of"
+		}
+		res := report.Resource{What: "cpu at site " + st.Name, Used: used / limit,
+			Detail: fmt.Sprintf("%.2f cores of %s %g", used, how, limit)}
+		if th, ok := throttled[st.Name]; ok {
+			res.Used = max(res.Used, th)
+			res.Detail += fmt.Sprintf(", held back by it in %.0f %% of periods", 100*th)
+		}
+		out = append(out, res)
+	}
+	if cores > 0 {
+		all := servers + clientCores
+		out = append(out, report.Resource{What: "the machine's cpu", Used: all / float64(cores),
+			Detail: fmt.Sprintf("%.2f of %d cores: servers %.2f, replab (driver, links, monitors) %.2f", all, cores, servers, clientCores)})
+	}
+	for _, l := range slices.Sorted(maps.Keys(sum.Links)) {
+		ls := sum.Links[l]
+		if ls.UtilizationAvgPct == nil {
+			continue
+		}
+		u := *ls.UtilizationAvgPct / 100
+		out = append(out, report.Resource{What: "link " + l, Used: u,
+			Detail: fmt.Sprintf("%.0f %% of %s on average", 100*u, rateText(ls.RateBps))})
+	}
+	slices.SortStableFunc(out, func(a, b report.Resource) int {
+		switch {
+		case a.Used > b.Used:
+			return -1
+		case a.Used < b.Used:
+			return 1
+		}
+		return 0
+	})
+	for i := range out {
+		out[i].Used = float64(int64(out[i].Used*1000+0.5)) / 1000
+	}
+	return out
+}
+
+func rateText(bps int64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%g Gbit/s", float64(bps)/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%g Mbit/s", float64(bps)/1e6)
+	case bps >= 1e3:
+		return fmt.Sprintf("%g kbit/s", float64(bps)/1e3)
+	}
+	return fmt.Sprintf("%d bit/s", bps)
+}
+
+// processCPU is the CPU time replab's own process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,121 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// search reads [run] search and its search_* keys.
+func (c *decoder) search(s *Spec, p path, m map[string]any) {
+	v, ok := c.get(p, m, "search", kString, `"users" or "rate"`)
+	if !ok {
+		for _, k := range []string{"search_steps", "search_min_efficiency", "search_max_p99", "search_max_error_pct"} {
+			if _, present := m[k]; present {
+				c.failAt(p.child(k), `%s belongs to a saturation search: add search = "users" (or "rate")`, k)
+			}
+		}
+		return
+	}
+	sp := p.child("search")
+	c.remember(s, sp)
+	by := strings.TrimSpace(v.(string))
+	sr := &Search{By: by, MinEfficiency: DefaultSearchMinEfficiency, MaxErrorPct: DefaultSearchMaxErrorPct, Line: c.d.line(sp)}
+	_, hasRate := m["rate"]
+	switch by {
+	case SearchUsers:
+		if hasRate {
+			c.fail(sp, v, `a search by users is closed loop: remove rate, or search = "rate"`)
+		}
+	case SearchRate:
+	default:
+		c.fail(sp, v, `want "users" (more users each step, closed loop) or "rate" (a higher open-loop rate each step)`)
+		return
+	}
+	kp := p.child("search_steps")
+	if sv, present := m["search_steps"]; present {
+		c.remember(s, kp)
+		sr.Steps = c.searchSteps(kp, sv, by)
+	} else if by == SearchUsers {
+		sr.Steps = DefaultSearchUsers
+	} else {
+		c.failAt(sp, `a search by rate needs its steps: search_steps = ["100/s", "200/s", "400/s"]`)
+	}
+	if v, ok := c.get(p, m, "search_min_efficiency", kNumber, "a fraction like 0.5"); ok {
+		c.remember(s, p.child("search_min_efficiency"))
+		if f := v.(float64); f <= 0 || f > 1 {
+			c.fail(p.child("search_min_efficiency"), m["search_min_efficiency"], "want a fraction above 0 and at most 1: the share of the load's rise that throughput must follow")
+		} else {
+			sr.MinEfficiency = f
+		}
+	}
+	if v, ok := c.get(p, m, "search_max_p99", kString, `a duration like "500ms"`); ok {
+		c.remember(s, p.child("search_max_p99"))
+		d, msg := parseDurationMax(v.(string), time.Hour)
+		if msg == "" && d <= 0 {
+			msg = "want a positive duration"
+		}
+		if msg != "" {
+			c.fail(p.child("search_max_p99"), v, "%s", msg)
+		} else {
+			sr.MaxP99 = d
+		}
+	}
+	if v, ok := c.get(p, m, "search_max_error_pct", kNumber, "a percentage as a number, like 1"); ok {
+		c.remember(s, p.child("search_max_error_pct"))
+		if f := v.(float64); f < 0 || f > 100 {
+			c.fail(p.child("search_max_error_pct"), m["search_max_error_pct"], "want a percentage from 0 to 100")
+		} else {
+			sr.MaxErrorPct = f
+		}
+	}
+	s.Run.Search = sr
+}
+
+// searchSteps reads the steps: whole numbers of users, or rates like
+// "100/s"; at least two, each above the one before.
+func (c *decoder) searchSteps(kp path, v any, by string) []float64 {
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 2 {
+		c.fail(kp, v, "want a list of at least two steps, like %s", stepsExample(by))
+		return nil
+	}
+	var out []float64
+	for i, e := range arr {
+		var x float64
+		switch by {
+		case SearchUsers:
+			n, ok := e.(int64)
+			if !ok || n < 1 || n > 10000 {
+				c.fail(kp, v, "step %d: want a whole number of users from 1 to 10000, like %s", i+1, stepsExample(by))
+				return nil
+			}
+			x = float64(n)
+		default:
+			str, ok := e.(string)
+			if !ok {
+				c.fail(kp, v, "step %d: want a rate like \"100/s\", like %s", i+1, stepsExample(by))
+				return nil
+			}
+			r, msg := parseTxRate(str)
+			if msg != "" {
+				c.fail(kp, v, "step %d: %s", i+1, msg)
+				return nil
+			}
+			x = r
+		}
+		if len(out) > 0 && x <= out[len(out)-1] {
+			c.fail(kp, v, "step %d (%s) is not above the step before: the load must rise at each step", i+1, fmt.Sprint(e))
+			return nil
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+func stepsExample(by string) string {
+	if by == SearchUsers {
+		return "[3, 10, 30, 100, 300]"
+	}
+	return `["100/s", "200/s", "400/s"]`
+}
