@@ -281,13 +281,20 @@ func upSAN(ctx context.Context, v Volume, rec *Record, h *Handle, save func() er
 		return err
 	}
 
-	dev, err := run(ctx, "losetup", "--find", "--show", filepath.Join(fuseDir, "disk"))
+	// Direct I/O on the backing file: without it the loop device reads
+	// and writes nbdfuse's file through a page cache of its own in the
+	// node's site, and reads the file system's cache has dropped come
+	// from there instead of across the link.
+	dev, err := run(ctx, "losetup", "--find", "--show", "--direct-io=on", filepath.Join(fuseDir, "disk"))
 	if err != nil {
 		return err
 	}
 	rec.Loop = dev
 	if err := save(); err != nil {
 		return err
+	}
+	if b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "loop", "dio")); err != nil || strings.TrimSpace(string(b)) != "1" {
+		return fmt.Errorf("loop device %s on nbdfuse's file does not do direct I/O (%s/loop/dio = %q): its reads would not cross the link", dev, filepath.Base(dev), strings.TrimSpace(string(b)))
 	}
 	// Inode tables and journal are written now, not by a kernel thread
 	// across the link while the run measures. 4 KiB blocks whatever the
