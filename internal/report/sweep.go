@@ -40,6 +40,12 @@ type HeadlineFigs struct {
 	// A page-read run's pages per second and share of slow pages.
 	PagesPerS *float64 `json:"pages_per_s,omitempty"`
 	SlowShare *float64 `json:"slow_share,omitempty"`
+	// A saturation search's knee and exhaust point (users or
+	// transactions per second; absent when there was none) and what ran
+	// out; the other figures are the knee step's.
+	Knee      *float64 `json:"knee,omitempty"`
+	Exhausted *float64 `json:"exhausted_at,omitempty"`
+	RanOut    string   `json:"ran_out,omitempty"`
 }
 
 // Headline extracts a sweep row from a summary.
@@ -49,6 +55,15 @@ func Headline(s *Summary) *HeadlineFigs {
 	if s.Pages != nil {
 		pps, share := s.Pages.PagesPerS, s.Pages.Slow.SlowShare
 		h.PagesPerS, h.SlowShare = &pps, &share
+	}
+	if sr := s.Search; sr != nil {
+		if sr.KneeStep > 0 {
+			h.Knee = &sr.Steps[sr.KneeStep-1].Load
+		}
+		if sr.ExhaustStep > 0 {
+			h.Exhausted = &sr.Steps[sr.ExhaustStep-1].Load
+		}
+		h.RanOut = sr.Resource
 	}
 	for n, r := range s.Replicas {
 		h.LagP50Ms[n] = r.LagMs.P50
@@ -82,8 +97,15 @@ func PrintSweep(w io.Writer, sw *Sweep) {
 		}
 	}
 	sort.Strings(replicas)
+	searched := false
+	for _, p := range sw.Points {
+		searched = searched || p.Summary != nil && (p.Summary.Knee != nil || p.Summary.Exhausted != nil)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := append([]string{}, sw.Parameters...)
+	if searched {
+		head = append(head, "knee", "exhausted at")
+	}
 	head = append(head, "tpm", "commit p50 ms", "commit p99 ms")
 	for _, r := range replicas {
 		head = append(head, "lag "+r+" p50 ms", "lag "+r+" p99 ms")
@@ -106,6 +128,9 @@ func PrintSweep(w io.Writer, sw *Sweep) {
 			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 			continue
 		}
+		if searched {
+			row = append(row, loadOrDash(h.Knee), loadOrDash(h.Exhausted))
+		}
 		tpm := fmt.Sprintf("%.0f", h.TPM)
 		if h.TPMCI != nil && h.TPMCI.N > 1 {
 			tpm = fmt.Sprintf("%.0f ± %.0f", h.TPM, h.TPMCI.HalfWidth)
@@ -122,6 +147,22 @@ func PrintSweep(w io.Writer, sw *Sweep) {
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	_ = tw.Flush()
+	if searched {
+		fmt.Fprintln(w, "knee: the highest load that still scaled (tpm and latency are its); exhausted at: the first that did not")
+		for _, p := range sw.Points {
+			if p.Summary != nil && p.Summary.RanOut != "" {
+				fmt.Fprintf(w, "  %s ran out: %s\n", p.Label, p.Summary.RanOut)
+			}
+		}
+	}
+}
+
+// loadOrDash prints a search's load, or "—" when there is none.
+func loadOrDash(x *float64) string {
+	if x == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%g", *x)
 }
 
 // printPageSweep is the sweep table of page reads: pages per second, the

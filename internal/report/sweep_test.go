@@ -39,3 +39,21 @@ func TestPageSweepTableGolden(t *testing.T) {
 	PrintSweep(&out, &sw)
 	golden(t, "sweep-pages.golden", out.Bytes())
 }
+
+// A sweep of saturation searches shows each point's knee and exhaust
+// point, and what ran out.
+func TestSearchSweepTableGolden(t *testing.T) {
+	knee, ex := []float64{30, 3}, []float64{300, 30}
+	sw := Sweep{Name: "storage-oe", Complete: true, Parameters: []string{"node.db1.storage"}}
+	for i, st := range []string{"das", "nas"} {
+		h := &HeadlineFigs{Complete: true, TPM: 5898 - 1000*float64(i), CommitP50Ms: 2.1, CommitP99Ms: 30.8, Knee: &knee[i], Exhausted: &ex[i],
+			RanOut: "cpu at site db: 0.97 cores of its limit of 1"}
+		if i == 1 {
+			h.Knee, h.RanOut = nil, ""
+		}
+		sw.Points = append(sw.Points, SweepPoint{Label: `node.db1.storage="` + st + `"`, Values: map[string]any{"node.db1.storage": st}, Dir: "p0" + string(rune('1'+i)), Summary: h})
+	}
+	var out bytes.Buffer
+	PrintSweep(&out, &sw)
+	golden(t, "sweep-search.golden", out.Bytes())
+}
