@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -251,7 +252,10 @@ func resources(sum *report.Summary, s *spec.Spec, clientCores float64, cores int
 			used += rs.CPUCores
 			iowait += rs.IOWaitS
 		}
-		siteCores[siteOf[node]] += used
+		// A node's storage processes (roles of "NODE/storage") run in
+		// its site too.
+		owner, _, _ := strings.Cut(node, "/")
+		siteCores[siteOf[owner]] += used
 		servers += used
 		if sum.IOWaitMeasured && measureS > 0 {
 			w := iowait / measureS

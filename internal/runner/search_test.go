@@ -87,25 +87,28 @@ func TestResources(t *testing.T) {
 	sum := &report.Summary{IOWaitMeasured: true,
 		Roles: map[string]map[string]monitor.RoleSummary{
 			"p1": {"backend": {CPUCores: 0.4, IOWaitS: 2}, "walwriter": {CPUCores: 0.05}},
-			"e1": {"startup": {CPUCores: 0.1}}},
+			"e1": {"startup": {CPUCores: 0.1}}, "e1/storage": {"sshfs": {CPUCores: 0.05}}},
 		Links: map[string]monitor.LinkSummary{"db->eu": {UtilizationAvgPct: &util, RateBps: 10e6}, "eu->db": {}}}
 	got := resources(sum, s, 0.6, 2, map[string]float64{"db": 0.3})
 	var what []string
 	for _, r := range got {
 		what = append(what, r.What)
 	}
-	want := "cpu at site db|the machine's cpu|link db->eu|io wait at node p1|cpu at site eu|io wait at node e1"
+	want := "cpu at site db|the machine's cpu|link db->eu|io wait at node p1|cpu at site eu|io wait at node e1|io wait at node e1/storage"
 	if strings.Join(what, "|") != want {
 		t.Fatalf("order %q, want %q", strings.Join(what, "|"), want)
 	}
 	if got[0].Used != 0.9 || got[0].Detail != "0.45 cores of its limit of 0.5, held back by it in 30 % of periods" {
 		t.Errorf("site db: %+v", got[0])
 	}
-	if got[1].Used != 0.575 || !strings.Contains(got[1].Detail, "servers 0.55, replab (driver, links, monitors) 0.60") {
+	if got[1].Used != 0.6 || !strings.Contains(got[1].Detail, "servers 0.60, replab (driver, links, monitors) 0.60") {
 		t.Errorf("machine: %+v", got[1])
 	}
 	if got[2].Used != 0.4 || got[2].Detail != "40 % of 10 Mbit/s on average" {
 		t.Errorf("link: %+v", got[2])
+	}
+	if got[4].Detail != "0.15 cores of the machine's 2" {
+		t.Errorf("site eu, with e1's storage processes: %+v", got[4])
 	}
 	sr := &report.Search{Steps: []report.SearchStep{{Scales: true}, {Why: "flat", Resources: got}}}
 	concludeSearch(sr, 5)
