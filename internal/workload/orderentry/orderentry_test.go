@@ -13,6 +13,7 @@ import (
 
 	"replab/internal/spec"
 	"replab/internal/workload"
+	"replab/internal/workload/gendata"
 	"replab/internal/workload/workloadtest"
 )
 
@@ -130,7 +131,7 @@ func TestLoadedRowsMatchTableRows(t *testing.T) {
 		t.Errorf("last progress report %v, want %d", reports, total)
 	}
 	for i := 1; i < len(reports); i++ {
-		if d := reports[i] - reports[i-1]; d <= 0 || d > progressEvery {
+		if d := reports[i] - reports[i-1]; d <= 0 || d > gendata.ProgressEvery {
 			t.Errorf("progress went from %d to %d", reports[i-1], reports[i])
 		}
 	}

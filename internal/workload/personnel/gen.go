@@ -1,10 +1,11 @@
 package personnel
 
 import (
-	"hash/fnv"
 	"math/rand/v2"
 	"time"
 	"unsafe"
+
+	"replab/internal/workload/gendata"
 )
 
 // Every row is a function of (seed, table, owner id): a table's rows for
@@ -14,52 +15,25 @@ import (
 
 // gen makes rows; one per loading goroutine.
 type gen struct {
-	w   *Workload
-	pcg rand.PCG
-	r   *rand.Rand
+	*gendata.Gen
+	w *Workload
 }
 
-func newGen(w *Workload) *gen {
-	g := &gen{w: w}
-	g.r = rand.New(&g.pcg)
-	return g
-}
-
-// at reseeds the stream for one owner of one table.
-func (g *gen) at(salt uint64, id int64) *rand.Rand {
-	g.pcg.Seed(g.w.hash(salt, id), mix(g.w.seed+salt))
-	return g.r
-}
+func newGen(w *Workload) *gen { return &gen{Gen: gendata.New(w.seed), w: w} }
 
 // hash is a well-mixed 64-bit function of (seed, salt, id).
-func (w *Workload) hash(salt uint64, id int64) uint64 {
-	return mix(w.seed ^ salt ^ mix(uint64(id)+0x9e3779b97f4a7c15))
-}
+func (w *Workload) hash(salt uint64, id int64) uint64 { return gendata.Hash(w.seed, salt, id) }
 
 // between is lo..hi from a hash of (seed, salt, id).
 func (w *Workload) between(salt uint64, id int64, lo, hi int) int {
-	return lo + int(w.hash(salt, id)%uint64(hi-lo+1))
-}
-
-// mix is SplitMix64's finalizer.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+	return gendata.Between(w.seed, salt, id, lo, hi)
 }
 
 // salt names a stream.
-func salt(name string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return h.Sum64()
-}
+func salt(name string) uint64 { return gendata.Salt(name) }
 
-// today is the data's fixed "now", so data does not depend on the clock.
-var today = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+// today is the data's fixed "now".
+var today = gendata.Today
 
 func day(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
 

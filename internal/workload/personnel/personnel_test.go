@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"replab/internal/workload"
+	"replab/internal/workload/gendata"
 	"replab/internal/workload/workloadtest"
 )
 
@@ -100,7 +101,7 @@ func TestLoadedRowsMatchTotalRows(t *testing.T) {
 		t.Errorf("last progress report %v, want %d", reports, total)
 	}
 	for i := 1; i < len(reports); i++ {
-		if d := reports[i] - reports[i-1]; d <= 0 || d > progressEvery {
+		if d := reports[i] - reports[i-1]; d <= 0 || d > gendata.ProgressEvery {
 			t.Errorf("progress went from %d to %d", reports[i-1], reports[i])
 		}
 	}
@@ -266,7 +267,7 @@ func TestTextIsASCIIOfTheLengthAsked(t *testing.T) {
 	w := mustBuild(t, 1, "text_bytes = 100", "postgres")
 	g := newGen(w)
 	for _, n := range []int{100, 101, 399, 4000} {
-		s := Text(g.at(1, int64(n)), n)
+		s := Text(g.At(1, int64(n)), n)
 		if len(s) != n || strings.ContainsFunc(s, func(r rune) bool { return r > 127 || r < ' ' }) {
 			t.Errorf("Text(%d) = %d characters %.20q…", n, len(s), s)
 		}
