@@ -264,3 +264,33 @@ func TestFakeKilledMasterSendsItsUsersToTheOther(t *testing.T) {
 		t.Errorf("last second %+v: want commits and no errors", last)
 	}
 }
+
+// TestFakeUserGoesOnPastANodeThatKeepsRefusing: a user refused by its
+// node tries the next; refused there too, it tries the one after, rather
+// than going back and forth to the refusing one as fast as it answers.
+// Three single-node fakes: a (refuses one commit in 50), b (refuses every
+// one) and c.
+func TestFakeUserGoesOnPastANodeThatKeepsRefusing(t *testing.T) {
+	a, c := fakeDB(t, "fail_every = 50")
+	b, _ := fakeDB(t, "fail_every = 1")
+	good, _ := fakeDB(t, "")
+	cfg := withEngine(c, Config{Users: 1, Duration: 2 * time.Second, Seed: 9})
+	cfg.Classify = func(err error) engine.ErrorClass {
+		cl := engine.Classify(c, err)
+		cl.Unavailable = cl.Code == "XX000"
+		return cl
+	}
+	res, err := Run(context.Background(), cfg, []workload.TxType{upsertTx()}, Sources(a, b, good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := res.Types["put"].Errors["XX000"]
+	t.Logf("%d commits, errors %v, %d reconnects", res.Transactions, res.Types["put"].Errors, res.Reconnects)
+	// At a, then b refuses: two refusals and the user is at c for good.
+	if refused > 3 || res.Transactions < 100 {
+		t.Errorf("%d refusals, %d commits: the user should be past b after its first refusal there", refused, res.Transactions)
+	}
+	if last := lastSecond(res, cfg.Duration); last.Commits == 0 {
+		t.Errorf("last second %+v: no commits", last)
+	}
+}

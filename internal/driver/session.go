@@ -280,8 +280,15 @@ func (u *user) do(ctx context.Context, from int64) {
 		}
 		now := u.d.cfg.Now()
 		gone := err != nil && ut.c != nil && connLost(err)
-		if !gone {
-			u.backoff, u.tries = 0, 0 // the server answered
+		var class engine.ErrorClass
+		if err != nil {
+			class = u.d.cfg.Classify(err)
+		}
+		if !gone && !(class.Unavailable && ut.c != nil) {
+			// The server answered and served: a node that answers only
+			// that it cannot serve keeps the count, so the user goes on
+			// through the list (and backs off) rather than back to it.
+			u.backoff, u.tries = 0, 0
 		}
 		if err == nil {
 			u.d.rec.commit(ti, measured, now, now-from, rows, retries, conflicts)
@@ -293,7 +300,6 @@ func (u *user) do(ctx context.Context, from int64) {
 		if ctx.Err() != nil {
 			return // shutting down: not the server's fault
 		}
-		class := u.d.cfg.Classify(err)
 		if c := ut.c; gone {
 			// The connection is gone (see reconnect.go for what is
 			// retried and why).
