@@ -2,8 +2,10 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"replab/internal/lab"
 	"replab/internal/report"
 	"replab/internal/spec"
+	"replab/internal/units"
 )
 
 // search measures the same lab at each step of load in turn — more users,
@@ -49,7 +52,7 @@ func (r *run) search(ctx context.Context, dir *report.Dir) (*report.Summary, err
 			sum, err = r.repeat(ctx, sd)
 		} else {
 			sum, err = r.measure(ctx, sd)
-			err = joinErr(err, r.writeAll(sd, sum))
+			err = errors.Join(err, r.writeAll(sd, sum))
 		}
 		client := 0.0
 		if wall := time.Since(wall0).Seconds(); wall > 0 {
@@ -90,17 +93,7 @@ func (r *run) search(ctx context.Context, dir *report.Dir) (*report.Summary, err
 		out.Complete, out.StopReason = false, stopReason(ctx, runErr)
 	}
 	r.res, r.probe, r.lagHist = nil, nil, nil
-	return out, joinErr(runErr, r.writeAll(dir, out))
-}
-
-func joinErr(a, b error) error {
-	if a == nil {
-		return b
-	}
-	if b == nil {
-		return a
-	}
-	return fmt.Errorf("%w; %w", a, b)
+	return out, errors.Join(runErr, r.writeAll(dir, out))
 }
 
 func newSearch(s *spec.Search) *report.Search {
@@ -137,7 +130,7 @@ func judgeStep(sr *report.Search, load float64, dir string, sum *report.Summary,
 	}
 	if prev != nil && prev.TPS > 0 && load > prev.Load {
 		e := (st.TPS/prev.TPS - 1) / (load/prev.Load - 1)
-		e = float64(int64(e*1000+0.5*sign(e))) / 1000
+		e = math.Round(e*1000) / 1000
 		st.Efficiency = &e
 	}
 	switch {
@@ -158,13 +151,6 @@ func judgeStep(sr *report.Search, load float64, dir string, sum *report.Summary,
 			st.TPS, prev.TPS, 100**st.Efficiency, 100*(load/prev.Load-1), 100*sr.MinEfficiency)
 	}
 	return st
-}
-
-func sign(x float64) float64 {
-	if x < 0 {
-		return -1
-	}
-	return 1
 }
 
 // concludeSearch names the knee, the exhaust point and what ran out.
@@ -292,7 +278,7 @@ func resources(sum *report.Summary, s *spec.Spec, clientCores float64, cores int
 		}
 		u := *ls.UtilizationAvgPct / 100
 		out = append(out, report.Resource{What: "link " + l, Used: u,
-			Detail: fmt.Sprintf("%.0f %% of %s on average", 100*u, rateText(ls.RateBps))})
+			Detail: fmt.Sprintf("%.0f %% of %s on average", 100*u, units.Bits(float64(ls.RateBps)))})
 	}
 	slices.SortStableFunc(out, func(a, b report.Resource) int {
 		switch {
@@ -304,21 +290,9 @@ func resources(sum *report.Summary, s *spec.Spec, clientCores float64, cores int
 		return 0
 	})
 	for i := range out {
-		out[i].Used = float64(int64(out[i].Used*1000+0.5)) / 1000
+		out[i].Used = math.Round(out[i].Used*1000) / 1000
 	}
 	return out
-}
-
-func rateText(bps int64) string {
-	switch {
-	case bps >= 1e9:
-		return fmt.Sprintf("%g Gbit/s", float64(bps)/1e9)
-	case bps >= 1e6:
-		return fmt.Sprintf("%g Mbit/s", float64(bps)/1e6)
-	case bps >= 1e3:
-		return fmt.Sprintf("%g kbit/s", float64(bps)/1e3)
-	}
-	return fmt.Sprintf("%d bit/s", bps)
 }
 
 // processCPU is the CPU time replab's own process has used.
