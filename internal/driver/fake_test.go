@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -265,8 +266,8 @@ func TestAutocommitReadOnlyRunsOutsideATransaction(t *testing.T) {
 // counts its errors like any transaction.
 func TestOpTypesRunWithoutConnections(t *testing.T) {
 	var calls sync.Map
-	op := func(ctx context.Context, user int, r *rand.Rand) (int64, error) {
-		n, _ := calls.LoadOrStore(user, new(int64))
+	op := func(ctx context.Context, call workload.OpCall, r *rand.Rand) (int64, error) {
+		n, _ := calls.LoadOrStore(call.User, new(int64))
 		*n.(*int64)++
 		if *n.(*int64)%5 == 0 {
 			return 0, errors.New("page 5 is missing")
@@ -293,5 +294,63 @@ func TestOpTypesRunWithoutConnections(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), cfg, []workload.TxType{{Name: "sql", Weight: 1}}, nil); err == nil {
 		t.Error("an SQL type without connections was accepted")
+	}
+}
+
+// A writing Op type carries the lag stamp of every tracked call: the
+// journal sees each seq sent once and done with the call's outcome, in
+// order, and a read-only Op carries none.
+func TestOpTypesCarryLagStamps(t *testing.T) {
+	type seen struct{ seqs []int64 }
+	var mu sync.Mutex
+	got := map[int]*seen{}
+	write := func(ctx context.Context, call workload.OpCall, r *rand.Rand) (int64, error) {
+		if call.Seq == 0 || call.Sending == nil {
+			return 0, fmt.Errorf("user %d: untracked call (seq %d) with LagEvery 1", call.User, call.Seq)
+		}
+		call.Sending()
+		mu.Lock()
+		s := got[call.User]
+		if s == nil {
+			s = &seen{}
+			got[call.User] = s
+		}
+		s.seqs = append(s.seqs, call.Seq)
+		mu.Unlock()
+		return 1, nil
+	}
+	read := func(ctx context.Context, call workload.OpCall, r *rand.Rand) (int64, error) {
+		if call.Seq != 0 || call.Sending != nil {
+			return 0, errors.New("a read-only call was given a lag stamp")
+		}
+		return 1, nil
+	}
+	types := []workload.TxType{{Name: "put", Weight: 1, Op: write}, {Name: "get", Weight: 1, ReadOnly: true, Op: read}}
+	js := []*countJournal{{}, {}}
+	cfg := Config{Users: 2, Duration: 300 * time.Millisecond, ThinkMin: time.Millisecond, ThinkMax: time.Millisecond, MaxErrorPct: 0, LagEvery: 1,
+		Lag: func(i int) LagJournal { return js[i] }}
+	res, err := Run(context.Background(), cfg, types, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 0 {
+		t.Fatalf("%d errors: %+v", res.Errors, res.Types)
+	}
+	for u := range 2 {
+		s := got[u]
+		if s == nil || len(s.seqs) == 0 {
+			t.Fatalf("user %d put nothing", u)
+		}
+		for i, q := range s.seqs {
+			if q != int64(i+1) {
+				t.Fatalf("user %d: put %d carried seq %d, want %d (seqs %v)", u, i, q, i+1, s.seqs)
+			}
+		}
+		if sent := js[u].measured + js[u].other; sent != int64(len(s.seqs)) {
+			t.Errorf("user %d: %d stamps sent, %d puts", u, sent, len(s.seqs))
+		}
+		if js[u].seq != int64(len(s.seqs)) {
+			t.Errorf("user %d: the journal gave %d seqs for %d puts", u, js[u].seq, len(s.seqs))
+		}
 	}
 }

@@ -272,7 +272,7 @@ func (u *user) do(ctx context.Context, from int64) {
 		var rows int64
 		var err error
 		if ut.t.Op != nil {
-			rows, err = ut.t.Op(ctx, u.id, u.r)
+			rows, err = u.attemptOp(ctx, ut, measured, track)
 		} else if ut.pipe != nil {
 			rows, err = u.attemptBatch(ctx, ut, measured, track)
 		} else {
@@ -350,6 +350,23 @@ func (u *user) stamp(track bool) int64 {
 		return 0
 	}
 	return u.j.Next()
+}
+
+// attemptOp runs an operation that is not SQL once; one that writes and is
+// tracked carries the lag stamp in its commit (workload.OpCall).
+func (u *user) attemptOp(ctx context.Context, ut *userType, measured, track bool) (int64, error) {
+	call := workload.OpCall{User: u.id}
+	if !ut.t.ReadOnly {
+		if seq := u.stamp(track); seq > 0 {
+			call.Seq = seq
+			call.Sending = func() { u.j.Sending(seq, u.d.cfg.Now(), measured) }
+		}
+	}
+	rows, err := ut.t.Op(ctx, call, u.r)
+	if call.Seq > 0 {
+		u.j.Done(call.Seq, err == nil)
+	}
+	return rows, err
 }
 
 // autocommit: the type runs without BEGIN and COMMIT (read-only ones only).

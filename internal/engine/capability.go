@@ -342,6 +342,41 @@ func DefaultClass(err error) ErrorClass {
 	return ErrorClass{Code: "other"}
 }
 
+// DialectKV is the "dialect" of an engine that stores records, not rows:
+// its clusters implement KV, and a workload that writes key-value records
+// (kv-insert) puts them through it.
+const DialectKV = "kv"
+
+// KV is a cluster of key-value stores reached over their own protocol
+// (Berkeley DB Java Edition): records go in as puts, in transactions.
+type KV interface {
+	// KVClient connects, with dial (from the client's site), to the node
+	// that takes writes now; the client follows the master when it moves.
+	KVClient(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (KVClient, error)
+}
+
+// KVClient is one client's connection; one goroutine uses it.
+type KVClient interface {
+	// Put writes recs in one transaction and commits it. With stamp.Seq
+	// > 0 the same transaction carries the lag probe's stamp (writer
+	// stamp.Writer at stamp.Seq), and stamp.Sending is called just before
+	// the commit leaves.
+	Put(ctx context.Context, recs []KVRecord, stamp KVStamp) error
+	Close() error
+}
+
+// KVRecord is one record.
+type KVRecord struct {
+	Key, Value []byte
+}
+
+// KVStamp is the lag probe's stamp for a Put; Seq 0: untracked.
+type KVStamp struct {
+	Writer  int
+	Seq     int64
+	Sending func()
+}
+
 // Dialecter is an Engine (not a cluster) that speaks SQL: its dialect is
 // known before any node is up, so a spec's SQL workload can be checked at
 // once.

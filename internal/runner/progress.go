@@ -105,7 +105,10 @@ func (r *run) driverConfig() driver.Config {
 	if p, ok := r.cluster.(engine.Pipeliner); ok {
 		cfg.Pipeliner = p
 	}
-	if r.stamps != nil && r.stampSQL != "" {
+	// The stamp travels in an SQL statement of the transaction, or, for
+	// operations that are not SQL, in the operation's own commit
+	// (workload.OpCall).
+	if r.stamps != nil && (r.stampSQL != "" || workload.OpsOnly(r.wl.Transactions())) {
 		cfg.Lag = func(i int) driver.LagJournal { return r.probe.Writer(i) }
 		cfg.LagStatement = r.stampSQL
 	}

@@ -21,8 +21,8 @@ var (
 	schemeKeyRE = identRE
 	nodeNameRE  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
 	identRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-	settingRE   = regexp.MustCompile(`^[a-z_][a-z0-9_.]{0,62}$`)
-	knownRoles  = []string{"primary", "standby", "replica", "master", "server"}
+	settingRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]{0,62}$`) // JE's parameters are camelCase
+	knownRoles  = []string{"primary", "standby", "replica", "master", "server", "electable", "secondary"}
 	upstreamful = map[string]bool{"standby": true, "replica": true}
 )
 
@@ -155,13 +155,13 @@ func (c *decoder) nodes(root map[string]any, s *Spec) []Node {
 		} else if _, present := nm["site"]; !present {
 			c.failAt(np, `site is required, e.g. site = "primary"`)
 		}
-		if role, ok := str("role", `one of "primary", "standby", "replica", "master", "server"`); ok {
+		if role, ok := str("role", `one of "primary", "standby", "replica", "master", "server", "electable", "secondary"`); ok {
 			if !contains(knownRoles, role) {
 				c.fail(np.child("role"), nm["role"], "unknown role%s; roles: %s", didYouMean(role, knownRoles), strings.Join(knownRoles, ", "))
 			}
 			n.Role = role
 		} else if _, present := nm["role"]; !present {
-			c.failAt(np, `role is required: one of "primary", "standby", "replica", "master", "server"`)
+			c.failAt(np, `role is required: one of "primary", "standby", "replica", "master", "server", "electable", "secondary"`)
 		}
 		n.From, _ = str("from", `a node name like "p1"`)
 		if v, ok := str("apply_delay", `a string with a unit, like "30s"`); ok {
@@ -207,7 +207,7 @@ func (c *decoder) settings(s *Spec, np path, nm map[string]any) map[string]strin
 		kp := sp.child(k)
 		c.remember(s, kp)
 		if !settingRE.MatchString(k) {
-			c.failAt(kp, "not a server setting name (a-z, 0-9, '_' and '.')")
+			c.failAt(kp, "not a server setting name (letters, digits, '_' and '.')")
 			continue
 		}
 		switch x := m[k].(type) {

@@ -46,7 +46,7 @@ type Engine struct {
 type Node struct {
 	Name string
 	Site string
-	Role string // "primary", "standby", "replica" or "master"; the engine decides which it supports
+	Role string // "primary", "standby", "replica", "master", "server", "electable", "secondary"; the engine decides which it supports
 	From string // the node it replicates from ("" for primaries and masters)
 	// ApplyDelay holds back replay on a standby (PostgreSQL's
 	// recovery_min_apply_delay).

@@ -88,11 +88,23 @@ type TxType struct {
 	// trip (pipelined) where the engine's connection allows it.
 	Batch func(user int, r *rand.Rand) []Call
 	// Op, when set, is an operation that is not SQL (a page read from a
-	// page server): the workload holds its own connections (Connector),
-	// the driver times and counts each call as one transaction, and
-	// Statements, Run and Batch are unused. It returns what it moved (rows,
-	// pages).
-	Op func(ctx context.Context, user int, r *rand.Rand) (int64, error)
+	// page server, a put into a key-value store): the workload holds its
+	// own connections (Connector), the driver times and counts each call
+	// as one transaction, and Statements, Run and Batch are unused. It
+	// returns what it moved (rows, pages).
+	Op func(ctx context.Context, call OpCall, r *rand.Rand) (int64, error)
+}
+
+// OpCall is one call of an Op: whose it is and, for an Op that writes,
+// the lag probe's stamp to carry in its commit.
+type OpCall struct {
+	User int
+	// Seq is the user's lag stamp when the driver tracks this call (0
+	// when it does not): the Op commits it with its change, as the
+	// cluster's engine.LagStamps read it back at the replicas, and calls
+	// Sending just before the commit leaves.
+	Seq     int64
+	Sending func()
 }
 
 // Connector is a workload whose operations are not SQL (TxType.Op): it
@@ -234,7 +246,7 @@ func (t *Tx) Query(ctx context.Context, name string, args ...any) (*sql.Rows, er
 type Options struct {
 	*spec.Options
 	Spec    *spec.Spec
-	Dialect string // "postgres" or "mysql"
+	Dialect string // "postgres", "mysql", or engine.DialectKV for a key-value store
 	Seed    int64
 }
 
@@ -322,7 +334,7 @@ func Pick(types []TxType, r *rand.Rand) int {
 
 // ErrNoDialect is returned by workloads asked for a dialect they lack.
 func ErrNoDialect(workload, dialect string) error {
-	if dialect == "" {
+	if dialect == "" || dialect == engine.DialectKV {
 		return fmt.Errorf("workload %s runs SQL, and this engine has no SQL", workload)
 	}
 	return fmt.Errorf("workload %s has no %s schema", workload, dialect)

@@ -36,6 +36,8 @@ type Workload struct {
 	seed       uint64
 	dialect    string
 
+	kv kvClients // on a key-value cluster
+
 	// runSalt and next make inserted keys unique; see key.
 	runSalt uint64
 	next    atomic.Uint64
@@ -50,7 +52,7 @@ func New(o *workload.Options) (workload.Workload, error) {
 		seed:       uint64(o.Seed),
 		dialect:    o.Dialect,
 	}
-	if _, ok := insertSQL[o.Dialect]; !ok {
+	if _, ok := insertSQL[o.Dialect]; !ok && o.Dialect != engine.DialectKV {
 		return nil, workload.ErrNoDialect("kv-insert", o.Dialect)
 	}
 	var b [8]byte
@@ -89,8 +91,11 @@ var insertSQL = map[string]string{
 }
 
 // Transactions implements workload.Workload: "insert", one new record
-// per transaction.
+// per transaction — an SQL INSERT, or a put into a key-value store.
 func (w *Workload) Transactions() []workload.TxType {
+	if w.dialect == engine.DialectKV {
+		return []workload.TxType{{Name: "insert", Weight: 100, Op: w.put}}
+	}
 	return []workload.TxType{{Name: "insert", Weight: 100, Statements: []workload.Statement{{Name: "insert", SQL: insertSQL[w.dialect]}},
 		Run: w.insert, Batch: w.insertBatch}}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"replab/internal/engine"
 	"replab/internal/workload"
 )
 
@@ -51,6 +52,9 @@ func (w *Workload) Load(ctx context.Context, l workload.Loader, progress func(ro
 	}
 	if progress != nil && src.reported != done {
 		progress(done)
+	}
+	if w.dialect == engine.DialectKV {
+		return nil // a key-value store has no statistics to gather
 	}
 	analyze := "ANALYZE kv"
 	if w.dialect == "mysql" {

@@ -242,7 +242,8 @@ func (s *session) close() error {
 }
 
 // read is the transaction: one page, on the user's connection.
-func (w *Workload) read(ctx context.Context, user int, r *rand.Rand) (int64, error) {
+func (w *Workload) read(ctx context.Context, call workload.OpCall, r *rand.Rand) (int64, error) {
+	user := call.User
 	s := w.state.Load()
 	if s == nil {
 		return 0, errors.New("page-read: not connected")
