@@ -18,7 +18,9 @@ import (
 //
 // A path names a key as the spec writes it: table.key, link[N].key (N
 // counts from 1), link[N].reverse.key, site.NAME.key, node.NAME.key,
-// node.NAME.settings.key, workload.key, run.key, scheme.key.
+// node.NAME.settings.key, workload.key, run.key, scheme.key. The path
+// "nodes" keeps the spec's first N nodes and drops the others: the number
+// of replicas swept.
 
 // SweepParam is one swept field.
 type SweepParam struct {
@@ -118,6 +120,12 @@ func (s *Spec) Points() ([]Point, error) {
 			v := sp.Values[idx[i]]
 			values[sp.Path] = v
 			label = append(label, sp.Path+"="+showValue(v))
+			if sp.Path == SweepNodes {
+				if err := s.keepNodes(root, v); err != nil && setErr == nil {
+					setErr = &Error{File: s.name, Line: sp.Line, Field: "sweep.nodes", Msg: err.Error()}
+				}
+				continue
+			}
 			if err := setPath(root, sp.Path, v); err != nil && setErr == nil {
 				setErr = &Error{File: s.name, Line: sp.Line, Field: "sweep." + showKey(sp.Path), Msg: err.Error()}
 			}
@@ -154,6 +162,23 @@ func (s *Spec) Points() ([]Point, error) {
 			return points, errors.Join(bad...)
 		}
 	}
+}
+
+// SweepNodes is the sweep path that varies how many of the spec's nodes
+// the lab has.
+const SweepNodes = "nodes"
+
+// keepNodes keeps the first n nodes of the spec (as written) in root.
+func (s *Spec) keepNodes(root map[string]any, v any) error {
+	n, ok := v.(int64)
+	if !ok || n < 1 || int(n) > len(s.Nodes) {
+		return fmt.Errorf("nodes = %s: want a whole number from 1 to %d (the nodes the spec writes), to keep that many of them in the order written", showValue(v), len(s.Nodes))
+	}
+	nodes, _ := root["node"].(map[string]any)
+	for _, dropped := range s.Nodes[n:] {
+		delete(nodes, dropped.Name)
+	}
+	return nil
 }
 
 // PointError is what is wrong with one combination of a sweep.

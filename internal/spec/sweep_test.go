@@ -141,3 +141,46 @@ sites = ["a", "b"]
 		}
 	}
 }
+
+// "nodes" keeps the first N nodes as written: the number of replicas is
+// swept; a count out of range is an error at the sweep's line.
+func TestSweepNodes(t *testing.T) {
+	base := strings.Replace(sweepBase, "[workload]", `[node.s1]
+site = "b"
+role = "standby"
+from = "p"
+[node.s2]
+site = "b"
+role = "standby"
+from = "p"
+[workload]`, 1)
+	s, err := Parse("s.toml", []byte(base+"[sweep]\nnodes = [1, 3, 2]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := s.Points()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range pts {
+		var names []string
+		for _, n := range p.Spec.Nodes {
+			names = append(names, n.Name)
+		}
+		got = append(got, p.Label+": "+strings.Join(names, " "))
+	}
+	if want := "nodes=1: p|nodes=3: p s1 s2|nodes=2: p s1"; strings.Join(got, "|") != want {
+		t.Errorf("points %q, want %q", strings.Join(got, "|"), want)
+	}
+	if len(s.Nodes) != 3 {
+		t.Errorf("the base spec lost nodes: %d", len(s.Nodes))
+	}
+	s, err = Parse("s.toml", []byte(base+"[sweep]\nnodes = [1, 4]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Points(); err == nil || !strings.Contains(err.Error(), "s.toml:27: sweep.nodes: nodes = 4: want a whole number from 1 to 3") {
+		t.Errorf("nodes = 4 of 3: %v", err)
+	}
+}
