@@ -232,6 +232,24 @@ type ConflictCounter interface {
 	ReplicationConflicts(ctx context.Context) (map[string]int64, error)
 }
 
+// Gauger is a cluster with figures of its own worth sampling beside its
+// replication state (a JVM's heap and time in garbage collection): the
+// monitors write them to gauges.csv and summarise the measure phase.
+type Gauger interface {
+	Gauges(ctx context.Context) ([]Gauge, error)
+}
+
+// Gauge is one figure of one node. Name carries its unit
+// ("heap_used_bytes", "gc_time_ms").
+type Gauge struct {
+	Node  string
+	Name  string
+	Value float64
+	// Counter: a total that only grows while the node runs; its summary
+	// is its increase over the measure phase, not only its maximum.
+	Counter bool
+}
+
 // Divergence is one table whose copies differ: its checksum at each node
 // that has it.
 type Divergence struct {

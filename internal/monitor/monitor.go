@@ -151,6 +151,8 @@ type Summary struct {
 	Roles map[string]map[string]RoleSummary `json:"roles"`
 	// Replicas by node: the engine's replication state.
 	Replicas map[string]ReplicaSummary `json:"replicas"`
+	// Gauges by node, then name: the engine's own figures (engine.Gauger).
+	Gauges map[string]map[string]GaugeSummary `json:"gauges,omitempty"`
 	// Verdicts by replica node: see the Verdict constants.
 	Verdicts map[string]string `json:"verdicts"`
 	Cost     Cost              `json:"cost"`
@@ -215,6 +217,7 @@ type Monitor struct {
 	releaseIO  func()
 	rolesCSV   *csvFile
 	replCSV    *csvFile
+	gaugesCSV  *csvFile
 	markc      chan struct{}
 	stopc      chan struct{}
 	done       chan struct{}
@@ -236,6 +239,7 @@ type Monitor struct {
 	linkPts      map[string][]linkPoint
 	rolePts      []rolePoint
 	replPts      []replPoint
+	gaugePts     []gaugePoint
 	replCost     []time.Duration
 	ioLost       bool  // delay accounting went off during the run
 	committed    int64 // transactions the sources committed in the phase (SetCommitted)
@@ -294,6 +298,13 @@ func Start(ctx context.Context, cfg Config) (*Monitor, error) {
 			m.rolesCSV.close()
 			return nil, err
 		}
+		if _, ok := cfg.Cluster.(engine.Gauger); ok {
+			if m.gaugesCSV, err = createCSV(filepath.Join(cfg.Dir, GaugesFile), GaugesHeader); err != nil {
+				m.rolesCSV.close()
+				m.replCSV.close()
+				return nil, err
+			}
+		}
 	}
 	m.ioWait, m.ioNote, m.releaseIO = enableDelayAcct(cfg.delayAcctPath, cfg.delayAcctLock)
 	m.t0 = m.now()
@@ -350,7 +361,7 @@ func (m *Monitor) Stop() (Summary, error) {
 		m.cancelCtx()
 		m.releaseIO()
 		var errs []error
-		for _, f := range []*csvFile{m.rolesCSV, m.replCSV} {
+		for _, f := range []*csvFile{m.rolesCSV, m.replCSV, m.gaugesCSV} {
 			if err := f.close(); err != nil {
 				errs = append(errs, err)
 			}
@@ -490,6 +501,7 @@ func (m *Monitor) replLoop() {
 		ctx, cancel := context.WithTimeout(m.sampleCtx, 2*m.interval)
 		w0, t0 := time.Now(), m.now()
 		rows, err := m.cfg.Cluster.ReplicationState(ctx)
+		m.sampleGauges(ctx, t0)
 		cancel()
 		wall, t1 := time.Since(w0), m.now()
 		for !next.After(t1) {
@@ -571,6 +583,7 @@ func (m *Monitor) summarize() Summary {
 	}
 	s.Roles = summarizeRoles(m.rolePts, start, end, m.hz, m.roles.apply)
 	s.Replicas = summarizeReplication(m.replPts, start, end, m.committed)
+	s.Gauges = summarizeGauges(m.gaugePts, start, end)
 	m.verdicts(&s)
 	s.Cost = m.cost()
 	if n := m.roles.blkioDiscarded; n > 0 {

@@ -70,6 +70,9 @@ type Summary struct {
 	IOWaitMeasured      bool                                      `json:"io_wait_measured"`
 	Replication         map[string]monitor.ReplicaSummary         `json:"replication,omitempty"`
 	Verdicts            map[string]string                         `json:"verdicts,omitempty"`
+	// Gauges are the engine's own figures by node (a JVM's heap and GC
+	// time), over the measure phase.
+	Gauges map[string]map[string]monitor.GaugeSummary `json:"gauges,omitempty"`
 	Monitor             *MonitorInfo                              `json:"monitor,omitempty"`
 
 	// Steady says whether throughput held steady in the measure phase.

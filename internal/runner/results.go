@@ -142,6 +142,7 @@ func (r *run) stopMonitor() {
 	}
 	s := r.sum
 	s.Links, s.Roles, s.Replication, s.Verdicts = ms.Links, ms.Roles, ms.Replicas, ms.Verdicts
+	s.Gauges = ms.Gauges
 	s.IOWaitMeasured = ms.IOWaitMeasured
 	s.Monitor = &report.MonitorInfo{IntervalS: ms.IntervalS, IOWaitNote: ms.IOWaitNote, Cost: ms.Cost, Warnings: ms.Warnings}
 	if r.res != nil {
