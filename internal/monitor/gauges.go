@@ -3,6 +3,7 @@ package monitor
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"replab/internal/engine"
@@ -49,7 +50,7 @@ func (m *Monitor) sampleGauges(ctx context.Context, t time.Time) {
 	if m.gaugesCSV != nil {
 		ts := m.ts(t)
 		for _, x := range gs {
-			m.gaugesCSV.printf("%s,%s,%s,%g\n", ts, csvField(x.Node), csvField(x.Name), x.Value)
+			m.gaugesCSV.printf("%s,%s,%s,%s\n", ts, csvField(x.Node), csvField(x.Name), strconv.FormatFloat(x.Value, 'f', -1, 64))
 		}
 		m.gaugesCSV.flush()
 	}

@@ -11,7 +11,9 @@ func TestSummarizeGauges(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	heap := func(v float64) engine.Gauge { return engine.Gauge{Node: "n1", Name: "heap_used_bytes", Value: v} }
-	gc := func(v float64) engine.Gauge { return engine.Gauge{Node: "n1", Name: "gc_time_ms", Value: v, Counter: true} }
+	gc := func(v float64) engine.Gauge {
+		return engine.Gauge{Node: "n1", Name: "gc_time_ms", Value: v, Counter: true}
+	}
 	for _, c := range []struct {
 		name       string
 		pts        []gaugePoint

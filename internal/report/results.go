@@ -72,8 +72,8 @@ type Summary struct {
 	Verdicts            map[string]string                         `json:"verdicts,omitempty"`
 	// Gauges are the engine's own figures by node (a JVM's heap and GC
 	// time), over the measure phase.
-	Gauges map[string]map[string]monitor.GaugeSummary `json:"gauges,omitempty"`
-	Monitor             *MonitorInfo                              `json:"monitor,omitempty"`
+	Gauges  map[string]map[string]monitor.GaugeSummary `json:"gauges,omitempty"`
+	Monitor *MonitorInfo                               `json:"monitor,omitempty"`
 
 	// Steady says whether throughput held steady in the measure phase.
 	Steady *stats.Steadiness `json:"steady,omitempty"`
