@@ -88,6 +88,12 @@ need_storage() {
   apt_install nbdkit libnbd-bin fuse3 e2fsprogs sshfs openssh-sftp-server
 }
 
+need_java() {
+  # Berkeley DB Java Edition HA (engine bdbje): a JDK compiles and runs replab's node program,
+  # Maven fetches JE (com.sleepycat:je) from Maven Central on first use into /var/cache/replab/bdbje.
+  apt_install openjdk-17-jdk-headless maven
+}
+
 need_fio() {
   # replab iotest measures a node's storage with fio (its tests run it too).
   apt_install fio
@@ -95,10 +101,10 @@ need_fio() {
 
 case "$purpose" in
   build) need_go ;;
-  demo)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage ;;
+  demo)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage; need_java ;;
   # tcpdump: the tests read the lab's packet captures with a real pcap reader.
-  test)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage; need_fio; apt_install tcpdump
+  test)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage; need_fio; need_java; apt_install tcpdump
          command -v chromium >/dev/null 2>&1 || apt_install chromium ;;
-  bench) need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage; command -v iperf3 >/dev/null 2>&1 || apt_install iperf3 ;;
+  bench) need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage; need_java; command -v iperf3 >/dev/null 2>&1 || apt_install iperf3 ;;
   *) say "unknown purpose $purpose (build|demo|test|bench)"; exit 2 ;;
 esac

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"replab/internal/engine"
+	"replab/internal/engine/bdbje"
 	"replab/internal/engine/mariadb"
 	"replab/internal/engine/postgres"
 	"replab/internal/engine/xrootd"
@@ -17,7 +18,7 @@ import (
 
 // engines is every database engine this binary can run.
 func engines() *engine.Registry {
-	return engine.NewRegistry(postgres.Engine{}, mariadb.Engine{}, xrootd.Engine{})
+	return engine.NewRegistry(postgres.Engine{}, mariadb.Engine{}, xrootd.Engine{}, bdbje.Engine{})
 }
 
 // loadChecked loads a spec and validates it as replab run would: its

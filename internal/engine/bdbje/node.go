@@ -1,0 +1,253 @@
+package bdbje
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/lab"
+	"replab/internal/spec"
+)
+
+// startTimeout bounds a node's start: the JVM, JE's recovery of its log,
+// joining the group (an election when the master is gone).
+const startTimeout = 90 * time.Second
+
+// node is one JVM in a site.
+type node struct {
+	spec.Node
+	c      *cluster
+	site   *lab.Site
+	addr   netip.AddrPort // JE's replication port
+	client netip.AddrPort // the node program's port
+	base   string         // everything of the node lives under base
+
+	proc    atomic.Pointer[engine.Proc] // nil before the first start
+	started atomic.Bool                 // it ran once: the group knows it
+}
+
+func (n *node) envDir() string  { return filepath.Join(n.base, "env") }
+func (n *node) logPath() string { return filepath.Join(n.base, "node.log") }
+
+// create makes the node's directories, starts it and waits until it has
+// joined the group.
+func (n *node) create(ctx context.Context) error {
+	for _, d := range []string{n.base, n.envDir()} {
+		if err := engine.MkdirOwned(d, n.c.uid, n.c.gid); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+	}
+	if err := n.start(ctx); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// args is the JVM's command line.
+func (n *node) args() []string {
+	p := n.c.plan
+	helpers := n.c.helpers()
+	if n == n.c.nodes[0] && !n.started.Load() {
+		helpers = n.addr.String() // a new group's founder names itself
+	}
+	nodeType := "ELECTABLE"
+	if n.Role == RoleSecondary {
+		nodeType = "SECONDARY"
+	}
+	a := []string{
+		fmt.Sprintf("-Xmx%d", p.heapBytes), fmt.Sprintf("-Xms%d", p.heapBytes),
+		// One GC thread, no JIT threads beyond the default, no
+		// hsperfdata files in /tmp (nothing left behind): many JVMs share
+		// two cores.
+		"-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xss512k",
+		"-cp", n.c.prog.classpath(), "ReplabNode",
+		"--name", n.Name, "--group", "replab",
+		"--env", n.envDir(),
+		"--host", n.addr.Addr().String(),
+		"--port", strconv.Itoa(int(n.addr.Port())),
+		"--client-port", strconv.Itoa(int(n.client.Port())),
+		"--helpers", helpers,
+		"--node-type", nodeType,
+		"--durability", p.durability(),
+		"--ack-timeout-ms", strconv.FormatInt(p.ackTimeout.Milliseconds(), 10),
+		"--cache-bytes", strconv.FormatInt(p.cacheBytes, 10),
+	}
+	names := make([]string, 0, len(n.Settings))
+	for k := range n.Settings {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		a = append(a, "--param", k+"="+n.Settings[k])
+	}
+	return a
+}
+
+// start runs the node program in the node's site as the servers' user and
+// waits until it answers on its client port with a known state.
+func (n *node) start(ctx context.Context) error {
+	cmd := exec.Command(n.c.prog.java, n.args()...)
+	engine.AsUser(cmd, n.c.uid, n.c.gid)
+	out, err := os.OpenFile(n.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
+	pr, err := engine.StartProc(n.site, cmd)
+	if err != nil {
+		return fmt.Errorf("start the JVM: %w", err)
+	}
+	n.proc.Store(pr)
+	deadline := time.Now().Add(startTimeout)
+	for {
+		st, err := n.stateFromSite(ctx, 2*time.Second)
+		if err == nil && (st.State == stateMaster || st.State == stateReplica) {
+			n.started.Store(true)
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("state %s", st.State)
+		}
+		select {
+		case <-pr.Exited():
+			return fmt.Errorf("the node program exited during start-up: %s", n.logTail())
+		case <-ctx.Done():
+			pr.Stop(syscall.SIGKILL, 5*time.Second)
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			pr.Stop(syscall.SIGKILL, 5*time.Second)
+			return fmt.Errorf("not in the group within %s (%v): %s", startTimeout, err, n.logTail())
+		}
+	}
+}
+
+// stateFromSite asks the node for its state from its own site (no WAN
+// link in the way).
+func (n *node) stateFromSite(ctx context.Context, timeout time.Duration) (*nodeState, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := n.dialFromSite(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.state(ctx)
+}
+
+// dialFromSite connects to the node's client port from its own site.
+func (n *node) dialFromSite(ctx context.Context) (*conn, error) {
+	if n.site == nil {
+		return nil, errors.New("no site")
+	}
+	return dial(ctx, n.site.DialContext, n.client.String())
+}
+
+func (n *node) logTail() string {
+	if b, err := os.ReadFile(n.logPath()); err == nil && len(b) > 0 {
+		return engine.LastLines(string(b), 6)
+	}
+	return "(no log)"
+}
+
+// pid is the JVM's PID while it runs; 0 when the node is down.
+func (n *node) pid() int { return n.proc.Load().PID() }
+
+// stop asks the JVM to close the environment and exit (SIGTERM), killing
+// it after timeout.
+func (n *node) stop(timeout time.Duration) { n.proc.Load().Stop(syscall.SIGTERM, timeout) }
+
+// Proc implements engine.ProcServer.
+func (n *node) Proc() *engine.Proc { return n.proc.Load() }
+
+// Disconnect implements engine.ProcServer: replab's connections are per
+// call.
+func (n *node) Disconnect() {}
+
+// StartServer implements engine.ProcServer.
+func (n *node) StartServer(ctx context.Context) error { return n.start(ctx) }
+
+// procNodes is the cluster's node control: a stopped or killed node keeps
+// its environment, and Start runs the JVM again on it; it rejoins the
+// group (as a replica if another node was elected meanwhile).
+func (c *cluster) procNodes() engine.ProcNodes {
+	return engine.ProcNodes{Log: c.log, StopSig: syscall.SIGTERM, Node: func(name string) (engine.ProcServer, error) {
+		n := c.byName[name]
+		if n == nil {
+			return nil, engine.NoSuchNode(name, c.Nodes())
+		}
+		return n, nil
+	}}
+}
+
+// Kill implements engine.NodeControl: SIGKILL; when the node was master,
+// the time until the others elect a new one is measured and logged.
+func (c *cluster) Kill(ctx context.Context, name string) error {
+	wasMaster := c.master() == name
+	start := time.Now()
+	if err := c.ProcNodes.Kill(ctx, name); err != nil {
+		return err
+	}
+	if wasMaster {
+		go c.watchElection(name, start)
+	}
+	return nil
+}
+
+// Stop implements engine.NodeControl: a master's clean shutdown also
+// leaves the group without a master until an election.
+func (c *cluster) Stop(ctx context.Context, name string) error {
+	wasMaster := c.master() == name
+	start := time.Now()
+	if err := c.ProcNodes.Stop(ctx, name); err != nil {
+		return err
+	}
+	if wasMaster {
+		go c.watchElection(name, start)
+	}
+	return nil
+}
+
+// watchElection logs how long the group ran without a master after old
+// went down: until a running node says it is master.
+func (c *cluster) watchElection(old string, since time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), masterWait)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for ctx.Err() == nil {
+		for _, n := range c.running() {
+			if n.Name == old {
+				continue
+			}
+			if st, err := n.stateFromSite(ctx, time.Second); err == nil && st.State == stateMaster {
+				c.setMaster(n.Name)
+				fmt.Fprintf(c.log, "bdbje: %s elected master %.2f s after %s went down\n", n.Name, time.Since(since).Seconds(), old)
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-c.closed:
+	default:
+		fmt.Fprintf(c.log, "bdbje: no master %s after %s went down\n", masterWait, old)
+	}
+}

@@ -1,0 +1,222 @@
+package bdbje_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/engine/bdbje"
+	"replab/internal/labtest"
+	"replab/internal/runner"
+	"replab/internal/spec"
+	"replab/internal/workload"
+	"replab/internal/workload/kvinsert"
+)
+
+const runSpec = `
+[lab]
+name = "%s"
+[site.a]
+[site.b]
+[site.c]
+[[link]]
+sites = ["a", "b"]
+delay = "2ms"
+[[link]]
+sites = ["a", "c"]
+delay = "10ms"
+[engine]
+kind = "bdbje"
+[node.n1]
+site = "a"
+role = "electable"
+[node.n2]
+site = "b"
+role = "electable"
+[node.n3]
+site = "c"
+role = "electable"
+[scheme]
+local_sync = "no_sync"
+ack = "majority"
+heap = "128MiB"
+[workload]
+kind = "kv-insert"
+preload = 3000
+[run]
+users = 3
+warmup = "1s"
+duration = "%s"
+cooldown = "0s"
+`
+
+// syncLog is the run's log, watched for a line.
+type syncLog struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Write(p)
+	if l.want != "" && strings.Contains(l.b.String(), l.want) {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return len(p), nil
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func run(t *testing.T, ctx context.Context, name, duration string, log *syncLog) (map[string]any, string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "spec.toml")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(runSpec, name, duration)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "results")
+	_, _, runErr := runner.Run(ctx, s, runner.Options{
+		Out: out, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: log, Version: "test",
+		Engines: engine.NewRegistry(bdbje.Engine{}), Workloads: workload.NewRegistry(kvinsert.Factory),
+	})
+	t.Logf("run log:\n%s", log.String())
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatalf("summary.json missing (run error %v): %v", runErr, err)
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum, out, runErr
+}
+
+func get(t *testing.T, m map[string]any, keys ...string) any {
+	t.Helper()
+	var v any = m
+	for _, k := range keys {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("%v: not an object at %q", keys, k)
+		}
+		if v, ok = mm[k]; !ok {
+			t.Fatalf("summary.json has no %v", keys)
+		}
+	}
+	return v
+}
+
+// leftovers lists what a lab named name left: JVMs and network namespaces.
+func leftovers(name string) string {
+	var out []string
+	if b, _ := exec.Command("pgrep", "-af", "ReplabNode.*"+name).CombinedOutput(); len(bytes.TrimSpace(b)) > 0 {
+		out = append(out, "JVMs: "+string(b))
+	}
+	if b, _ := exec.Command("ip", "netns", "list").CombinedOutput(); bytes.Contains(b, []byte(name)) {
+		out = append(out, "namespaces: "+string(b))
+	}
+	return strings.Join(out, "; ")
+}
+
+// TestRunKVInsert: replab run drives kv-insert through the node protocol
+// and measures it as any engine: inserts, per-replica lag from the stamps
+// carried in the inserts, thread roles, JVM gauges, converged copies.
+// Then a run interrupted in its measure phase (Ctrl-C) ends marked
+// incomplete and leaves no JVM and no namespace.
+func TestRunKVInsert(t *testing.T) {
+	labtest.RequireLab(t)
+	for _, tool := range []string{"java", "javac", "mvn"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("integration test skipped: %s is missing (scripts/deps.sh test installs a JDK and Maven)", tool)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	name := labtest.UniqueName("jerun")
+	sum, out, err := run(t, ctx, name, "4s", &syncLog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum["complete"] != true {
+		t.Fatalf("complete = %v", sum["complete"])
+	}
+	if n, _ := get(t, sum, "transactions").(float64); n < 50 {
+		t.Errorf("%v inserts in 4 s", n)
+	}
+	if e, _ := get(t, sum, "errors").(float64); e != 0 {
+		t.Errorf("%v errors", e)
+	}
+	for _, r := range []string{"n2", "n3"} {
+		tracked, _ := get(t, sum, "replicas", r, "tracked").(float64)
+		p50, _ := get(t, sum, "replicas", r, "lag_ms", "p50").(float64)
+		if tracked == 0 || p50 <= 0 {
+			t.Errorf("replica %s: %v tracked, p50 %v ms", r, tracked, p50)
+		}
+	}
+	// n3 is 10 ms away, n2 2 ms: a stamp reaches n3 later.
+	if p2, p3 := get(t, sum, "replicas", "n2", "lag_ms", "p50").(float64), get(t, sum, "replicas", "n3", "lag_ms", "p50").(float64); p3 <= p2 {
+		t.Errorf("lag p50 n2 %.2f ms, n3 %.2f ms: the farther replica should trail more", p2, p3)
+	}
+	if _, ok := get(t, sum, "roles", "n1").(map[string]any)["feeder"]; !ok {
+		t.Errorf("no feeder role at the master: %v", get(t, sum, "roles", "n1"))
+	}
+	if hm, _ := get(t, sum, "gauges", "n2", "heap_max_bytes", "max").(float64); hm < 64<<20 || hm > 128<<20 {
+		t.Errorf("n2 heap max %v bytes, want about the 128 MiB asked", hm)
+	}
+	if c, _ := get(t, sum, "convergence", "converged").(bool); !c {
+		t.Errorf("convergence: %v", get(t, sum, "convergence"))
+	}
+	for _, f := range []string{"gauges.csv", "replication.csv", "roles.csv", "lag.csv"} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s missing or empty", f)
+		}
+	}
+	if l := leftovers(name); l != "" {
+		t.Errorf("left behind: %s", l)
+	}
+
+	// Ctrl-C in the measure phase.
+	name = labtest.UniqueName("jeint")
+	log := &syncLog{want: "running ", seen: make(chan struct{})}
+	ictx, icancel := context.WithCancel(ctx)
+	defer icancel()
+	go func() {
+		select {
+		case <-log.seen:
+			time.Sleep(2 * time.Second)
+			icancel()
+		case <-ictx.Done():
+		}
+	}()
+	sum, _, err = run(t, ictx, name, "10m", log)
+	if err == nil {
+		t.Error("an interrupted run returned no error")
+	}
+	if sum["complete"] != false {
+		t.Errorf("complete = %v, want false", sum["complete"])
+	}
+	if l := leftovers(name); l != "" {
+		t.Errorf("left behind after Ctrl-C: %s", l)
+	}
+}
