@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -18,6 +19,10 @@ import (
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
+
+// defaultFreeDisk is the free space JE keeps on a node's file system
+// unless the node's settings say otherwise.
+const defaultFreeDisk = 64 << 20
 
 // startTimeout bounds a node's start: the JVM, JE's recovery of its log,
 // joining the group (an election when the master is gone).
@@ -81,6 +86,12 @@ func (n *node) args() []string {
 		"--durability", p.durability(),
 		"--ack-timeout-ms", strconv.FormatInt(p.ackTimeout.Milliseconds(), 10),
 		"--cache-bytes", strconv.FormatInt(p.cacheBytes, 10),
+	}
+	if _, set := n.Settings["je.freeDisk"]; !set {
+		// JE stops writing when less than je.freeDisk (5 GB by default)
+		// is free on the environment's file system: a lab's volumes are
+		// smaller than that.
+		a = append(a, "--param", fmt.Sprintf("je.freeDisk=%d", defaultFreeDisk))
 	}
 	names := make([]string, 0, len(n.Settings))
 	for k := range n.Settings {
@@ -155,11 +166,28 @@ func (n *node) dialFromSite(ctx context.Context) (*conn, error) {
 	return dial(ctx, n.site.DialContext, n.client.String())
 }
 
+// logTail is the end of the node program's output, and JE's own
+// complaints (je.info: why a node stays UNKNOWN, for instance).
 func (n *node) logTail() string {
+	out := "(no log)"
 	if b, err := os.ReadFile(n.logPath()); err == nil && len(b) > 0 {
-		return engine.LastLines(string(b), 6)
+		out = engine.LastLines(string(b), 6)
 	}
-	return "(no log)"
+	if b, err := os.ReadFile(filepath.Join(n.envDir(), "je.info.0")); err == nil {
+		var bad []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, " SEVERE ") || strings.Contains(l, " WARNING ") {
+				bad = append(bad, l)
+			}
+		}
+		if len(bad) > 3 {
+			bad = bad[len(bad)-3:]
+		}
+		if len(bad) > 0 {
+			out += "\nje.info: " + strings.Join(bad, "\n")
+		}
+	}
+	return out
 }
 
 // pid is the JVM's PID while it runs; 0 when the node is down.
