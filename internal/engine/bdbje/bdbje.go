@@ -55,6 +55,16 @@ const (
 	DefaultHeap        = 256 << 20
 )
 
+// JIT choices. The JVM's default compiles hot code twice, quickly (C1)
+// then well (C2); C2's compilations of JE took half a core per JVM for
+// more than a minute here, so a short measurement of several JVMs on a
+// small machine would measure the compiler. "quick" stops at C1: steady
+// within seconds, somewhat slower code.
+const (
+	JITQuick = "quick"
+	JITFull  = "full"
+)
+
 // Engine is Berkeley DB Java Edition HA.
 type Engine struct{}
 
@@ -69,6 +79,7 @@ type plan struct {
 	localSync, replicaSync, ack string // JE's names
 	ackTimeout                  time.Duration
 	cacheBytes, heapBytes       int64
+	jit                         string // JITQuick or JITFull
 }
 
 // durability is the node program's --durability.
@@ -89,6 +100,7 @@ func makePlan(s *spec.Spec) (*plan, error) {
 		ackTimeout:  o.Duration("ack_timeout", DefaultAckTimeout, 10*time.Millisecond, time.Hour),
 		cacheBytes:  o.Size("cache_size", 0, 1<<20, 64<<30),
 		heapBytes:   o.Size("heap", DefaultHeap, 64<<20, 64<<30),
+		jit:         o.String("jit", JITQuick, JITQuick, JITFull),
 	}
 	errs.Join(o.Err())
 	if p.cacheBytes >= p.heapBytes {

@@ -273,6 +273,7 @@ func TestValidate(t *testing.T) {
 		{"cache", `heap = "192MiB"`, "heap = \"192MiB\"\ncache_size = \"256MiB\"", "scheme.cache_size: cache_size (256 MiB) must be smaller than the heap"},
 		{"setting", "[node.n3]\nsite = \"c\"\nrole = \"electable\"\n", "[node.n3]\nsite = \"c\"\nrole = \"electable\"\n[node.n3.settings]\nmax_connections = \"5\"\n", `setting "max_connections" is not a JE parameter`},
 		{"unknown", `ack = "majority"`, `acks = "majority"`, "scheme.acks: unknown option for engine bdbje"},
+		{"jit", `heap = "192MiB"`, "heap = \"192MiB\"\njit = \"c2\"", `scheme.jit`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if !strings.Contains(threeSpec, c.from) {

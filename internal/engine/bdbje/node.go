@@ -75,6 +75,11 @@ func (n *node) args() []string {
 		// hsperfdata files in /tmp (nothing left behind): many JVMs share
 		// two cores.
 		"-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xss512k",
+	}
+	if p.jit == JITQuick {
+		a = append(a, "-XX:TieredStopAtLevel=1")
+	}
+	a = append(a,
 		"-cp", n.c.prog.classpath(), "ReplabNode",
 		"--name", n.Name, "--group", "replab",
 		"--env", n.envDir(),
@@ -86,7 +91,7 @@ func (n *node) args() []string {
 		"--durability", p.durability(),
 		"--ack-timeout-ms", strconv.FormatInt(p.ackTimeout.Milliseconds(), 10),
 		"--cache-bytes", strconv.FormatInt(p.cacheBytes, 10),
-	}
+	)
 	if _, set := n.Settings["je.freeDisk"]; !set {
 		// JE stops writing when less than je.freeDisk (5 GB by default)
 		// is free on the environment's file system: a lab's volumes are
