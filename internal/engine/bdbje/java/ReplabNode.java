@@ -60,6 +60,7 @@ import java.nio.BufferUnderflowException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
@@ -624,19 +625,46 @@ public final class ReplabNode {
         res.write(b, v.getOffset(), v.getSize());
     }
 
+    // The stamps a reader sees now. A stamp counts once its transaction has
+    // committed here; a read must not wait for one that has not: a poll
+    // blocked on replay's lock would return at the commit but widen the
+    // probe's window by the wait. So the keys come from a scan that takes no
+    // locks, and each stamp is then read committed in a no-wait transaction;
+    // one still locked by replay keeps its last value at the client.
+    static final TransactionConfig LAG_READ = new TransactionConfig().setNoWait(true).setReadCommitted(true);
+
     static void opLag(Handle h, DataOutputStream res) throws IOException {
         Database lag = db(h, true);
         List<long[]> rows = new ArrayList<>();
         if (lag != null) {
-            try (Cursor c = lag.openCursor(null, CursorConfig.READ_COMMITTED)) {
+            List<byte[]> keys = new ArrayList<>();
+            try (Cursor c = lag.openCursor(null, CursorConfig.READ_UNCOMMITTED)) {
                 DatabaseEntry k = new DatabaseEntry();
                 DatabaseEntry v = new DatabaseEntry();
-                while (c.getNext(k, v, LockMode.DEFAULT) == OperationStatus.SUCCESS) {
-                    if (k.getSize() != 4 || v.getSize() != 8) continue;
-                    ByteBuffer kb = ByteBuffer.wrap(k.getData(), k.getOffset(), 4);
+                v.setPartial(0, 0, true);
+                while (c.getNext(k, v, LockMode.READ_UNCOMMITTED) == OperationStatus.SUCCESS) {
+                    if (k.getSize() == 4) {
+                        keys.add(Arrays.copyOfRange(k.getData(), k.getOffset(), k.getOffset() + 4));
+                    }
+                }
+            }
+            Transaction t = h.env.beginTransaction(null, LAG_READ);
+            try {
+                DatabaseEntry v = new DatabaseEntry();
+                for (byte[] key : keys) {
+                    OperationStatus st;
+                    try {
+                        st = lag.get(t, new DatabaseEntry(key), v, LockMode.READ_COMMITTED);
+                    } catch (LockConflictException e) {
+                        continue; // replay holds it: not committed here yet
+                    }
+                    if (st != OperationStatus.SUCCESS || v.getSize() != 8) continue;
+                    ByteBuffer kb = ByteBuffer.wrap(key);
                     ByteBuffer vb = ByteBuffer.wrap(v.getData(), v.getOffset(), 8);
                     rows.add(new long[] {kb.getInt(), vb.getLong()});
                 }
+            } finally {
+                abortQuietly(t);
             }
         }
         res.writeInt(rows.size());
