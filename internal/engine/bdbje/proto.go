@@ -154,13 +154,6 @@ func decodeError(p []byte) error {
 	return &Error{Code: string(p[2 : 2+n]), Msg: string(p[2+n:])}
 }
 
-// ping asks the node whether it serves.
-func (c *conn) ping(ctx context.Context) error {
-	c.begin(opPing)
-	_, err := c.call(ctx, nil)
-	return err
-}
-
 // insert puts recs in one transaction, with the stamp of writer at seq
 // when writer >= 0.
 func (c *conn) insert(ctx context.Context, recs []engine.KVRecord, writer int, seq int64, beforeSend func()) error {
@@ -185,27 +178,6 @@ func (c *conn) insert(ctx context.Context, recs []engine.KVRecord, writer int, s
 		return fmt.Errorf("bdbje: insert stored %d records of %d", n, len(recs))
 	}
 	return nil
-}
-
-// get reads one key.
-func (c *conn) get(ctx context.Context, key []byte) ([]byte, bool, error) {
-	c.begin(opGet)
-	c.u16(len(key))
-	c.buf = append(c.buf, key...)
-	p, err := c.call(ctx, nil)
-	if err != nil {
-		return nil, false, err
-	}
-	if len(p) < 1 {
-		return nil, false, errors.New("bdbje: empty get answer")
-	}
-	if p[0] == 0 {
-		return nil, false, nil
-	}
-	if len(p) < 5 || len(p) != 5+int(binary.BigEndian.Uint32(p[1:])) {
-		return nil, false, errors.New("bdbje: malformed get answer")
-	}
-	return append([]byte(nil), p[5:]...), true, nil
 }
 
 // lagEach calls f with every stamp the node holds.
