@@ -168,9 +168,7 @@ func TestGroupOfThree(t *testing.T) {
 	// The group may have held an election while cut off: the client
 	// finds whichever node is master now.
 	for i := 22; i <= 30; i++ {
-		if err := put(ctx, k, i, engine.KVStamp{}); err != nil && !IsCode(err, codeInsufficientReplicas) {
-			t.Fatalf("put %d after healing: %v", i, err)
-		}
+		putEventually(ctx, t, k, i, "after healing")
 	}
 	if err := c.WaitFlowing(ctx); err != nil {
 		t.Fatal(err)
@@ -191,9 +189,7 @@ func TestGroupOfThree(t *testing.T) {
 		t.Fatalf("the put on the killed master's connection: %v, want a broken connection", err)
 	}
 	for i := 32; i <= 40; i++ {
-		if err := put(ctx, k, i, engine.KVStamp{}); err != nil {
-			t.Fatalf("put %d after the master's kill: %v", i, err)
-		}
+		putEventually(ctx, t, k, i, "after the master's kill")
 	}
 	t.Logf("first put after killing master %s: %s", old, time.Since(start).Round(time.Millisecond))
 	if m := masterOf(t, c); m == old {
@@ -206,6 +202,30 @@ func TestGroupOfThree(t *testing.T) {
 		t.Fatal(err)
 	}
 	agree(ctx, t, c, 3)
+}
+
+// putEventually puts record i until it is acknowledged. Right after an
+// election or a heal the replicas first sync up with the master, and until
+// one has, a commit can miss its acknowledgement (insufficient-acks: it
+// committed at the master, and the retry overwrites it) or find too few
+// replicas; a put that broke with its connection is sent again too. Any
+// other error, or no acknowledged put within a minute, fails the test.
+func putEventually(ctx context.Context, t *testing.T, k engine.KVClient, i int, when string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := put(ctx, k, i, engine.KVStamp{})
+		if err == nil {
+			return
+		}
+		var e *Error
+		transient := !errors.As(err, &e) || e.Code == codeInsufficientAcks || e.Code == codeInsufficientReplicas ||
+			e.Code == codeUnknownMaster || e.Code == codeReplica
+		if !transient || time.Now().After(deadline) {
+			t.Fatalf("put %d %s: %v", i, when, err)
+		}
+		t.Logf("put %d %s: %v; again", i, when, strings.SplitN(err.Error(), "\n", 2)[0])
+	}
 }
 
 // masterOf is the node the cluster sees as master.

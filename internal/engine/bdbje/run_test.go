@@ -62,11 +62,11 @@ duration = "%s"
 cooldown = "0s"
 %s`
 
-// killMaster kills the master 2 s into the measure phase and leaves it
+// killMaster kills the master 4 s into the measure phase and leaves it
 // down.
 const killMaster = `
 [[fault]]
-at = "2s"
+at = "4s"
 node = "n1"
 do = "kill"
 `
@@ -169,7 +169,7 @@ func TestRunKVInsert(t *testing.T) {
 	defer cancel()
 	name := labtest.UniqueName("jerun")
 	log := &syncLog{}
-	sum, out, err := run(t, ctx, name, "6s", killMaster, log)
+	sum, out, err := run(t, ctx, name, "10s", killMaster, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,19 +177,28 @@ func TestRunKVInsert(t *testing.T) {
 		t.Fatalf("complete = %v", sum["complete"])
 	}
 	if n, _ := get(t, sum, "transactions").(float64); n < 50 {
-		t.Errorf("%v inserts in 4 s", n)
+		t.Errorf("%v inserts in 10 s", n)
 	}
 	// The inserts in flight at the master when it died fail (their
-	// connections break); no other.
-	if e, _ := get(t, sum, "errors").(float64); e > 3 {
-		t.Errorf("%v errors, want at most one per user", e)
+	// connections break), and while the remaining replica syncs up with
+	// the new master a commit may miss its acknowledgement: a few errors,
+	// no more.
+	n, _ := get(t, sum, "transactions").(float64)
+	if e, _ := get(t, sum, "errors").(float64); e > max(6, n/50) {
+		t.Errorf("%v errors in %v inserts", e, n)
 	}
 	faults, _ := get(t, sum, "faults").([]any)
 	if len(faults) != 1 {
 		t.Fatalf("faults: %v", get(t, sum, "faults"))
 	}
-	if u, _ := faults[0].(map[string]any)["unavailable_s"].(float64); u <= 0 || u > 30 {
+	f := faults[0].(map[string]any)
+	if u, _ := f["unavailable_s"].(float64); u <= 0 || u > 30 {
 		t.Errorf("unavailable_s %v after the master's kill, want the election's time", u)
+	}
+	// The clients followed the new master: inserts commit after the kill
+	// (the node stays down: the fault's "during" runs to the end).
+	if tps, _ := f["during"].(map[string]any)["tps"].(float64); tps <= 0 {
+		t.Errorf("no insert committed after the master's kill: %v", f)
 	}
 	if !strings.Contains(log.String(), "elected master") {
 		t.Error("the log does not say when a new master was elected")
