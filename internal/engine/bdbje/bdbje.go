@@ -12,9 +12,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,9 +95,9 @@ func makePlan(s *spec.Spec) (*plan, error) {
 	}
 	o := s.SchemeOptions("engine bdbje")
 	p := &plan{
-		localSync:   syncPolicies[o.String("local_sync", DefaultLocalSync, keys(syncPolicies)...)],
-		replicaSync: syncPolicies[o.String("replica_sync", DefaultReplicaSync, keys(syncPolicies)...)],
-		ack:         ackPolicies[o.String("ack", DefaultAck, keys(ackPolicies)...)],
+		localSync:   syncPolicies[o.String("local_sync", DefaultLocalSync, slices.Sorted(maps.Keys(syncPolicies))...)],
+		replicaSync: syncPolicies[o.String("replica_sync", DefaultReplicaSync, slices.Sorted(maps.Keys(syncPolicies))...)],
+		ack:         ackPolicies[o.String("ack", DefaultAck, slices.Sorted(maps.Keys(ackPolicies))...)],
 		ackTimeout:  o.Duration("ack_timeout", DefaultAckTimeout, 10*time.Millisecond, time.Hour),
 		cacheBytes:  o.Size("cache_size", 0, 1<<20, 64<<30),
 		heapBytes:   o.Size("heap", DefaultHeap, 64<<20, 64<<30),
@@ -147,15 +148,6 @@ func makePlan(s *spec.Spec) (*plan, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-func keys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Validate implements engine.Engine.

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -157,12 +158,7 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 		return nil, nil
 	}
 	var out []engine.ReplicaState
-	names := make([]string, 0, len(st.Replicas))
-	for name := range st.Replicas {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(st.Replicas)) {
 		r := st.Replicas[name]
 		out = append(out, engine.ReplicaState{Node: name, From: m.Name, Kind: "je-ha", State: "streaming",
 			Backlog: r.LagVLSN, BacklogUnit: UnitVLSNs, ReplayLagMs: -1,

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -98,12 +99,7 @@ func (n *node) args() []string {
 		// smaller than that.
 		a = append(a, "--param", fmt.Sprintf("je.freeDisk=%d", defaultFreeDisk))
 	}
-	names := make([]string, 0, len(n.Settings))
-	for k := range n.Settings {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(n.Settings)) {
 		a = append(a, "--param", k+"="+n.Settings[k])
 	}
 	return a
@@ -228,23 +224,21 @@ func (c *cluster) procNodes() engine.ProcNodes {
 // Kill implements engine.NodeControl: SIGKILL; when the node was master,
 // the time until the others elect a new one is measured and logged.
 func (c *cluster) Kill(ctx context.Context, name string) error {
-	wasMaster := c.master() == name
-	start := time.Now()
-	if err := c.ProcNodes.Kill(ctx, name); err != nil {
-		return err
-	}
-	if wasMaster {
-		go c.watchElection(name, start)
-	}
-	return nil
+	return c.downing(name, func() error { return c.ProcNodes.Kill(ctx, name) })
 }
 
 // Stop implements engine.NodeControl: a master's clean shutdown also
 // leaves the group without a master until an election.
 func (c *cluster) Stop(ctx context.Context, name string) error {
+	return c.downing(name, func() error { return c.ProcNodes.Stop(ctx, name) })
+}
+
+// downing takes node name down with down and, when it was master, watches
+// the election that follows.
+func (c *cluster) downing(name string, down func() error) error {
 	wasMaster := c.master() == name
 	start := time.Now()
-	if err := c.ProcNodes.Stop(ctx, name); err != nil {
+	if err := down(); err != nil {
 		return err
 	}
 	if wasMaster {
@@ -254,33 +248,25 @@ func (c *cluster) Stop(ctx context.Context, name string) error {
 }
 
 // watchElection logs how long the group ran without a master after old
-// went down: until a running node says it is master.
+// went down: until a running node says it is master. It gives up when the
+// cluster closes.
 func (c *cluster) watchElection(old string, since time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), masterWait)
-	defer cancel()
-	go func() {
-		select {
-		case <-c.closed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	for ctx.Err() == nil {
+	for time.Since(since) < masterWait {
 		for _, n := range c.running() {
 			if n.Name == old {
 				continue
 			}
-			if st, err := n.stateFromSite(ctx, time.Second); err == nil && st.State == stateMaster {
+			if st, err := n.stateFromSite(context.Background(), time.Second); err == nil && st.State == stateMaster {
 				c.setMaster(n.Name)
 				fmt.Fprintf(c.log, "bdbje: %s elected master %.2f s after %s went down\n", n.Name, time.Since(since).Seconds(), old)
 				return
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-c.closed:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	select {
-	case <-c.closed:
-	default:
-		fmt.Fprintf(c.log, "bdbje: no master %s after %s went down\n", masterWait, old)
-	}
+	fmt.Fprintf(c.log, "bdbje: no master %s after %s went down\n", masterWait, old)
 }
