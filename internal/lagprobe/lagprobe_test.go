@@ -543,3 +543,39 @@ func TestSendingUnissuedSeqPanics(t *testing.T) {
 	}()
 	p.Writer(0).Sending(1, 0, true)
 }
+
+// timed is a script that reports its own read times: each poll's end
+// moved back by back (a reader across a WAN correcting for the way home).
+type timed struct {
+	*script
+	back int64
+}
+
+func (q *timed) TimedPositions(ctx context.Context, dst []int64) (int64, int64, error) {
+	start := q.clock.Load()
+	err := q.Positions(ctx, dst)
+	return start, q.clock.Load() - q.back, err
+}
+
+func TestTimedQuerierTimesAreUsed(t *testing.T) {
+	for _, back := range []int64{0, 3 * ms} {
+		p, clock, lags := virtual(1, time.Millisecond)
+		ctx, cancel := context.WithCancel(context.Background())
+		q := &timed{script: &script{p: p, clock: clock, cancel: cancel, steps: []step{
+			{vis: []int64{0}, took: 4 * ms},
+			{do: commit(0, 4*ms, true, true), took: 4 * ms},
+			{vis: []int64{1}, took: 6 * ms},
+			{},
+		}}, back: back}
+		if err := p.Watch(ctx, "r", q); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		// Seen by the poll that ends at 4+4+1(sleep)… on the virtual clock:
+		// what the querier says, minus its correction.
+		want := q.starts[2] + 6*ms - back - 4*ms
+		if got := lags[key{0, 1}]; got != want {
+			t.Errorf("back %d ms: lag %d ns, want %d (the querier's end minus COMMIT sent)", back/ms, got, want)
+		}
+	}
+}

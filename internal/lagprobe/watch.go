@@ -22,6 +22,17 @@ type Querier interface {
 	Positions(ctx context.Context, dst []int64) error
 }
 
+// TimedQuerier is a Querier that says itself when its positions were
+// read, on the probe's clock (clock.Now for a probe that has no Config.Now):
+// a reader far from the watcher — polling across a WAN, or an agent on the
+// replica's host with a clock of its own — knows better than the watcher's
+// own readings around the call. start is when the read began (the
+// positions are not older), end when the positions were known to be
+// visible; end ≥ start. The watcher uses these times instead of its own.
+type TimedQuerier interface {
+	TimedPositions(ctx context.Context, dst []int64) (start, end int64, err error)
+}
+
 // watcherNice is the watcher thread's nice value while it watches: on a
 // machine the workload saturates, a poll due every millisecond otherwise
 // waits behind the servers and the driver for its turn on a CPU, and the
@@ -184,9 +195,7 @@ func (p *Probe) WatchWith(ctx context.Context, name string, q Querier, o WatchOp
 	chained := false // this poll follows the previous one by the interval
 	for {
 		copy(dst, r.vis) // r.vis changes only on this goroutine
-		start := p.now()
-		qerr := q.Positions(ctx, dst)
-		end := p.now()
+		start, end, qerr := p.poll(ctx, q, dst)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -244,6 +253,17 @@ func (p *Probe) WatchWith(ctx context.Context, name string, q Querier, o WatchOp
 			return nil
 		}
 	}
+}
+
+// poll reads q's positions into dst and says when: its own times for a
+// TimedQuerier, the probe's clock around the call otherwise.
+func (p *Probe) poll(ctx context.Context, q Querier, dst []int64) (start, end int64, err error) {
+	if tq, ok := q.(TimedQuerier); ok {
+		return tq.TimedPositions(ctx, dst)
+	}
+	start = p.now()
+	err = q.Positions(ctx, dst)
+	return start, p.now(), err
 }
 
 // window is when the next poll is worth making: the earliest COMMIT-sent
