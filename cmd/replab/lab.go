@@ -250,6 +250,17 @@ then prints its sites, links and nodes with every default resolved.`)
 	if err != nil {
 		return err
 	}
+	if t := s.Target; t != nil {
+		fmt.Fprintf(out, "target %s: %s, %d nodes, replab's tables in schema %s (create_schema = %t, keep_schema = %t)\n", t.Name, t.Engine, len(t.Nodes), t.Schema, t.CreateSchema, t.KeepSchema)
+		for _, n := range t.Nodes {
+			how := "lag polled from this host"
+			if n.Agent != "" {
+				how = "lag from the agent at " + n.Agent
+			}
+			fmt.Fprintf(out, "node %-10s %-8s site %-8s %s %s; %s\n", n.Name, n.Role, n.Site, n.From, n.DSN, how)
+		}
+		return nil
+	}
 	fmt.Fprintf(out, "lab %s: %d sites, %d links, %d nodes\n", s.Lab.Name, len(s.Sites), len(s.Links), len(s.Nodes))
 	for _, st := range s.Sites {
 		fmt.Fprintf(out, "site %-12s %s\n", st.Name, st.Address)

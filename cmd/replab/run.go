@@ -30,7 +30,12 @@ runs warmup -> measure -> cooldown, waits for every replica to catch up, tears
 everything down and prints a summary. Results (summary.json, series CSV,
 HdrHistogram logs, the spec and the environment) go to DIR, by default
 results/<timestamp>-<lab name>/. Ctrl-C stops early; what was measured is
-still written, marked incomplete.`)
+still written, marked incomplete.
+
+A spec with [target] instead of a lab measures servers that already exist
+(docs/target.md): nothing is built, no root is needed, the topology is
+checked against what the servers say, and replab's tables live in a schema
+of their own, created only with create_schema = true and dropped at the end.`)
 	dir := fs.String("out", "", "results directory (default results/<timestamp>-<lab name>)")
 	state := fs.String("state", "", "directory for lab state and control sockets (default /run/replab)")
 	pos, err := parse(fs, args)

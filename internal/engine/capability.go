@@ -459,3 +459,25 @@ func DoNode(ctx context.Context, c Cluster, node, do string) error {
 	}
 	return fmt.Errorf("unknown node action %q: want kill, stop, start, restart, pause, resume or promote", do)
 }
+
+// LagBounder is a LagReader whose times are not the lab's one clock read
+// beside the replica: a reader polling across a WAN from the driver's
+// host, or an agent on the replica's host with a clock of its own. It
+// says how its times were corrected and how far a lag may be off.
+type LagBounder interface {
+	LagBound() LagBound
+}
+
+// LagBound is how a replica's lags were timed.
+type LagBound struct {
+	// Method: "remote-poll" (polled from the driver's host, corrected by
+	// the one-way time), "agent" (polled on the replica's host, its clock
+	// offset estimated).
+	Method string `json:"method"`
+	// CorrectionMs is what was taken off (the one-way time) or the clock
+	// offset applied, in ms.
+	CorrectionMs float64 `json:"correction_ms"`
+	// BoundMs: each lag may be off by up to ± this much because of the
+	// correction, besides the watcher's own resolution.
+	BoundMs float64 `json:"bound_ms"`
+}

@@ -183,6 +183,24 @@ type Replica struct {
 	// EngineBacklogUnit (bytes, transactions, write-sets).
 	EngineBacklogMax  int64  `json:"engine_backlog_max,omitempty"`
 	EngineBacklogUnit string `json:"engine_backlog_unit,omitempty"`
+	// LagClock is how lag was timed in target mode (engine.LagBound):
+	// absent in a lab, whose sites share one clock.
+	LagClock *LagClock `json:"lag_clock,omitempty"`
+}
+
+// LagClock says how a replica's lags were timed when its watcher did not
+// share the lab's one clock beside it (target mode).
+type LagClock struct {
+	// Method: "remote-poll" (polled from the driver's host, each poll's
+	// end moved back by the one-way time) or "agent" (polled by a replab
+	// agent on the replica's host, whose clock offset is estimated).
+	Method string `json:"method"`
+	// CorrectionMs is the one-way time taken off, or the agent's clock
+	// offset (its clock minus the driver's).
+	CorrectionMs float64 `json:"correction_ms"`
+	// BoundMs: every lag at this replica may be off by up to ± this much
+	// from the correction, besides the watcher's resolution.
+	BoundMs float64 `json:"bound_ms"`
 }
 
 // Load describes the initial data load.

@@ -156,6 +156,9 @@ func (r *run) shellFaults(since time.Time) []fault.Event {
 	from := r.phaseFrom
 	r.phaseMu.Unlock()
 	var out []fault.Event
+	if r.lab == nil {
+		return nil // target mode: no lab to break
+	}
 	for _, rec := range r.lab.FaultLog() {
 		if rec.Time.Before(since) || from.IsZero() {
 			continue

@@ -144,7 +144,9 @@ func (r *run) driverConfig() driver.Config {
 func (r *run) liveLinks() string {
 	now := time.Now()
 	out := ""
-	if em := r.lab.Emulator(); em != nil {
+	if r.lab == nil {
+		// target mode: no links of replab's
+	} else if em := r.lab.Emulator(); em != nil {
 		if r.lastBytes == nil {
 			r.lastBytes = map[string]uint64{}
 		}

@@ -22,6 +22,7 @@ import (
 	"replab/internal/monitor"
 	"replab/internal/report"
 	"replab/internal/spec"
+	"replab/internal/target"
 	"replab/internal/workload"
 )
 
@@ -99,6 +100,10 @@ func Validate(s *spec.Spec, engines *engine.Registry, workloads *workload.Regist
 func check(s *spec.Spec, opt Options, forRun bool) (engine.Engine, workload.Workload, error) {
 	errs := s.NewErrors()
 	eng, err := opt.Engines.For(s)
+	if s.Target != nil {
+		eng = target.For(s)
+		err = eng.Validate(s)
+	}
 	errs.Join(err)
 	if forRun && eng == nil && err == nil {
 		errs.Add("engine", "replab run needs [engine], [node.NAME] and [workload] tables; for a network-only lab use `replab lab check`")
@@ -200,6 +205,9 @@ type run struct {
 // data once for every measurement of this point.
 func (r *run) setup(ctx context.Context) (err error) {
 	start := time.Now()
+	if r.s.Target != nil {
+		return r.setupTarget(ctx, start)
+	}
 	fmt.Fprintf(r.log, "lab %s: building %d sites and %d links\n", r.s.Lab.Name, len(r.s.Sites), len(r.s.Links))
 	r.lab, err = lab.Up(ctx, r.s, lab.Options{StateRoot: r.opt.StateRoot, DataRoot: r.opt.DataRoot, Log: r.log,
 		SeriesCSV: r.seriesCSV(), Offline: r.opt.Offline, CaptureDir: r.dir.Path})
@@ -213,11 +221,18 @@ func (r *run) setup(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("engine %s: %w", r.eng.Kind(), err)
 	}
-	r.nodes = r.cluster.Nodes()
 	// replab fault node … from a second shell, while the run holds the
 	// cluster.
 	cluster := r.cluster
 	r.lab.SetNodeControl(func(ctx context.Context, node, do string) error { return engine.DoNode(ctx, cluster, node, do) })
+	return r.prepare(ctx, start)
+}
+
+// prepare finds the cluster's sources, replicas and lag stamps, creates
+// the schema, loads the data and applies the links: setup once the
+// cluster is there.
+func (r *run) prepare(ctx context.Context, start time.Time) (err error) {
+	r.nodes = r.cluster.Nodes()
 	if len(r.nodes) > 0 {
 		r.env = report.CaptureEnvironment(r.opt.Version, r.nodes[0].Version)
 	}
@@ -236,8 +251,12 @@ func (r *run) setup(ctx context.Context) (err error) {
 	if err := r.createSchema(ctx); err != nil {
 		return err
 	}
-	if err := r.load(ctx, r.sources[0]); err != nil {
-		return err
+	if ld, ok := r.cluster.(interface{ Loads() bool }); !ok || ld.Loads() {
+		if err := r.load(ctx, r.sources[0]); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(r.log, "using the data in the existing tables as it is (nothing loaded)\n")
 	}
 	if err := r.shapeForMeasuring(ctx); err != nil {
 		return err
@@ -310,6 +329,9 @@ func (r *run) createSchema(ctx context.Context) error {
 // teardown stops the cluster and removes the lab.
 func (r *run) teardown() error {
 	if r.lab == nil {
+		if r.cluster != nil {
+			return r.cluster.Close() // a target: replab's schema goes
+		}
 		return nil
 	}
 	fmt.Fprintf(r.log, "lab %s: tearing down\n", r.s.Lab.Name)
@@ -454,13 +476,17 @@ func (r *run) watch(ctx context.Context) (stop func() error, err error) {
 	var mu sync.Mutex
 	var errs []error
 	var readers []engine.LagReader
+	var watched []string // readers[i] watches watched[i]
 	var once sync.Once
 	var joined error
 	stop = func() error {
 		once.Do(func() {
 			cancel()
 			wg.Wait()
-			for _, rd := range readers {
+			for i, rd := range readers {
+				if lc := lagClock(rd); lc != nil && r.sum.Replicas[watched[i]] != nil {
+					r.sum.Replicas[watched[i]].LagClock = lc
+				}
 				_ = rd.Close()
 			}
 			joined = errors.Join(errs...)
@@ -470,7 +496,6 @@ func (r *run) watch(ctx context.Context) (stop func() error, err error) {
 	if r.stamps == nil {
 		return stop, nil
 	}
-	var watched []string
 	for _, n := range r.replicas {
 		rd, err := r.stamps.LagReader(ctx, n.Name)
 		if err != nil {

@@ -31,6 +31,9 @@ func (r *run) ownWriters(node string) func(int) bool {
 }
 
 func (r *run) clientSite() string {
+	if r.s.Target != nil {
+		return r.targetSite()
+	}
 	if r.s.Run.Client != "" {
 		return r.s.Run.Client
 	}
@@ -58,6 +61,10 @@ func (r *run) hasNode(site string) bool {
 // dialer makes connections from the client's site; in an offline lab
 // (no namespaces), from this process.
 func (r *run) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if r.lab == nil {
+		var d net.Dialer // target mode: from this host
+		return d.DialContext
+	}
 	if st := r.lab.Site(r.client); st != nil && !r.opt.Offline {
 		return st.DialContext
 	}
@@ -171,7 +178,7 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 
 // siteDo runs functions inside a site's namespace; nil offline.
 func (r *run) siteDo() func(site string, f func() error) error {
-	if r.opt.Offline {
+	if r.opt.Offline || r.lab == nil {
 		return nil
 	}
 	return func(site string, f func() error) error {

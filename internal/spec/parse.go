@@ -33,7 +33,7 @@ var (
 )
 
 var (
-	topKeys  = []string{"lab", "site", "link", "engine", "node", "storage", "scheme", "workload", "run", "fault", "sweep"}
+	topKeys  = []string{"lab", "site", "link", "engine", "node", "storage", "scheme", "workload", "run", "fault", "sweep", "target"}
 	labKeys  = []string{"name", "subnet", "seed"}
 	siteKeys = []string{"address", "tcp_congestion", "tcp_rmem", "tcp_wmem", "rmem_max", "wmem_max",
 		"tcp_window_scaling", "tcp_slow_start_after_idle", "cpu", "memory"}
@@ -171,6 +171,7 @@ func (c *decoder) spec() *Spec {
 	s.Storages = c.storages(root, s)
 	c.cluster(root, s)
 	c.nodeStorage(s)
+	c.target(root, s)
 	c.workloadAndRun(root, s)
 	s.Faults = c.faults(root, s)
 	c.sweep(root, s)
@@ -181,8 +182,11 @@ func (c *decoder) lab(root map[string]any) Lab {
 	lab := Lab{Subnet: DefaultSubnet, Seed: DefaultSeed}
 	p := path{"lab"}
 	v, present := root["lab"]
+	if _, target := root["target"]; !present && target {
+		return lab // target mode: [target] names the results
+	}
 	if !present {
-		c.errs = append(c.errs, &Error{File: c.file, Line: 1, Msg: `missing [lab] table; start the spec with [lab] and name = "my-lab"`})
+		c.errs = append(c.errs, &Error{File: c.file, Line: 1, Msg: `missing [lab] table; start the spec with [lab] and name = "my-lab" (or, to measure servers that exist, with [target]: see docs/target.md)`})
 		return lab
 	}
 	m, ok := c.table(p, v, `write [lab] with name = "my-lab"`)
@@ -223,6 +227,9 @@ func (c *decoder) lab(root map[string]any) Lab {
 func (c *decoder) sites(root map[string]any, subnet netip.Prefix) []Site {
 	p := path{"site"}
 	v, present := root["site"]
+	if _, target := root["target"]; !present && target {
+		return nil // target mode: no lab
+	}
 	if !present {
 		c.errs = append(c.errs, &Error{File: c.file, Line: 1, Msg: "no sites; define at least two, like [site.primary] and [site.replica]"})
 		return nil

@@ -43,7 +43,7 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 				c.failAt(p, `kind is required, e.g. kind = "personnel"`)
 			}
 			s.Workload = w
-			if s.Engine == nil {
+			if s.Engine == nil && s.Target == nil {
 				c.failAt(p, `a workload needs an engine and nodes: add [engine] with kind = "postgres" and [node.NAME] tables`)
 			}
 		}
@@ -127,6 +127,9 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 	}
 	if v, ok := c.get(p, m, "client", kString, `a site name like "primary"`); ok {
 		c.remember(s, p.child("client"))
+		if s.Target != nil {
+			c.fail(p.child("client"), v, "in target mode replab runs where it is started: say where that is with [target] site")
+		}
 		name := strings.TrimSpace(v.(string))
 		found := false
 		var names []string
@@ -134,7 +137,7 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 			names = append(names, st.Name)
 			found = found || st.Name == name
 		}
-		if !found {
+		if !found && s.Target == nil {
 			c.fail(p.child("client"), v, "unknown site%s; defined sites: %s", didYouMean(name, names), strings.Join(names, ", "))
 		}
 		r.Client = name

@@ -23,6 +23,10 @@ type Spec struct {
 	// nodes' files live (Node.Storage names one).
 	Storages []Storage
 
+	// Target, when set, names existing servers to measure instead of a
+	// lab (target mode): Sites, Links, Engine and Nodes are then empty.
+	Target *Target
+
 	Workload *Workload // nil when the spec has no [workload]
 	Run      Run
 	Faults   []Fault      // [[fault]] tables, in the order written

@@ -1,0 +1,112 @@
+// Package target is target mode: the same workload, lag probe and report
+// as a lab run, against servers that already exist ([target] in a spec).
+// It builds nothing and needs no root. It checks the topology it was told
+// against what the servers report, creates replab's tables only where it
+// was allowed to (in a schema of their own, dropped at the end), and reads
+// lag from the driver's host — corrected by the one-way time and bounded —
+// or through a replab agent beside each replica.
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+
+	"replab/internal/engine"
+	"replab/internal/lab"
+	"replab/internal/spec"
+)
+
+// Engine is a spec's [target] as an engine.Engine, so that the runner
+// checks its workload in the target's dialect like any other. Up is not
+// how a target starts: see Connect.
+type Engine struct {
+	kind string // the target's engine, "postgres" or "mariadb"
+}
+
+// For is the target engine of a spec with [target]; nil without.
+func For(s *spec.Spec) engine.Engine {
+	if s.Target == nil {
+		return nil
+	}
+	return Engine{kind: s.Target.Engine}
+}
+
+// Kind implements engine.Engine.
+func (e Engine) Kind() string { return "target " + e.kind }
+
+// Dialect implements engine.Dialecter.
+func (e Engine) Dialect() string {
+	if e.kind == "mariadb" {
+		return "mysql"
+	}
+	return "postgres"
+}
+
+// Up implements engine.Engine; a target is connected to, not built.
+func (e Engine) Up(context.Context, *lab.Lab, io.Writer) (engine.Cluster, error) {
+	return nil, errors.New("a target is not built in a lab: use target.Connect")
+}
+
+// Validate implements engine.Engine: what can be checked without the
+// servers — connection strings that parse and carry no password, a
+// supported engine.
+func (e Engine) Validate(s *spec.Spec) error {
+	errs := s.NewErrors()
+	t := s.Target
+	if t == nil {
+		return nil
+	}
+	if t.Engine == "mariadb" {
+		errs.Add("target.engine", `target mode reads PostgreSQL clusters so far; MariaDB targets are not supported yet`)
+	}
+	for _, n := range t.Nodes {
+		field := "target.node." + n.Name + ".dsn"
+		if hasPassword(n.DSN) {
+			errs.Add(field, "the connection string carries a password, and the spec is kept with the results: remove it and give the password in the environment (PGPASSWORD, ~/.pgpass) or with [target] password_file")
+			continue
+		}
+		if _, err := parseDSN(n.DSN); err != nil {
+			errs.Add(field, "%v", err)
+		}
+	}
+	return errs.Err()
+}
+
+var kvPasswordRE = regexp.MustCompile(`(^|\s)password\s*=`)
+
+// hasPassword says whether a libpq connection string (key=value or URL)
+// carries a password.
+func hasPassword(dsn string) bool {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return strings.Contains(dsn, "password")
+		}
+		if _, set := u.User.Password(); set {
+			return true
+		}
+		return u.Query().Has("password")
+	}
+	return kvPasswordRE.MatchString(dsn)
+}
+
+// readSecret reads a one-line secret file (a password, a token): its
+// first line, without the newline.
+func readSecret(path, what string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	line = strings.TrimRight(line, "\r")
+	if line == "" {
+		return "", fmt.Errorf("%s: %s is empty", what, path)
+	}
+	return line, nil
+}
