@@ -399,6 +399,9 @@ func PrintSummary(w io.Writer, s *Summary) {
 	if note := LagSampleNote(s); note != "" {
 		fmt.Fprintf(w, "  %s\n", note)
 	}
+	for _, line := range LagClockNotes(s) {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
 	if few := fewLagSamples(s); few != "" {
 		fmt.Fprintf(w, "  warning: %s\n", few)
 	}
@@ -630,6 +633,28 @@ func LagSampleNote(s *Summary) string {
 		return fmt.Sprintf("lag tracked for every Nth transaction of each user, N from %d to %d by repetition (%s)", lo, hi, how)
 	}
 	return ""
+}
+
+// LagClockNotes say, per replica in target mode, how its lags were timed
+// and how far they may be off.
+func LagClockNotes(s *Summary) []string {
+	var out []string
+	for _, n := range slices.Sorted(maps.Keys(s.Replicas)) {
+		r := s.Replicas[n]
+		if r == nil || r.LagClock == nil {
+			continue
+		}
+		lc := r.LagClock
+		switch lc.Method {
+		case "remote-poll":
+			out = append(out, fmt.Sprintf("lag at %s polled from this host: %.2f ms one-way taken off each poll, ± %.2f ms (half the spread of poll round trips)", n, lc.CorrectionMs, lc.BoundMs))
+		case "agent":
+			out = append(out, fmt.Sprintf("lag at %s polled by its agent: clock offset %+.2f ms, ± %.2f ms", n, lc.CorrectionMs, lc.BoundMs))
+		default:
+			out = append(out, fmt.Sprintf("lag at %s: %s, %.2f ms, ± %.2f ms", n, lc.Method, lc.CorrectionMs, lc.BoundMs))
+		}
+	}
+	return out
 }
 
 // ordinal writes 2nd, 3rd, 4th, 11th, 21st.

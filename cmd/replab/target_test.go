@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"replab/internal/engine"
+	"replab/internal/engine/postgres/pgtest"
+	"replab/internal/lab"
+	"replab/internal/report"
+)
+
+// The target-mode tests measure a lab's PostgreSQL cluster as a user
+// measures a remote one: the replab binary runs in a site of its own, as
+// an unprivileged user, against the servers' addresses.
+
+// targetLab is a primary with two standbys, and a client site with links
+// to each. Client → primary is 5 ms, primary → eu 15 ms, primary → asia
+// 30 ms: a change committed from the client is visible at e1 about 20 ms
+// after COMMIT is sent, at a1 about 35 ms. The client's links to the
+// replicas are slower than the way through the primary, so that the lab
+// routes replication directly.
+const targetLab = `
+[lab]
+name = "NAME"
+
+[site.primary]
+[site.eu]
+[site.asia]
+[site.client]
+
+[[link]]
+sites = ["primary", "eu"]
+delay = "15ms"
+
+[[link]]
+sites = ["primary", "asia"]
+delay = "30ms"
+
+[[link]]
+sites = ["client", "primary"]
+delay = "5ms"
+
+[[link]]
+sites = ["client", "eu"]
+delay = "20ms"
+
+[[link]]
+sites = ["client", "asia"]
+delay = "35ms"
+
+[engine]
+kind = "postgres"
+
+[node.p1]
+site = "primary"
+role = "primary"
+
+[node.e1]
+site = "eu"
+role = "standby"
+from = "p1"
+
+[node.a1]
+site = "asia"
+role = "standby"
+from = "p1"
+`
+
+// targetRun is the same workload and run for the lab and the target.
+const targetRun = `
+[workload]
+kind = "personnel"
+
+[run]
+users = 4
+rate = "40/s"
+warmup = "3s"
+duration = "8s"
+cooldown = "1s"
+lag_sample = 1
+`
+
+// oneWay is the configured one-way delay from the client to each replica:
+// what the remote poll's correction must find.
+var oneWay = map[string]time.Duration{"e1": 20 * time.Millisecond, "a1": 35 * time.Millisecond}
+
+// targetSpec writes a [target] spec for the lab's nodes; edit changes
+// its text (a wrong topology, another DSN) before it is written.
+func targetSpec(t *testing.T, dir string, nodes []engine.Node, head string, edit func(string) string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(head)
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "\n[target.node.%s]\nrole = %q\ndsn = %q\nsite = %q\n", n.Name, n.Role, n.DSN, n.Site)
+		if n.From != "" {
+			fmt.Fprintf(&b, "from = %q\n", n.From)
+		}
+	}
+	b.WriteString(targetRun)
+	text := b.String()
+	if edit != nil {
+		text = edit(text)
+	}
+	f, err := os.CreateTemp(dir, "target-*.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Chmod(0o644)
+	return f.Name()
+}
+
+// runInSite runs the replab binary in site's namespace as nobody: a user
+// on a host of the client's site, without root.
+func runInSite(t *testing.T, l *lab.Lab, site string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	st := l.Site(site)
+	if st == nil {
+		t.Fatalf("no site %s", site)
+	}
+	all := append([]string{"netns", "exec", st.Netns, "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", binPath}, args...)
+	cmd := exec.CommandContext(ctx, "ip", all...)
+	cmd.Dir = os.TempDir()
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run replab %v: %v", args, err)
+	}
+	return string(out), 0
+}
+
+// openDir is a directory nobody may write results into.
+func openDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	if err := os.Chmod(d, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for p := filepath.Dir(d); p != "/" && p != "."; p = filepath.Dir(p) {
+		_ = os.Chmod(p, 0o755) // t.TempDir's parents are 0700
+		if p == os.TempDir() {
+			break
+		}
+	}
+	return d
+}
+
+func readSummary(t *testing.T, dir string) *report.Summary {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s report.Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+// schemas lists the schemas at the primary that are not PostgreSQL's own.
+func schemas(t *testing.T, l *lab.Lab, p engine.Node) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, pgtest.ConnConfig(t, l, p, p.Site))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\_%' AND nspname NOT IN ('information_schema', 'public') ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func execAt(t *testing.T, l *lab.Lab, n engine.Node, stmts ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, pgtest.ConnConfig(t, l, n, n.Site))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range stmts {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// TestTargetMode: a lab-mode run of the cluster first, for the lag it
+// measures with one clock beside each replica; then the same cluster
+// measured in target mode from the client site by nobody: bad specs
+// refused with clear errors and nothing changed, then a run whose lag,
+// polled across the links and corrected, agrees with the lab's.
+func TestTargetMode(t *testing.T) {
+	requireRoot(t)
+	pgtest.Require(t)
+
+	// The lab's own measurement, as replab run does it.
+	// The lab's users run in the client site too.
+	labSpec, _ := writeSpecText(t, "tl", targetLab+strings.Replace(targetRun, "[run]\n", "[run]\nclient = \"client\"\n", 1))
+	labOut := t.TempDir()
+	out, code := replab(t, "", "run", labSpec, "--out", labOut)
+	if code != 0 {
+		t.Fatalf("lab-mode run: exit %d\n%s", code, out)
+	}
+	labSum := readSummary(t, labOut)
+
+	l, c := pgtest.Up(t, "tg", targetLab)
+	nodes := c.Nodes()
+	primary := engine.Sources(nodes)[0]
+	var e1 engine.Node
+	for _, n := range nodes {
+		if n.Name == "e1" {
+			e1 = n
+		}
+	}
+	if !strings.Contains(e1.DSN, "port=5432") {
+		t.Fatalf("e1's DSN %q: the test changes its port=5432", e1.DSN)
+	}
+	dir := openDir(t)
+	head := "[target]\nname = \"tg\"\nengine = \"postgres\"\nsite = \"client\"\ncreate_schema = true\n"
+
+	refused := []struct {
+		name string
+		head string
+		edit func(string) string
+		want []string
+	}{
+		{"wrong topology", head, func(s string) string {
+			i := strings.LastIndex(s, `from = "p1"`) // a1's, the last node
+			return s[:i] + `from = "e1"` + s[i+len(`from = "p1"`):]
+		}, []string{"node a1 (", "the spec says it replicates from e1", "that is node p1"}},
+		{"unreachable node", head, func(s string) string {
+			return strings.Replace(s, e1.DSN, strings.Replace(e1.DSN, "port=5432", "port=5999", 1), 1)
+		}, []string{fmt.Sprintf("node e1 (%s:5999): cannot connect", e1.Addr.Addr())}},
+		{"missing permission", head, func(s string) string { return strings.ReplaceAll(s, "user=postgres", "user=tg_reader") },
+			[]string{"user tg_reader may not create schemas in database replab", "GRANT CREATE ON DATABASE replab TO tg_reader"}},
+		{"existing table", head, nil, []string{"schema replab exists and holds tables (mine)", "will not overwrite"}},
+		{"no schema, may not create", strings.Replace(head, "create_schema = true", "create_schema = false", 1), nil,
+			[]string{"schema replab does not exist, and replab may not create it"}},
+	}
+	// A role that may log in and read replication state, but not create.
+	execAt(t, l, primary, `CREATE ROLE tg_reader LOGIN`, `GRANT pg_monitor TO tg_reader`)
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "existing table" {
+				execAt(t, l, primary, `CREATE SCHEMA replab`, `CREATE TABLE replab.mine (k int PRIMARY KEY)`, `INSERT INTO replab.mine VALUES (7)`)
+				defer execAt(t, l, primary, `DROP SCHEMA replab CASCADE`)
+			}
+			before := schemas(t, l, primary)
+			spec := targetSpec(t, dir, nodes, tc.head, tc.edit)
+			out, code := runInSite(t, l, "client", "run", spec, "--out", filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")))
+			if code == 0 {
+				t.Fatalf("exit 0, want a refusal\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(out, "goroutine ") || strings.Contains(out, "panic") {
+				t.Errorf("a stack trace for a user error:\n%s", out)
+			}
+			if after := schemas(t, l, primary); strings.Join(after, ",") != strings.Join(before, ",") {
+				t.Errorf("schemas at the primary went from %v to %v: a refused run changed the server", before, after)
+			}
+		})
+	}
+	if t.Failed() {
+		return
+	}
+
+	// The measurement, lag polled from the client site.
+	spec := targetSpec(t, dir, nodes, head, nil)
+	res := filepath.Join(dir, "remote")
+	out, code = runInSite(t, l, "client", "run", spec, "--out", res)
+	if code != 0 {
+		t.Fatalf("target run: exit %d\n%s", code, out)
+	}
+	if got := schemas(t, l, primary); len(got) != 0 {
+		t.Errorf("schemas left at the primary after the run: %v", got)
+	}
+	sum := readSummary(t, res)
+	if !sum.Complete || sum.Transactions == 0 {
+		t.Fatalf("target run: complete %v, %d transactions", sum.Complete, sum.Transactions)
+	}
+	for name, ow := range oneWay {
+		rep, lr := sum.Replicas[name], labSum.Replicas[name]
+		if rep == nil || lr == nil || rep.LagClock == nil {
+			t.Fatalf("replica %s: target %+v, lab %+v: want both, the target's with lag_clock", name, rep, lr)
+		}
+		lc := rep.LagClock
+		if lc.Method != "remote-poll" {
+			t.Errorf("%s: lag clock %q, want remote-poll", name, lc.Method)
+		}
+		// Half the smallest poll round trip: the configured one-way delay
+		// plus a little of the server's and the machine's time.
+		if want := float64(ow) / 1e6; lc.CorrectionMs < want-0.5 || lc.CorrectionMs > want+10 {
+			t.Errorf("%s: one-way correction %.2f ms, want the link's %.0f ms (+ up to 10 ms)", name, lc.CorrectionMs, want)
+		}
+		// The remote lag is an upper bound late by up to one poll interval
+		// (a round trip to the replica) and the correction's bound; the
+		// lab's by up to its own interval.
+		diff := rep.LagMs.P50 - lr.LagMs.P50
+		slack := lc.BoundMs + 2
+		if diff < -slack || diff > rep.ResolutionMs+lr.ResolutionMs+slack {
+			t.Errorf("%s: lag p50 %.2f ms in target mode, %.2f ms in the lab (bound ± %.2f ms, resolutions %.2f and %.2f ms): they disagree",
+				name, rep.LagMs.P50, lr.LagMs.P50, lc.BoundMs, rep.ResolutionMs, lr.ResolutionMs)
+		}
+		if math.IsNaN(diff) {
+			t.Errorf("%s: no lag", name)
+		}
+		t.Logf("%s: lag p50 target %.2f ms (resolution %.2f, correction %.2f ± %.2f), lab %.2f ms", name, rep.LagMs.P50, rep.ResolutionMs, lc.CorrectionMs, lc.BoundMs, lr.LagMs.P50)
+	}
+}
+
+// writeSpecText writes spec text under a unique lab name (its [lab] says
+// name = "NAME").
+func writeSpecText(t *testing.T, prefix, text string) (path, name string) {
+	t.Helper()
+	name = fmt.Sprintf("c%s-%d-%04x", prefix, os.Getpid()%10000, time.Now().UnixNano()%0x10000)
+	path = filepath.Join(t.TempDir(), "lab.toml")
+	if err := os.WriteFile(path, []byte(strings.Replace(text, `name = "NAME"`, fmt.Sprintf("name = %q", name), 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, name
+}
