@@ -24,6 +24,8 @@ func TestDocsCoverTheVocabulary(t *testing.T) {
 	words = append(words, FaultDos...)
 	words = append(words, storageKeys...)
 	words = append(words, StorageKinds...)
+	words = append(words, targetKeys...)
+	words = append(words, targetNodeKeys...)
 	for _, w := range words {
 		if !strings.Contains(doc, "`"+w+"`") {
 			t.Errorf("docs/spec.md does not mention `%s`", w)
