@@ -44,7 +44,7 @@ func TestTargetParses(t *testing.T) {
 func TestTargetErrors(t *testing.T) {
 	cases := []struct {
 		name, edit, with string
-		want         []string
+		want             []string
 	}{
 		{"lab tables", `engine = "postgres"`, "engine = \"postgres\"\n[site.a]\n", nil},
 		{"unknown engine", `engine = "postgres"`, `engine = "oracle"`, []string{`t.toml:3: target.engine = "oracle": unknown engine; target mode reads: postgres, mariadb`}},

@@ -34,6 +34,11 @@ type Cluster struct {
 	mu      sync.Mutex
 	created bool // replab created t.Schema: Close drops it (unless keep_schema)
 	closed  bool
+
+	// stateMu guards state: one connection per node kept for the
+	// monitor's reads each second (a new one would cost round trips).
+	stateMu sync.Mutex
+	state   map[string]*pgx.Conn
 }
 
 // fact is what a server says of itself.
@@ -471,16 +476,38 @@ func (c *Cluster) WaitFlowing(ctx context.Context) error {
 
 func (c *Cluster) primaryLSN(ctx context.Context) (string, error) {
 	p := c.primary()
-	conn, err := c.connect(ctx, p)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(context.Background())
 	var lsn string
-	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&lsn); err != nil {
+	err := c.withState(ctx, p, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&lsn)
+	})
+	if err != nil {
 		return "", fmt.Errorf("node %s: read its WAL position: %w", c.where(p), err)
 	}
 	return lsn, nil
+}
+
+// withState runs f on node's kept connection, made on first use and
+// dropped when f fails (the next call makes a new one).
+func (c *Cluster) withState(ctx context.Context, node string, f func(*pgx.Conn) error) error {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	if c.state == nil {
+		c.state = map[string]*pgx.Conn{}
+	}
+	conn := c.state[node]
+	if conn == nil {
+		var err error
+		if conn, err = c.connect(ctx, node); err != nil {
+			return err
+		}
+		c.state[node] = conn
+	}
+	if err := f(conn); err != nil {
+		conn.Close(context.Background())
+		delete(c.state, node)
+		return err
+	}
+	return nil
 }
 
 // ReplicationState implements engine.Cluster, read at each standby: what
@@ -493,16 +520,13 @@ func (c *Cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 	}
 	var out []engine.ReplicaState
 	for _, n := range engine.Replicas(c.nodes) {
-		conn, err := c.connect(ctx, n.Name)
-		if err != nil {
-			return nil, err
-		}
 		r := engine.ReplicaState{Node: n.Name, From: n.From, Kind: "physical", BacklogUnit: engine.UnitBytes, ReplayLagMs: -1}
 		var recv, replay string
-		err = conn.QueryRow(ctx, `SELECT coalesce((SELECT status FROM pg_stat_wal_receiver), 'stopped'),
+		err := c.withState(ctx, n.Name, func(conn *pgx.Conn) error {
+			return conn.QueryRow(ctx, `SELECT coalesce((SELECT status FROM pg_stat_wal_receiver), 'stopped'),
 			coalesce(pg_last_wal_receive_lsn()::text, ''), coalesce(pg_last_wal_replay_lsn()::text, ''),
 			coalesce(pg_wal_lsn_diff($1::pg_lsn, pg_last_wal_replay_lsn()), 0)::bigint`, lsn).Scan(&r.State, &recv, &replay, &r.Backlog)
-		conn.Close(context.Background())
+		})
 		if err != nil {
 			return nil, fmt.Errorf("node %s: read its replication state: %w", c.where(n.Name), err)
 		}
@@ -524,6 +548,12 @@ func (c *Cluster) Processes(context.Context) ([]engine.Process, error) { return 
 // Close implements engine.Cluster: drops the schema replab created
 // (unless keep_schema). Safe to call more than once.
 func (c *Cluster) Close() error {
+	c.stateMu.Lock()
+	for _, conn := range c.state {
+		conn.Close(context.Background())
+	}
+	c.state = nil
+	c.stateMu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || !c.created || c.t.KeepSchema {
