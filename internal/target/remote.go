@@ -2,7 +2,10 @@ package target
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"sync"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -106,7 +109,49 @@ func (c *Cluster) LagReader(ctx context.Context, node string) (engine.LagReader,
 	return r, nil
 }
 
+// agentToken is the token the nodes' agents expect: [target]
+// agent_token_file, else REPLAB_AGENT_TOKEN.
+func (c *Cluster) agentToken() (string, error) {
+	if c.t.AgentTokenFile != "" {
+		return readSecret(c.t.AgentTokenFile, "[target] agent_token_file")
+	}
+	if tok := os.Getenv("REPLAB_AGENT_TOKEN"); tok != "" {
+		return tok, nil
+	}
+	return "", errors.New("nodes have agents, but no token was given: set [target] agent_token_file or REPLAB_AGENT_TOKEN")
+}
+
+// checkAgents reads the agents' token and makes sure each agent answers
+// and accepts it, before anything is changed.
+func (c *Cluster) checkAgents(ctx context.Context) error {
+	var agents []spec.TargetNode
+	for _, n := range c.t.Nodes {
+		if n.Agent != "" {
+			agents = append(agents, n)
+		}
+	}
+	if len(agents) == 0 {
+		return nil
+	}
+	tok, err := c.agentToken()
+	if err != nil {
+		return err
+	}
+	c.token = tok
+	return engine.Each(agents, func(n spec.TargetNode) error {
+		cl, err := c.dialAgent(ctx, n)
+		if err != nil {
+			return err
+		}
+		return cl.Close()
+	})
+}
+
 // agentReader is filled in with the agent client.
 func (c *Cluster) agentReader(ctx context.Context, n spec.TargetNode) (engine.LagReader, error) {
+	return nil, fmt.Errorf("node %s: agents are not wired yet", n.Name)
+}
+
+func (c *Cluster) dialAgent(ctx context.Context, n spec.TargetNode) (io.Closer, error) {
 	return nil, fmt.Errorf("node %s: agents are not wired yet", n.Name)
 }

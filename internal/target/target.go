@@ -62,11 +62,18 @@ func (e Engine) Validate(s *spec.Spec) error {
 	if t == nil {
 		return nil
 	}
-	if t.Engine == "mariadb" {
-		errs.Add("target.engine", `target mode reads PostgreSQL clusters so far; MariaDB targets are not supported yet`)
-	}
 	for _, n := range t.Nodes {
 		field := "target.node." + n.Name + ".dsn"
+		if t.Engine == "mariadb" {
+			cfg, err := parseMySQLDSN(n.DSN)
+			switch {
+			case err != nil:
+				errs.Add(field, "%v", err)
+			case cfg.Passwd != "":
+				errs.Add(field, "the connection string carries a password, and the spec is kept with the results: remove it and give the password with [target] password_file")
+			}
+			continue
+		}
 		if hasPassword(n.DSN) {
 			errs.Add(field, "the connection string carries a password, and the spec is kept with the results: remove it and give the password in the environment (PGPASSWORD, ~/.pgpass) or with [target] password_file")
 			continue

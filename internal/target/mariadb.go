@@ -1,0 +1,342 @@
+package target
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-sql-driver/mysql"
+
+	"replab/internal/engine"
+	"replab/internal/spec"
+)
+
+// mariadb is a MariaDB primary and its replicas (binlog replication);
+// replab's "schema" is a database of its own.
+type mariadb struct {
+	t   *spec.Target
+	cfg map[string]*mysql.Config
+
+	mu   sync.Mutex
+	kept map[string]*sql.DB // one connection each, for the reads made every second
+}
+
+func newMariaDB(t *spec.Target, password string) (*mariadb, error) {
+	m := &mariadb{t: t, cfg: map[string]*mysql.Config{}, kept: map[string]*sql.DB{}}
+	for _, n := range t.Nodes {
+		cfg, err := parseMySQLDSN(n.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		if password != "" {
+			cfg.Passwd = password
+		}
+		cfg.Timeout = t.ConnectTimeout
+		m.cfg[n.Name] = cfg
+	}
+	return m, nil
+}
+
+// parseMySQLDSN parses go-sql-driver/mysql's DSN form.
+func parseMySQLDSN(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("not a MariaDB connection string (%v); want the form user@tcp(host:3306)/dbname", err)
+	}
+	if cfg.Net != "tcp" {
+		return nil, fmt.Errorf("connection string uses %q; target mode reaches servers over tcp: user@tcp(host:3306)/dbname", cfg.Net)
+	}
+	return cfg, nil
+}
+
+func (m *mariadb) dialect() string { return "mysql" }
+
+func (m *mariadb) addr(node string) (string, int) {
+	host, port, err := net.SplitHostPort(m.cfg[node].Addr)
+	if err != nil {
+		return m.cfg[node].Addr, 3306
+	}
+	p, _ := strconv.Atoi(port)
+	return host, p
+}
+
+func (m *mariadb) user(node string) (string, string) { return m.cfg[node].User, m.cfg[node].DBName }
+
+// db is node's kept pool of one connection.
+func (m *mariadb) db(node string) (*sql.DB, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if db := m.kept[node]; db != nil {
+		return db, nil
+	}
+	conn, err := mysql.NewConnector(m.cfg[node])
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(1)
+	m.kept[node] = db
+	return db, nil
+}
+
+// explain says a driver error in a user's words.
+func explainMySQL(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1045 {
+		return fmt.Errorf("the server refused the connection: %s (check the dsn's user, the password in the environment or password_file, and the user's host)", me.Message)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, mysql.ErrInvalidConn) {
+		return fmt.Errorf("cannot connect: %w (check the address, that the server runs and listens there, and that this host may reach it)", err)
+	}
+	return err
+}
+
+// slaveStatus is SHOW ALL SLAVES STATUS's first row by column, empty on a
+// server that replicates from nobody.
+func slaveStatus(ctx context.Context, db *sql.DB) (map[string]string, error) {
+	rows, err := db.QueryContext(ctx, "SHOW ALL SLAVES STATUS")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	if !rows.Next() {
+		return out, rows.Err()
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	for i, c := range cols {
+		out[c] = vals[i].String
+	}
+	return out, rows.Err()
+}
+
+func (m *mariadb) facts(ctx context.Context, node string) (fact, error) {
+	db, err := m.db(node)
+	if err != nil {
+		return fact{}, err
+	}
+	var f fact
+	var user string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION(), CURRENT_USER()").Scan(&f.version, &user); err != nil {
+		return f, explainMySQL(err)
+	}
+	f.version = "MariaDB " + f.version
+	st, err := slaveStatus(ctx, db)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1142) {
+		name, _, _ := strings.Cut(user, "@")
+		return f, fmt.Errorf("user %s may not read where the server replicates from (SHOW ALL SLAVES STATUS): GRANT SLAVE MONITOR ON *.* TO %s", user, name)
+	}
+	if err != nil {
+		return f, fmt.Errorf("SHOW ALL SLAVES STATUS: %w", err)
+	}
+	if len(st) == 0 {
+		return f, nil
+	}
+	f.replica = true
+	f.senderHost = st["Master_Host"]
+	f.senderPort, _ = strconv.Atoi(st["Master_Port"])
+	if st["Slave_IO_Running"] == "Yes" {
+		f.receiver = "Yes"
+	}
+	return f, nil
+}
+
+func (m *mariadb) schema(ctx context.Context, primary string) (schemaState, error) {
+	st := schemaState{mayCreate: true} // only CREATE DATABASE tells; refused, it changes nothing
+	db, err := m.db(primary)
+	if err != nil {
+		return st, err
+	}
+	var n int
+	var tables sql.NullString
+	err = db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?),
+		(SELECT GROUP_CONCAT(TABLE_NAME ORDER BY TABLE_NAME SEPARATOR ', ') FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?)`,
+		m.t.Schema, m.t.Schema).Scan(&n, &tables)
+	st.exists, st.tables = n > 0, tables.String
+	return st, err
+}
+
+func (m *mariadb) tables(ctx context.Context, primary string) ([]string, error) {
+	db, err := m.db(primary)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT LOWER(TABLE_NAME) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?`, m.t.Schema)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// create: MariaDB's DDL is not transactional, so the database is made
+// first and, from then on, dropped at the end whatever fails.
+func (m *mariadb) create(ctx context.Context, primary string, s engine.Schema, exists bool, made func()) error {
+	connector, err := mysql.NewConnector(m.cfg[primary])
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return explainMySQL(err)
+	}
+	defer conn.Close()
+	name := "`" + m.t.Schema + "`" // schemaRE allows no backquote
+	if !exists {
+		if _, err := conn.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+			var me *mysql.MySQLError
+			if errors.As(err, &me) && me.Number == 1044 {
+				user, _ := m.user(primary)
+				return fmt.Errorf("user %s may not create databases: GRANT CREATE, DROP ON %s.* TO %s (and ALL on it, for the workload's tables), or create database %s with replab's tables yourself and set create_schema = false", user, name, user, m.t.Schema)
+			}
+			return fmt.Errorf("CREATE DATABASE %s: %w", name, err)
+		}
+		made()
+	}
+	stmts := []string{"USE " + name}
+	for _, t := range s.Tables {
+		ddl, ok := t.Create["mysql"]
+		if !ok {
+			return fmt.Errorf("table %s has no MariaDB definition", t.Name)
+		}
+		stmts = append(stmts, ddl)
+		stmts = append(stmts, t.Indexes["mysql"]...)
+	}
+	for _, q := range stmts {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", firstWords(q), err)
+		}
+	}
+	return nil
+}
+
+func (m *mariadb) open(node string) (*sql.DB, error) {
+	cfg := m.cfg[node].Clone()
+	cfg.DBName = m.t.Schema
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(conn), nil
+}
+
+// position is the primary's binlog GTID position.
+func (m *mariadb) position(ctx context.Context, primary string) (string, error) {
+	db, err := m.db(primary)
+	if err != nil {
+		return "", err
+	}
+	var pos string
+	err = db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos)
+	return pos, err
+}
+
+func (m *mariadb) reached(ctx context.Context, node, pos string) (bool, string, error) {
+	db, err := m.db(node)
+	if err != nil {
+		return false, "", err
+	}
+	var res int
+	var at string
+	err = db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 0), @@gtid_slave_pos", pos).Scan(&res, &at)
+	return err == nil && res == 0, at, err
+}
+
+func (m *mariadb) state(ctx context.Context, node, from, pos string) (engine.ReplicaState, error) {
+	r := engine.ReplicaState{Node: node, From: from, Kind: "binlog", BacklogUnit: engine.UnitTransactions, ReplayLagMs: -1}
+	db, err := m.db(node)
+	if err != nil {
+		return r, err
+	}
+	st, err := slaveStatus(ctx, db)
+	if err != nil {
+		return r, err
+	}
+	r.State = st["Slave_SQL_Running_State"]
+	if st["Slave_SQL_Running"] != "Yes" || st["Slave_IO_Running"] != "Yes" {
+		r.State = fmt.Sprintf("io %s, sql %s", st["Slave_IO_Running"], st["Slave_SQL_Running"])
+	}
+	r.Backlog = gtidBehind(pos, st["Gtid_Slave_Pos"])
+	for _, p := range []engine.Position{
+		{Name: "upstream_gtid_binlog_pos", Value: pos},
+		{Name: "gtid_io_pos", Value: st["Gtid_IO_Pos"]},
+		{Name: "gtid_slave_pos", Value: st["Gtid_Slave_Pos"]},
+		{Name: "seconds_behind_master", Value: st["Seconds_Behind_Master"]},
+	} {
+		if p.Value != "" {
+			r.Positions = append(r.Positions, p)
+		}
+	}
+	return r, nil
+}
+
+// gtidBehind is how many transactions of up's GTID position ("0-1-42,…")
+// have not been applied at at: per domain the difference of sequence
+// numbers, summed.
+func gtidBehind(up, at string) int64 {
+	seqs := func(pos string) map[string]int64 {
+		out := map[string]int64{}
+		for _, g := range strings.Split(pos, ",") {
+			parts := strings.Split(strings.TrimSpace(g), "-")
+			if len(parts) != 3 {
+				continue
+			}
+			if n, err := strconv.ParseInt(parts[2], 10, 64); err == nil {
+				out[parts[0]] = n
+			}
+		}
+		return out
+	}
+	a := seqs(at)
+	var behind int64
+	for d, n := range seqs(up) {
+		behind += max(n-a[d], 0)
+	}
+	return behind
+}
+
+func (m *mariadb) drop(ctx context.Context, primary string) error {
+	db, err := m.db(primary)
+	if err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, "DROP DATABASE `"+m.t.Schema+"`")
+	return err
+}
+
+func (m *mariadb) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, db := range m.kept {
+		db.Close()
+	}
+	clear(m.kept)
+}
