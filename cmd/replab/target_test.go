@@ -9,15 +9,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
 	"replab/internal/engine"
+	"replab/internal/engine/mariadb"
 	"replab/internal/engine/postgres/pgtest"
 	"replab/internal/lab"
+	"replab/internal/labtest"
 	"replab/internal/report"
 )
 
@@ -353,4 +357,118 @@ func writeSpecText(t *testing.T, prefix, text string) (path, name string) {
 		t.Fatal(err)
 	}
 	return path, name
+}
+
+// TestTargetModeMariaDB: a MariaDB primary and a replica measured as a
+// target from a client site by nobody, the password in a file.
+func TestTargetModeMariaDB(t *testing.T) {
+	requireRoot(t)
+	if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
+		t.Skip("integration test skipped: MariaDB is not installed (scripts/deps.sh test)")
+	}
+	l, c := labtest.Cluster(t, mariadb.Engine{}, "tm", `
+[lab]
+name = "NAME"
+
+[site.primary]
+[site.eu]
+[site.client]
+
+[[link]]
+sites = ["primary", "eu"]
+delay = "15ms"
+
+[[link]]
+sites = ["client", "primary"]
+delay = "5ms"
+
+[[link]]
+sites = ["client", "eu"]
+delay = "20ms"
+
+[engine]
+kind = "mariadb"
+
+[node.p1]
+site = "primary"
+role = "primary"
+
+[node.e1]
+site = "eu"
+role = "replica"
+from = "p1"
+`)
+	dir := openDir(t)
+	var nodes []engine.Node
+	password := ""
+	for _, n := range c.Nodes() {
+		cfg, err := mysql.ParseDSN(n.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		password, cfg.Passwd = cfg.Passwd, ""
+		n.DSN = cfg.FormatDSN()
+		nodes = append(nodes, n)
+	}
+	pwFile := filepath.Join(dir, "password")
+	if err := os.WriteFile(pwFile, []byte(password+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	head := fmt.Sprintf("[target]\nname = \"tm\"\nengine = \"mariadb\"\nsite = \"client\"\nschema = \"replab_t\"\ncreate_schema = true\npassword_file = %q\n", pwFile)
+
+	// The lab's own database is called replab: in use, so refused.
+	spec := targetSpec(t, dir, nodes, strings.Replace(head, "schema = \"replab_t\"\n", "", 1), nil)
+	out, code := runInSite(t, l, "client", "run", spec, "--out", filepath.Join(dir, "refused"))
+	if code == 0 || !strings.Contains(out, "database replab exists") {
+		t.Errorf("a target whose schema exists: exit %d, want a refusal naming database replab:\n%s", code, out)
+	}
+	swapped := slices.Clone(nodes)
+	for i := range swapped {
+		if swapped[i].Name == "p1" {
+			swapped[i].Role, swapped[i].From = "replica", "e1"
+		} else {
+			swapped[i].Role, swapped[i].From = "primary", ""
+		}
+	}
+	spec = targetSpec(t, dir, swapped, head, nil)
+	out, code = runInSite(t, l, "client", "run", spec, "--out", filepath.Join(dir, "swapped"))
+	if code == 0 || !strings.Contains(out, "node e1 (") || !strings.Contains(out, "the spec says primary, but the server is a replica") {
+		t.Errorf("primary and replica swapped: exit %d, want a refusal:\n%s", code, out)
+	}
+
+	spec = targetSpec(t, dir, nodes, head, nil)
+	res := filepath.Join(dir, "run")
+	out, code = runInSite(t, l, "client", "run", spec, "--out", res)
+	if code != 0 {
+		t.Fatalf("target run: exit %d\n%s", code, out)
+	}
+	if strings.Contains(out, password) {
+		t.Errorf("the output shows the password")
+	}
+	sum := readSummary(t, res)
+	rep := sum.Replicas["e1"]
+	if !sum.Complete || sum.Transactions == 0 || rep == nil || rep.LagClock == nil || rep.Tracked == 0 {
+		t.Fatalf("target run: complete %v, %d transactions, e1 %+v", sum.Complete, sum.Transactions, rep)
+	}
+	if lc := rep.LagClock; lc.CorrectionMs < 19.5 || lc.CorrectionMs > 30 {
+		t.Errorf("e1: one-way correction %.2f ms, want the link's 20 ms (+ up to 10 ms)", lc.CorrectionMs)
+	}
+	// Lag from the client: 5 ms to the primary, 15 ms on to e1.
+	if rep.LagMs.P50 < 19 {
+		t.Errorf("e1: lag p50 %.2f ms, below the 20 ms the links take", rep.LagMs.P50)
+	}
+	st, err := os.ReadFile(filepath.Join(dir, "run", "summary.json"))
+	if err == nil && strings.Contains(string(st), password) {
+		t.Errorf("summary.json holds the password")
+	}
+	db, err := c.(engine.SQL).Open(context.Background(), "p1", "primary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'replab_t'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("database replab_t after the run: %d (%v), want it dropped", n, err)
+	}
+	t.Logf("e1: lag p50 %.2f ms, resolution %.2f ms, correction %.2f ± %.2f ms", rep.LagMs.P50, rep.ResolutionMs, rep.LagClock.CorrectionMs, rep.LagClock.BoundMs)
 }
