@@ -14,11 +14,12 @@ import (
 	"replab/internal/lab"
 	"replab/internal/runner"
 	"replab/internal/spec"
+	"replab/internal/target"
 )
 
 // engines is every database engine this binary can run.
 func engines() *engine.Registry {
-	return engine.NewRegistry(postgres.Engine{}, mariadb.Engine{}, xrootd.Engine{}, bdbje.Engine{})
+	return engine.NewRegistry(postgres.Engine{}, mariadb.Engine{}, xrootd.Engine{}, bdbje.Engine{}, target.Engine{})
 }
 
 // loadChecked loads a spec and validates it as replab run would: its

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"slices"
@@ -458,6 +459,23 @@ func DoNode(ctx context.Context, c Cluster, node, do string) error {
 		return pz.Resume(ctx, node)
 	}
 	return fmt.Errorf("unknown node action %q: want kill, stop, start, restart, pause, resume or promote", do)
+}
+
+// TargetKind is the kind under which target mode registers: the engine
+// of every spec with [target], which connects to servers that exist
+// (Connector) instead of building them in a lab.
+const TargetKind = "target"
+
+// SpecEngine is a registered engine that is made anew for each spec (its
+// dialect, say, is the spec's).
+type SpecEngine interface {
+	ForSpec(s *spec.Spec) Engine
+}
+
+// Connector is an engine whose cluster exists already: Connect reaches
+// and checks it, and builds nothing (target mode).
+type Connector interface {
+	Connect(ctx context.Context, s *spec.Spec, log io.Writer) (Cluster, error)
 }
 
 // LagBounder is a LagReader whose times are not the lab's one clock read

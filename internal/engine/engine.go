@@ -142,8 +142,19 @@ func (r *Registry) Kinds() []string {
 }
 
 // For returns the engine a spec asks for, after validating the spec with
-// it; nil when the spec has no engine.
+// it; nil when the spec has no engine. A spec with [target] gets the
+// registered TargetKind engine, made for that spec (SpecEngine).
 func (r *Registry) For(s *spec.Spec) (Engine, error) {
+	if s.Target != nil {
+		e, ok := r.byKind[TargetKind]
+		if !ok {
+			return nil, s.Errorf("target", "this replab has no target mode")
+		}
+		if se, ok := e.(SpecEngine); ok {
+			e = se.ForSpec(s)
+		}
+		return e, e.Validate(s)
+	}
 	if s.Engine == nil {
 		return nil, nil
 	}

@@ -22,7 +22,6 @@ import (
 	"replab/internal/monitor"
 	"replab/internal/report"
 	"replab/internal/spec"
-	"replab/internal/target"
 	"replab/internal/workload"
 )
 
@@ -100,10 +99,6 @@ func Validate(s *spec.Spec, engines *engine.Registry, workloads *workload.Regist
 func check(s *spec.Spec, opt Options, forRun bool) (engine.Engine, workload.Workload, error) {
 	errs := s.NewErrors()
 	eng, err := opt.Engines.For(s)
-	if s.Target != nil {
-		eng = target.For(s)
-		err = eng.Validate(s)
-	}
 	errs.Join(err)
 	if forRun && eng == nil && err == nil {
 		errs.Add("engine", "replab run needs [engine], [node.NAME] and [workload] tables; for a network-only lab use `replab lab check`")

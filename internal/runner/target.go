@@ -7,7 +7,6 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/report"
-	"replab/internal/target"
 )
 
 // Target mode: no lab. The cluster is the user's; the driver and the lag
@@ -17,8 +16,12 @@ import (
 // prepares like a lab run.
 func (r *run) setupTarget(ctx context.Context, start time.Time) (err error) {
 	t := r.s.Target
+	tc, ok := r.eng.(engine.Connector)
+	if !ok {
+		return fmt.Errorf("engine %s cannot connect to existing servers", r.eng.Kind())
+	}
 	fmt.Fprintf(r.log, "target %s: connecting to %d %s servers\n", t.Name, len(t.Nodes), t.Engine)
-	c, err := target.Connect(ctx, r.s, r.log)
+	c, err := tc.Connect(ctx, r.s, r.log)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", t.Name, err)
 	}

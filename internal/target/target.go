@@ -22,23 +22,34 @@ import (
 	"replab/internal/spec"
 )
 
-// Engine is a spec's [target] as an engine.Engine, so that the runner
-// checks its workload in the target's dialect like any other. Up is not
-// how a target starts: see Connect.
+// Engine is target mode as an engine.Engine, registered under
+// engine.TargetKind: the runner checks a target spec's workload in the
+// target's dialect like any other, and connects through it
+// (engine.Connector). Up is not how a target starts.
 type Engine struct {
-	kind string // the target's engine, "postgres" or "mariadb"
+	kind string // the target's engine, "postgres" or "mariadb"; "" as registered
 }
 
-// For is the target engine of a spec with [target]; nil without.
-func For(s *spec.Spec) engine.Engine {
+// ForSpec implements engine.SpecEngine.
+func (e Engine) ForSpec(s *spec.Spec) engine.Engine {
 	if s.Target == nil {
-		return nil
+		return e
 	}
 	return Engine{kind: s.Target.Engine}
 }
 
 // Kind implements engine.Engine.
-func (e Engine) Kind() string { return "target " + e.kind }
+func (e Engine) Kind() string {
+	if e.kind == "" {
+		return engine.TargetKind
+	}
+	return engine.TargetKind + " " + e.kind
+}
+
+// Connect implements engine.Connector.
+func (e Engine) Connect(ctx context.Context, s *spec.Spec, log io.Writer) (engine.Cluster, error) {
+	return Connect(ctx, s, log)
+}
 
 // Dialect implements engine.Dialecter.
 func (e Engine) Dialect() string {
@@ -60,7 +71,8 @@ func (e Engine) Validate(s *spec.Spec) error {
 	errs := s.NewErrors()
 	t := s.Target
 	if t == nil {
-		return nil
+		errs.Add("engine.kind", `"target" is not an engine to build: to measure servers that exist, write a [target] table instead of [engine] and [node.NAME] (docs/target.md)`)
+		return errs.Err()
 	}
 	for _, n := range t.Nodes {
 		field := "target.node." + n.Name + ".dsn"

@@ -46,7 +46,7 @@ dsn = "postgres://replab@[::1"
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = For(s).Validate(s)
+	err = Engine{}.ForSpec(s).Validate(s)
 	if err == nil {
 		t.Fatal("no error")
 	}
