@@ -40,7 +40,19 @@ func loadSpec(fs interface{ Name() string }, pos []string) (*spec.Spec, error) {
 	if len(pos) != 1 {
 		return nil, fmt.Errorf("%s: give exactly one spec file (e.g. examples/two-sites.toml)", fs.Name())
 	}
-	return spec.Load(pos[0])
+	s, err := spec.Load(pos[0])
+	if err != nil {
+		return nil, err
+	}
+	return s, needsLab(s, fs.Name())
+}
+
+// needsLab refuses a target spec where a lab is built.
+func needsLab(s *spec.Spec, cmd string) error {
+	if s.Target != nil {
+		return fmt.Errorf("%s: %s has [target]: it names servers that exist, and there is no lab to build; measure them with replab run", cmd, s.File)
+	}
+	return nil
 }
 
 func cmdLabUp(ctx context.Context, args []string, out io.Writer) error {
@@ -58,6 +70,9 @@ link, then "ready", and keeps it up until SIGINT/SIGTERM; then removes everythin
 	}
 	s, eng, err := loadChecked(pos[0])
 	if err != nil {
+		return err
+	}
+	if err := needsLab(s, "lab up"); err != nil {
 		return err
 	}
 	for _, w := range runner.ProvisionWarnings(s, engines(), workloads()) {
