@@ -33,6 +33,7 @@ func commands() []command {
 		{"link", "show or change running links: link show | link set A->B key=value…", cmdLink},
 		{"fault", "break a link or a node now, healed after --for: fault link A<->B down | fault node N kill", cmdFault},
 		{"capture", "record a running link direction to a pcap file: capture A->B [--for 30s] [-o FILE]", cmdCapture},
+		{"agent", "watch a replica's lag on its host for target mode: replab agent --dsn DSN --token-file FILE", cmdAgent},
 		{"presets", "list the link presets usable in specs", cmdPresets},
 		{"validate", "check a spec file and print it resolved", cmdValidate},
 		{"version", "print replab's version", cmdVersion},

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -345,6 +347,90 @@ func TestTargetMode(t *testing.T) {
 		}
 		t.Logf("%s: lag p50 target %.2f ms (resolution %.2f, correction %.2f ± %.2f), lab %.2f ms", name, rep.LagMs.P50, rep.ResolutionMs, lc.CorrectionMs, lc.BoundMs, lr.LagMs.P50)
 	}
+
+	// The same with an agent beside each standby, each told its clock is
+	// off by a known amount.
+	token := filepath.Join(dir, "agent.token")
+	if err := os.WriteFile(token, []byte("a-token-of-the-test-0123456789\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	skew := map[string]time.Duration{"e1": 300 * time.Millisecond, "a1": -250 * time.Millisecond}
+	agents := map[string]string{}
+	for _, n := range nodes {
+		if d, ok := skew[n.Name]; ok {
+			agents[n.Name] = startAgent(t, l, n, token, d)
+		}
+	}
+	spec = targetSpec(t, dir, nodes, head+fmt.Sprintf("agent_token_file = %q\n", token), func(s string) string {
+		for name, addr := range agents {
+			s = strings.Replace(s, "[target.node."+name+"]\n", fmt.Sprintf("[target.node.%s]\nagent = %q\n", name, addr), 1)
+		}
+		return s
+	})
+	res = filepath.Join(dir, "agents")
+	out, code = runInSite(t, l, "client", "run", spec, "--out", res)
+	if code != 0 {
+		t.Fatalf("target run with agents: exit %d\n%s", code, out)
+	}
+	sum = readSummary(t, res)
+	if !sum.Complete || sum.Transactions == 0 {
+		t.Fatalf("target run with agents: complete %v, %d transactions", sum.Complete, sum.Transactions)
+	}
+	for name, d := range skew {
+		rep, lr := sum.Replicas[name], labSum.Replicas[name]
+		if rep == nil || rep.LagClock == nil || rep.LagClock.Method != "agent" {
+			t.Fatalf("replica %s: %+v, want lag from its agent", name, rep)
+		}
+		lc := rep.LagClock
+		// The agent's clock is the machine's plus d: the estimate must hold
+		// it within its bound.
+		if diff := lc.CorrectionMs - float64(d)/1e6; math.Abs(diff) > lc.BoundMs {
+			t.Errorf("%s: clock offset estimated %.3f ms ± %.3f ms, but it is %v", name, lc.CorrectionMs, lc.BoundMs, d)
+		}
+		diff := rep.LagMs.P50 - lr.LagMs.P50
+		slack := lc.BoundMs + 2
+		if diff < -slack || diff > rep.ResolutionMs+lr.ResolutionMs+slack {
+			t.Errorf("%s: lag p50 %.2f ms through the agent, %.2f ms in the lab (bound ± %.2f ms, resolutions %.2f and %.2f ms): they disagree",
+				name, rep.LagMs.P50, lr.LagMs.P50, lc.BoundMs, rep.ResolutionMs, lr.ResolutionMs)
+		}
+		t.Logf("%s: lag p50 agent %.2f ms (resolution %.2f, offset %.3f ± %.3f ms), lab %.2f ms", name, rep.LagMs.P50, rep.ResolutionMs, lc.CorrectionMs, lc.BoundMs, lr.LagMs.P50)
+	}
+}
+
+// startAgent runs replab agent as nobody in node's site, its clock said
+// to be off by skew, and returns its address; it is stopped when the
+// test ends.
+func startAgent(t *testing.T, l *lab.Lab, n engine.Node, token string, skew time.Duration) string {
+	t.Helper()
+	addr := fmt.Sprintf("%s:7070", n.Addr.Addr())
+	cmd := exec.Command("ip", "netns", "exec", l.Site(n.Site).Netns, "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+		binPath, "agent", "--listen", addr, "--engine", "postgres", "--dsn", n.DSN, "--token-file", token, "--clock-offset", skew.String())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	rd := bufio.NewReader(stdout)
+	line, err := rd.ReadString('\n')
+	if err != nil || !strings.Contains(line, "listening on") {
+		t.Fatalf("agent at %s: %q, %v", addr, line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, rd) }()
+	return addr
 }
 
 // writeSpecText writes spec text under a unique lab name (its [lab] says

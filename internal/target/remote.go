@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"replab/internal/agent"
 	"replab/internal/clock"
 	"replab/internal/engine"
 	"replab/internal/spec"
@@ -147,11 +147,38 @@ func (c *Cluster) checkAgents(ctx context.Context) error {
 	})
 }
 
-// agentReader is filled in with the agent client.
+// agentReader reads lag at node n through its agent.
 func (c *Cluster) agentReader(ctx context.Context, n spec.TargetNode) (engine.LagReader, error) {
-	return nil, fmt.Errorf("node %s: agents are not wired yet", n.Name)
+	cl, err := c.dialAgent(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	interval := c.run.LagInterval
+	if interval <= 0 {
+		interval = spec.DefaultLagInterval
+	}
+	if err := cl.Watch(ctx, c.t.Schema+"."+engine.LagTableName, interval); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	return &agentReader{Client: cl}, nil
 }
 
-func (c *Cluster) dialAgent(ctx context.Context, n spec.TargetNode) (io.Closer, error) {
-	return nil, fmt.Errorf("node %s: agents are not wired yet", n.Name)
+func (c *Cluster) dialAgent(ctx context.Context, n spec.TargetNode) (*agent.Client, error) {
+	cl, err := agent.Dial(ctx, n.Agent, c.token)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	return cl, nil
+}
+
+// agentReader is an agent's client as an engine.LagReader that says its
+// bound.
+type agentReader struct {
+	*agent.Client
+}
+
+// LagBound implements engine.LagBounder.
+func (r *agentReader) LagBound() engine.LagBound {
+	return engine.LagBound{Method: "agent", CorrectionMs: float64(r.LastOffset()) / 1e6, BoundMs: float64(r.MaxBound()) / 1e6}
 }
