@@ -38,6 +38,7 @@ checked against what the servers say, and replab's tables live in a schema
 of their own, created only with create_schema = true and dropped at the end.`)
 	dir := fs.String("out", "", "results directory (default results/<timestamp>-<lab name>)")
 	state := fs.String("state", "", "directory for lab state and control sockets (default /run/replab)")
+	metrics := fs.String("metrics", "", "serve live metrics for Prometheus at host:port/metrics while the run lasts (overrides [run] metrics; docs/metrics.md)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -50,7 +51,7 @@ of their own, created only with create_schema = true and dropped at the end.`)
 		return err
 	}
 	sum, path, err := runner.Run(ctx, s, runner.Options{
-		Out: *dir, StateRoot: *state, Log: out, Version: version,
+		Out: *dir, StateRoot: *state, Log: out, Version: version, Metrics: *metrics,
 		Engines: engines(), Workloads: workloads(),
 		Live: term.IsTerminal(int(os.Stdout.Fd())),
 	})

@@ -76,8 +76,21 @@ type Config struct {
 	NoPipeline bool
 	// Progress is called once a second from the driver's own goroutine.
 	Progress func(Progress)
+	// Observer, if set, sees every transaction's outcome as it happens,
+	// in every phase (live metrics).
+	Observer Observer
 	// Now is the clock (CLOCK_MONOTONIC ns); default clock.Now.
 	Now func() int64
+}
+
+// Observer sees transactions as they end, from the users' goroutines:
+// it must be quick and safe for concurrent use.
+type Observer interface {
+	// Committed: a transaction of type txType committed, latencyNs after
+	// its start (open loop: its intended start).
+	Committed(txType string, latencyNs int64)
+	// Failed: it failed after its retries, with the error's class (code).
+	Failed(txType, code string)
 }
 
 // DefaultLagBudget is how many transactions per second, across all users,
@@ -268,7 +281,7 @@ func newRun(cfg Config, types []workload.TxType) *run {
 	if cfg.LagBudget <= 0 {
 		cfg.LagBudget = DefaultLagBudget
 	}
-	d := &run{cfg: cfg, types: types, rec: newRecorder(types)}
+	d := &run{cfg: cfg, types: types, rec: newRecorder(types, cfg.Observer)}
 	switch {
 	case cfg.LagEvery >= 1:
 		d.fixedEvery = int64(cfg.LagEvery)

@@ -33,6 +33,8 @@ type recorder struct {
 	// write.
 	lastCommit int64
 	gaps       []Gap
+
+	obs Observer // nil: none
 }
 
 // GapMin is the shortest stretch without a commit the driver records.
@@ -44,8 +46,8 @@ const maxGaps = 10000
 // Gap is a stretch without a commit, on the driver's clock (ns).
 type Gap struct{ From, To int64 }
 
-func newRecorder(types []workload.TxType) *recorder {
-	r := &recorder{all: stats.NewLatencyHist(), sec: stats.NewLatencyHist(), behindHist: stats.NewLatencyHist(), skippedHist: stats.NewLatencyHist()}
+func newRecorder(types []workload.TxType, obs Observer) *recorder {
+	r := &recorder{all: stats.NewLatencyHist(), sec: stats.NewLatencyHist(), behindHist: stats.NewLatencyHist(), skippedHist: stats.NewLatencyHist(), obs: obs}
 	for _, t := range types {
 		r.names = append(r.names, t.Name)
 		r.types = append(r.types, &TypeResult{Errors: map[string]int64{}, hist: stats.NewLatencyHist()})
@@ -56,6 +58,9 @@ func newRecorder(types []workload.TxType) *recorder {
 func micros(ns int64) int64 { return max(ns/1000, 1) }
 
 func (r *recorder) commit(ti int, measured bool, now, latencyNs, rows, retries, conflicts int64) {
+	if r.obs != nil {
+		r.obs.Committed(r.names[ti], latencyNs)
+	}
 	us := micros(latencyNs)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -81,6 +86,9 @@ func (r *recorder) commit(ti int, measured bool, now, latencyNs, rows, retries, 
 }
 
 func (r *recorder) fail(ti int, measured bool, now int64, kind string, err error, retries, conflicts int64) {
+	if r.obs != nil {
+		r.obs.Failed(r.names[ti], kind)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.secErr++

@@ -39,6 +39,9 @@ type Config struct {
 	// watcher polls only while a transaction it has not seen yet could be
 	// visible (see Watch), which is what keeps the probe cheap.
 	PollAlways bool
+	// OnLag, if set, sees every lag recorded (measured transactions), from
+	// the replica's watcher goroutine: live metrics. It must be quick.
+	OnLag func(replica string, lagNs int64)
 }
 
 // Probe is one run's lag probe. Its methods are safe for concurrent use,
@@ -86,6 +89,9 @@ func New(cfg Config) *Probe {
 		p.writers[i] = &Writer{p: p, id: i, curIdx: -1}
 	}
 	p.replicas.Store(&[]*replica{})
+	if f := cfg.OnLag; f != nil {
+		p.onLag = func(r string, _ int, _, lag int64) { f(r, lag) }
+	}
 	return p
 }
 

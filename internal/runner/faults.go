@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"replab/internal/engine"
@@ -34,6 +35,7 @@ func (r *run) startFaults(ctx context.Context) *faults {
 	}
 	f := &faults{start: make(chan time.Time, 1), done: make(chan struct{})}
 	f.sched = fault.NewSchedule(r.s.Faults, faultTarget{r}, func(e fault.Event) {
+		r.opt.live.Fault(e.Action, strings.Fields(e.What + " ?")[0])
 		msg := fmt.Sprintf("fault at %.1f s: %s %s", e.AtS, e.Action, e.What)
 		if e.Err != "" {
 			msg += ": FAILED: " + e.Err

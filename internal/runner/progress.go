@@ -112,8 +112,12 @@ func (r *run) driverConfig() driver.Config {
 		cfg.Lag = func(i int) driver.LagJournal { return r.probe.Writer(i) }
 		cfg.LagStatement = r.stampSQL
 	}
+	if r.opt.live != nil {
+		cfg.Observer = r.opt.live
+	}
 	var marked sync.Once
 	cfg.Progress = func(p driver.Progress) {
+		r.opt.live.Phase(p.Phase)
 		marked.Do(func() {
 			// The driver's clock started p.Elapsed ago; the measure phase
 			// follows the warmup. Only it counts in the monitors' summary.

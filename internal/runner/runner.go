@@ -19,6 +19,7 @@ import (
 	"replab/internal/engine"
 	"replab/internal/lab"
 	"replab/internal/lagprobe"
+	"replab/internal/livemetrics"
 	"replab/internal/monitor"
 	"replab/internal/report"
 	"replab/internal/spec"
@@ -39,6 +40,13 @@ type Options struct {
 	// Offline builds the lab without namespaces and links (lab.Options):
 	// for engines that run in-process, in tests without root.
 	Offline bool
+	// Metrics, when set, serves live metrics on this address ("host:port")
+	// for the whole run; it overrides [run] metrics. MetricsReady is told
+	// the address it listens on (port 0 picks one).
+	Metrics      string
+	MetricsReady func(addr string)
+
+	live *livemetrics.Metrics // nil: no live metrics
 }
 
 // Run executes the spec: one measurement, repetitions of it, or a sweep
@@ -56,6 +64,11 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, strin
 	if err != nil {
 		return nil, "", err
 	}
+	closeMetrics, err := startMetrics(s, &opt)
+	if err != nil {
+		return nil, "", err
+	}
+	defer closeMetrics()
 	dir, err := report.NewDir(opt.Out, s.Lab.Name)
 	if err != nil {
 		return nil, "", err
@@ -200,6 +213,7 @@ type run struct {
 // data once for every measurement of this point.
 func (r *run) setup(ctx context.Context) (err error) {
 	start := time.Now()
+	r.opt.live.Phase("setup")
 	if r.s.Target != nil {
 		return r.setupTarget(ctx, start)
 	}
@@ -209,6 +223,7 @@ func (r *run) setup(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	r.metricsLinks()
 	if err := r.unshapeForSetup(); err != nil {
 		return err
 	}
@@ -356,7 +371,8 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	}()
 	// Every measurement starts its writers' sequences from zero, at every
 	// replica too.
-	r.probe = lagprobe.New(lagprobe.Config{Writers: r.s.Run.Users, Interval: r.s.Run.LagInterval})
+	r.probe = lagprobe.New(lagprobe.Config{Writers: r.s.Run.Users, Interval: r.s.Run.LagInterval, OnLag: r.opt.live.OnLag()})
+	r.opt.live.Run(r.s.Lab.Name, r.eng.Kind(), r.wl.Name())
 	r.probeStarted = time.Now() // second 0 of the lag series, for placing faults
 	if r.stamps != nil {
 		if err := r.stamps.ResetLag(ctx, r.s.Run.Users); err != nil {
@@ -432,6 +448,8 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	stopped := time.Now()
 
 	// Replicas catch up; then stop watching.
+	r.opt.live.Phase("catch-up")
+	defer r.opt.live.Phase("done")
 	if len(r.replicas) > 0 && r.stamps != nil && ctx.Err() == nil {
 		fmt.Fprintf(r.log, "waiting for replicas to catch up\n")
 		cctx, cancel := context.WithTimeout(ctx, r.catchUpTimeout())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	dto "github.com/prometheus/client_model/go"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"replab/internal/engine"
 	"replab/internal/engine/postgres"
 	"replab/internal/labtest"
+	"replab/internal/livemetrics"
 	"replab/internal/report"
 	"replab/internal/spec"
 	"replab/internal/workload"
@@ -60,6 +62,12 @@ func (w *logWatch) String() string {
 // runSpecLog is runSpec writing the run's log to log.
 func runSpecLog(t *testing.T, ctx context.Context, text string, log *logWatch) (map[string]any, string, error) {
 	t.Helper()
+	return runSpecWith(t, ctx, text, log, nil)
+}
+
+// runSpecWith is runSpecLog with the options changed by opt first.
+func runSpecWith(t *testing.T, ctx context.Context, text string, log *logWatch, opt func(*Options)) (map[string]any, string, error) {
+	t.Helper()
 	name := labtest.UniqueName("trun")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "spec.toml")
@@ -71,10 +79,14 @@ func runSpecLog(t *testing.T, ctx context.Context, text string, log *logWatch) (
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "results")
-	_, _, runErr := Run(ctx, s, Options{
+	o := Options{
 		Out: out, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: log, Version: "test",
 		Engines: engine.NewRegistry(postgres.Engine{}), Workloads: workload.NewRegistry(personnel.Factory, kvinsert.Factory),
-	})
+	}
+	if opt != nil {
+		opt(&o)
+	}
+	_, _, runErr := Run(ctx, s, o)
 	t.Logf("run log:\n%s", log.String())
 	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
 	if err != nil {
@@ -140,7 +152,29 @@ func TestRunWritesTheSummaryContractAndLagIsAtLeastTheLinkDelay(t *testing.T) {
 	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	sum, out, err := runSpec(t, ctx, lowLoadSpec)
+	// Live metrics are scraped while it runs (checked at the end).
+	scrapes := make(chan map[string]*dto.MetricFamily, 1000)
+	var scraping sync.WaitGroup
+	sum, out, err := runSpecWith(t, ctx, lowLoadSpec, &logWatch{}, func(o *Options) {
+		o.Metrics = "127.0.0.1:0"
+		o.MetricsReady = func(addr string) {
+			scraping.Add(1)
+			go func() {
+				defer scraping.Done()
+				for {
+					mfs, err := livemetrics.Scrape(ctx, "http://"+addr+"/metrics")
+					if err != nil {
+						return // the run ended: the server is gone
+					}
+					scrapes <- mfs
+					time.Sleep(250 * time.Millisecond)
+				}
+			}()
+		}
+	})
+	scraping.Wait()
+	close(scrapes)
+	checkLiveMetrics(t, scrapes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +227,44 @@ func TestRunWritesTheSummaryContractAndLagIsAtLeastTheLinkDelay(t *testing.T) {
 	_ = json.Unmarshal(env, &e)
 	if e["kernel"] == "" || e["engine_version"] == "" || e["replab_version"] != "test" {
 		t.Errorf("environment %v", e)
+	}
+}
+
+// checkLiveMetrics: scrapes made in the measure phase show the
+// transactions counter rising, commit latencies and lags at e1 observed,
+// and bytes on the primary's link to eu.
+func checkLiveMetrics(t *testing.T, scrapes <-chan map[string]*dto.MetricFamily) {
+	t.Helper()
+	var first, last map[string]*dto.MetricFamily
+	n := 0
+	for mfs := range scrapes {
+		if livemetrics.Sum(mfs["replab_phase"], "phase", "measure") != 1 {
+			continue
+		}
+		n++
+		if first == nil {
+			first = mfs
+		}
+		last = mfs
+	}
+	if n < 2 {
+		t.Fatalf("%d scrapes in the measure phase, want at least 2", n)
+	}
+	tx0, tx1 := livemetrics.Sum(first["replab_transactions_total"]), livemetrics.Sum(last["replab_transactions_total"])
+	if !(tx1 > tx0) {
+		t.Errorf("replab_transactions_total went from %v to %v over %d scrapes of the measure phase: want it rising", tx0, tx1, n)
+	}
+	if c := livemetrics.Sum(last["replab_commit_latency_seconds"]); c <= 0 {
+		t.Errorf("replab_commit_latency_seconds has %v observations", c)
+	}
+	if c := livemetrics.Sum(last["replab_lag_seconds"], "replica", "e1"); c <= 0 {
+		t.Errorf("replab_lag_seconds{replica=e1} has %v observations", c)
+	}
+	if b := livemetrics.Sum(last["replab_link_delivered_bytes_total"], "direction", "primary->eu"); b <= 0 {
+		t.Errorf("replab_link_delivered_bytes_total{direction=primary->eu} = %v", b)
+	}
+	if livemetrics.Sum(last["replab_run_info"], "engine", "postgres", "workload", "personnel") != 1 {
+		t.Errorf("replab_run_info: %v", last["replab_run_info"])
 	}
 }
 

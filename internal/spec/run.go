@@ -2,6 +2,7 @@ package spec
 
 import (
 	"math"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -11,7 +12,7 @@ var (
 	workloadKeyRE = identRE
 	runKeys       = []string{"users", "warmup", "duration", "cooldown", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval",
 		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample", "provision", "verify",
-		"search", "search_steps", "search_min_efficiency", "search_max_p99", "search_max_error_pct"}
+		"search", "search_steps", "search_min_efficiency", "search_max_p99", "search_max_error_pct", "metrics"}
 	provisions = []string{ProvisionAuto, ProvisionFast, ProvisionLink}
 	arrivals   = []string{"poisson", "regular"}
 )
@@ -141,6 +142,14 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 			c.fail(p.child("client"), v, "unknown site%s; defined sites: %s", didYouMean(name, names), strings.Join(names, ", "))
 		}
 		r.Client = name
+	}
+	if v, ok := c.get(p, m, "metrics", kString, `an address like "127.0.0.1:9464" or ":9464"`); ok {
+		c.remember(s, p.child("metrics"))
+		addr := strings.TrimSpace(v.(string))
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+			c.fail(p.child("metrics"), v, `want host:port to serve live metrics on, like "127.0.0.1:9464" or ":9464"`)
+		}
+		r.Metrics = addr
 	}
 	c.repetitions(s, p, m)
 	c.search(s, p, m)

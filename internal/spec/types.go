@@ -206,6 +206,8 @@ type Run struct {
 	// (of all attempts in the last second).
 	MaxErrorPct float64
 	LagInterval time.Duration // how often each replica's watcher looks
+	// Metrics, when set, is where live metrics are served ("host:port").
+	Metrics string
 	// LagSample tracks every LagSample-th transaction of each user for
 	// replication lag (1 = every transaction). LagSampleAuto (0, the
 	// default, lag_sample = "auto") lets the driver choose N for a bounded
