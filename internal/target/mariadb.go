@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"replab/internal/engine"
+	emariadb "replab/internal/engine/mariadb"
 	"replab/internal/spec"
 )
 
@@ -97,36 +98,6 @@ func explainMySQL(err error) error {
 	return err
 }
 
-// slaveStatus is SHOW ALL SLAVES STATUS's first row by column, empty on a
-// server that replicates from nobody.
-func slaveStatus(ctx context.Context, db *sql.DB) (map[string]string, error) {
-	rows, err := db.QueryContext(ctx, "SHOW ALL SLAVES STATUS")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	if !rows.Next() {
-		return out, rows.Err()
-	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil {
-		return nil, err
-	}
-	for i, c := range cols {
-		out[c] = vals[i].String
-	}
-	return out, rows.Err()
-}
-
 func (m *mariadb) facts(ctx context.Context, node string) (fact, error) {
 	db, err := m.db(node)
 	if err != nil {
@@ -138,14 +109,14 @@ func (m *mariadb) facts(ctx context.Context, node string) (fact, error) {
 		return f, explainMySQL(err)
 	}
 	f.version = "MariaDB " + f.version
-	st, err := slaveStatus(ctx, db)
+	st, err := emariadb.SlaveStatus(ctx, db)
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1142) {
 		name, _, _ := strings.Cut(user, "@")
 		return f, fmt.Errorf("user %s may not read where the server replicates from (SHOW ALL SLAVES STATUS): GRANT SLAVE MONITOR ON *.* TO %s", user, name)
 	}
 	if err != nil {
-		return f, fmt.Errorf("SHOW ALL SLAVES STATUS: %w", err)
+		return f, err
 	}
 	if len(st) == 0 {
 		return f, nil
@@ -276,7 +247,7 @@ func (m *mariadb) state(ctx context.Context, node, from, pos string) (engine.Rep
 	if err != nil {
 		return r, err
 	}
-	st, err := slaveStatus(ctx, db)
+	st, err := emariadb.SlaveStatus(ctx, db)
 	if err != nil {
 		return r, err
 	}
@@ -284,7 +255,7 @@ func (m *mariadb) state(ctx context.Context, node, from, pos string) (engine.Rep
 	if st["Slave_SQL_Running"] != "Yes" || st["Slave_IO_Running"] != "Yes" {
 		r.State = fmt.Sprintf("io %s, sql %s", st["Slave_IO_Running"], st["Slave_SQL_Running"])
 	}
-	r.Backlog = gtidBehind(pos, st["Gtid_Slave_Pos"])
+	r.Backlog = emariadb.GTIDBehind(pos, st["Gtid_Slave_Pos"])
 	for _, p := range []engine.Position{
 		{Name: "upstream_gtid_binlog_pos", Value: pos},
 		{Name: "gtid_io_pos", Value: st["Gtid_IO_Pos"]},
@@ -296,31 +267,6 @@ func (m *mariadb) state(ctx context.Context, node, from, pos string) (engine.Rep
 		}
 	}
 	return r, nil
-}
-
-// gtidBehind is how many transactions of up's GTID position ("0-1-42,…")
-// have not been applied at at: per domain the difference of sequence
-// numbers, summed.
-func gtidBehind(up, at string) int64 {
-	seqs := func(pos string) map[string]int64 {
-		out := map[string]int64{}
-		for _, g := range strings.Split(pos, ",") {
-			parts := strings.Split(strings.TrimSpace(g), "-")
-			if len(parts) != 3 {
-				continue
-			}
-			if n, err := strconv.ParseInt(parts[2], 10, 64); err == nil {
-				out[parts[0]] = n
-			}
-		}
-		return out
-	}
-	a := seqs(at)
-	var behind int64
-	for d, n := range seqs(up) {
-		behind += max(n-a[d], 0)
-	}
-	return behind
 }
 
 func (m *mariadb) drop(ctx context.Context, primary string) error {

@@ -152,8 +152,8 @@ func TestGTIDBehind(t *testing.T) {
 		{"1-1-12", "", 12},
 		{"", "0-1-5", 0},
 	} {
-		if got := gtidBehind(tc.ahead, tc.behind); got != tc.want {
-			t.Errorf("gtidBehind(%q, %q) = %d, want %d", tc.ahead, tc.behind, got, tc.want)
+		if got := GTIDBehind(tc.ahead, tc.behind); got != tc.want {
+			t.Errorf("GTIDBehind(%q, %q) = %d, want %d", tc.ahead, tc.behind, got, tc.want)
 		}
 	}
 }

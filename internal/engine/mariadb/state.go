@@ -81,7 +81,7 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 			}
 		}
 		if upPos != "" {
-			r.Backlog = gtidBehind(upPos, current)
+			r.Backlog = GTIDBehind(upPos, current)
 		}
 		for _, p := range []engine.Position{
 			{Name: "upstream_gtid_binlog_pos", Value: upPos},
@@ -108,16 +108,25 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-// slaveStatus is the first row of SHOW ALL SLAVES STATUS by column name;
-// empty when the node has no replica threads.
+// slaveStatus is SlaveStatus at node n.
 func slaveStatus(ctx context.Context, n *node) (map[string]string, error) {
 	db, err := n.db()
 	if err != nil {
 		return nil, err
 	}
+	st, err := SlaveStatus(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	return st, nil
+}
+
+// SlaveStatus is SHOW ALL SLAVES STATUS's first row by column, empty on a
+// server that replicates from nobody.
+func SlaveStatus(ctx context.Context, db *sql.DB) (map[string]string, error) {
 	rows, err := db.QueryContext(ctx, "SHOW ALL SLAVES STATUS")
 	if err != nil {
-		return nil, fmt.Errorf("node %s: SHOW ALL SLAVES STATUS: %w", n.Name, err)
+		return nil, fmt.Errorf("SHOW ALL SLAVES STATUS: %w", err)
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
@@ -134,7 +143,7 @@ func slaveStatus(ctx context.Context, n *node) (map[string]string, error) {
 		ptrs[i] = &vals[i]
 	}
 	if err := rows.Scan(ptrs...); err != nil {
-		return nil, fmt.Errorf("node %s: SHOW ALL SLAVES STATUS: %w", n.Name, err)
+		return nil, fmt.Errorf("SHOW ALL SLAVES STATUS: %w", err)
 	}
 	for i, c := range cols {
 		out[c] = vals[i].String
@@ -160,9 +169,10 @@ func gtidSeqs(pos string) map[string]int64 {
 	return out
 }
 
-// gtidBehind is how many transactions of ahead are missing from behind:
-// per domain the sequence gap, summed.
-func gtidBehind(ahead, behind string) int64 {
+// GTIDBehind is how many transactions of ahead (a GTID position,
+// "0-1-42,2-3-7") are missing from behind: per domain the sequence gap,
+// summed.
+func GTIDBehind(ahead, behind string) int64 {
 	b := gtidSeqs(behind)
 	var n int64
 	for d, s := range gtidSeqs(ahead) {
