@@ -93,7 +93,7 @@ kind = "personnel"
 users = 4
 rate = "40/s"
 warmup = "3s"
-duration = "8s"
+duration = "6s"
 cooldown = "1s"
 lag_sample = 1
 `
@@ -557,4 +557,89 @@ from = "p1"
 		t.Errorf("database replab_t after the run: %d (%v), want it dropped", n, err)
 	}
 	t.Logf("e1: lag p50 %.2f ms, resolution %.2f ms, correction %.2f ± %.2f ms", rep.LagMs.P50, rep.ResolutionMs, rep.LagClock.CorrectionMs, rep.LagClock.BoundMs)
+}
+
+// TestTargetModeGalera: two Galera masters measured as a target: a master
+// that is not in the cluster refused, then a run writing at both whose lag
+// each master reads for the other's writers.
+func TestTargetModeGalera(t *testing.T) {
+	requireRoot(t)
+	if _, err := os.Stat("/usr/lib/galera/libgalera_smm.so"); err != nil {
+		t.Skip("integration test skipped: Galera is not installed (scripts/deps.sh test)")
+	}
+	l, c := labtest.Cluster(t, mariadb.Engine{}, "tgal", `
+[lab]
+name = "NAME"
+
+[site.a]
+[site.b]
+[site.client]
+
+[[link]]
+sites = ["a", "b"]
+delay = "10ms"
+
+[[link]]
+sites = ["client", "a"]
+delay = "5ms"
+
+[[link]]
+sites = ["client", "b"]
+delay = "5ms"
+
+[engine]
+kind = "mariadb"
+
+[node.g1]
+site = "a"
+role = "master"
+
+[node.g2]
+site = "b"
+role = "master"
+
+[scheme]
+replication = "galera"
+gcache_size = "32M"
+`)
+	dir := openDir(t)
+	var nodes []engine.Node
+	password := ""
+	for _, n := range c.Nodes() {
+		cfg, err := mysql.ParseDSN(n.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		password, cfg.Passwd = cfg.Passwd, ""
+		n.DSN = cfg.FormatDSN()
+		nodes = append(nodes, n)
+	}
+	pwFile := filepath.Join(dir, "password")
+	if err := os.WriteFile(pwFile, []byte(password+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	head := fmt.Sprintf("[target]\nname = \"tgal\"\nengine = \"mariadb\"\nsite = \"client\"\nschema = \"replab_t\"\ncreate_schema = true\npassword_file = %q\n", pwFile)
+
+	spec := targetSpec(t, dir, nodes, head, nil)
+	res := filepath.Join(dir, "run")
+	out, code := runInSite(t, l, "client", "run", spec, "--out", res)
+	if code != 0 {
+		t.Fatalf("target run: exit %d\n%s", code, out)
+	}
+	sum := readSummary(t, res)
+	if !sum.Complete || sum.Transactions == 0 {
+		t.Fatalf("target run: complete %v, %d transactions", sum.Complete, sum.Transactions)
+	}
+	for _, name := range []string{"g1", "g2"} {
+		rep := sum.Replicas[name]
+		if rep == nil || rep.LagClock == nil || rep.Tracked == 0 {
+			t.Fatalf("master %s: %+v, want lag for the other master's writers", name, rep)
+		}
+		// A write-set goes from the client (5 ms) to its master and on to
+		// the other (10 ms) before it commits: at least 15 ms.
+		if rep.LagMs.P50 < 14 {
+			t.Errorf("%s: lag p50 %.2f ms, below the 15 ms the links take", name, rep.LagMs.P50)
+		}
+		t.Logf("%s: lag p50 %.2f ms, %d tracked, resolution %.2f ms", name, rep.LagMs.P50, rep.Tracked, rep.ResolutionMs)
+	}
 }

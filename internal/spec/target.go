@@ -39,7 +39,7 @@ type Target struct {
 // TargetNode is one [target.node.NAME] table: an existing server.
 type TargetNode struct {
 	Name  string
-	Role  string // "primary", or "standby"/"replica" (one and the same here)
+	Role  string // "primary", "standby"/"replica" (one and the same here), or "master" (every node of a Galera cluster)
 	From  string // a replica's upstream, as the servers must confirm
 	DSN   string // how to reach it from the driver's host; never a password
 	Site  string // a label: where it runs ("" when not said)
@@ -57,7 +57,7 @@ var (
 	targetKeys     = []string{"name", "engine", "site", "schema", "create_schema", "keep_schema", "password_file", "agent_token_file", "connect_timeout", "node"}
 	targetNodeKeys = []string{"role", "from", "dsn", "site", "agent"}
 	targetEngines  = []string{"postgres", "mariadb"}
-	targetRoles    = []string{"primary", "standby", "replica"}
+	targetRoles    = []string{"primary", "standby", "replica", "master"}
 	schemaRE       = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 	// labOnly are the tables that build a lab: a target spec has none.
 	labOnly = []string{"lab", "site", "link", "engine", "node", "storage", "scheme", "fault"}
@@ -171,13 +171,13 @@ func (c *decoder) targetNodes(s *Spec, p path, m map[string]any, str func(path, 
 			continue
 		}
 		c.checkKeys(pp, tm, targetNodeKeys, "[target.node."+showKey(name)+"]")
-		if role, ok := str(pp, tm, "role", `"primary", "standby" or "replica"`); ok {
+		if role, ok := str(pp, tm, "role", `"primary", "standby", "replica" or "master"`); ok {
 			if !contains(targetRoles, role) {
-				c.fail(pp.child("role"), tm["role"], "unknown role%s; target mode knows: %s (multi-master targets are not supported yet)", didYouMean(role, targetRoles), strings.Join(targetRoles, ", "))
+				c.fail(pp.child("role"), tm["role"], "unknown role%s; target mode knows: %s", didYouMean(role, targetRoles), strings.Join(targetRoles, ", "))
 			}
 			n.Role = role
 		} else if _, has := tm["role"]; !has {
-			c.failAt(pp, `role is required: "primary", "standby" or "replica"`)
+			c.failAt(pp, `role is required: "primary", "standby", "replica" or "master"`)
 		}
 		n.From, _ = str(pp, tm, "from", `a node name like "eu1"`)
 		if dsn, ok := str(pp, tm, "dsn", `a connection string like "host=10.0.0.5 port=5432 user=replab dbname=app"`); ok {
@@ -211,6 +211,28 @@ func (c *decoder) checkTargetTopology(s *Spec, nodes []TargetNode) {
 		}
 	}
 	field := func(n TargetNode, key string) path { return path{"target", "node", n.Name, key} }
+	var masters []string
+	for _, n := range nodes {
+		if n.Role == "master" {
+			masters = append(masters, n.Name)
+		}
+	}
+	if len(masters) > 0 {
+		// A multi-master cluster (Galera): every node a master, each
+		// receiving from all the others.
+		for _, n := range nodes {
+			switch {
+			case n.Role != "master" && n.Role != "":
+				c.failAt(field(n, "role"), "a %s beside masters (%s): target mode measures a cluster of masters alone", n.Role, strings.Join(masters, ", "))
+			case n.From != "":
+				c.failAt(field(n, "from"), "a master receives from every other master: remove from")
+			}
+		}
+		if len(masters) < 2 {
+			c.failAt(field(nodes[0], "role"), "one master alone replicates to nobody: name every member of the cluster")
+		}
+		return
+	}
 	if len(nodes) > 0 && len(primaries) == 0 {
 		c.failAt(path{"target", "node"}, `no node has role = "primary": replab writes there`)
 	}

@@ -74,6 +74,9 @@ type fact struct {
 	senderHost string
 	senderPort int
 	receiver   string
+	// A Galera member: its cluster's state UUID ("" when wsrep is off),
+	// the cluster's status (Primary) and its own state (Synced).
+	galera, galeraStatus, galeraState string
 }
 
 // schemaState is what exists of replab's schema.
@@ -130,9 +133,12 @@ func Connect(ctx context.Context, s *spec.Spec, log io.Writer) (_ *Cluster, err 
 	}
 	for i, n := range t.Nodes {
 		en := engine.Node{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, DSN: n.DSN, Version: facts[i].version,
-			Writable: n.Role == "primary"}
+			Writable: n.Role == "primary" || n.Role == "master"}
 		if n.From != "" {
 			en.Upstreams = []string{n.From}
+		}
+		if n.Role == "master" {
+			en.Upstreams = c.otherMasters(n.Name)
 		}
 		host, port := c.srv.addr(n.Name)
 		if a, err := netip.ParseAddr(host); err == nil {
@@ -147,6 +153,17 @@ func Connect(ctx context.Context, s *spec.Spec, log io.Writer) (_ *Cluster, err 
 		return nil, err
 	}
 	return c, nil
+}
+
+// otherMasters are the masters besides node.
+func (c *Cluster) otherMasters(node string) []string {
+	var out []string
+	for _, m := range c.t.Nodes {
+		if m.Role == "master" && m.Name != node {
+			out = append(out, m.Name)
+		}
+	}
+	return out
 }
 
 func indices(n int) []int {
@@ -181,8 +198,22 @@ func (c *Cluster) checkTopology(facts []fact) error {
 	for i, n := range c.t.Nodes {
 		byName[n.Name] = facts[i]
 	}
+	first := -1 // the first master: the others must be in its cluster
 	for i, n := range c.t.Nodes {
 		f := facts[i]
+		if n.Role == "master" {
+			switch {
+			case f.galera == "":
+				errs = append(errs, c.at(n.Name, errors.New("the spec says master, but the server is not a Galera member (wsrep_on is OFF): target mode reads multi-master MariaDB as a Galera cluster")))
+			case f.galeraStatus != "Primary" || f.galeraState != "Synced":
+				errs = append(errs, c.at(n.Name, fmt.Errorf("a Galera member that is %s in a %s component: measure a cluster whose members are all Synced in the Primary component", f.galeraState, f.galeraStatus)))
+			case first < 0:
+				first = i
+			case f.galera != facts[first].galera:
+				errs = append(errs, c.at(n.Name, fmt.Errorf("not in the same Galera cluster as %s (cluster state %s, %s's is %s)", c.t.Nodes[first].Name, f.galera, c.t.Nodes[first].Name, facts[first].galera)))
+			}
+			continue
+		}
 		switch {
 		case n.Role == "primary" && f.replica:
 			errs = append(errs, c.at(n.Name, errors.New("the spec says primary, but the server is a replica: name the server that takes writes as primary")))
@@ -414,7 +445,7 @@ func (c *Cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 	}
 	var out []engine.ReplicaState
 	for _, n := range engine.Replicas(c.nodes) {
-		r, err := c.srv.state(ctx, n.Name, n.From, pos)
+		r, err := c.srv.state(ctx, n.Name, strings.Join(n.Upstreams, ","), pos)
 		if err != nil {
 			return nil, c.at(n.Name, fmt.Errorf("read its replication state: %w", err))
 		}

@@ -20,8 +20,9 @@ import (
 // mariadb is a MariaDB primary and its replicas (binlog replication);
 // replab's "schema" is a database of its own.
 type mariadb struct {
-	t   *spec.Target
-	cfg map[string]*mysql.Config
+	t      *spec.Target
+	cfg    map[string]*mysql.Config
+	galera bool // the nodes are masters of a Galera cluster
 
 	mu   sync.Mutex
 	kept map[string]*sql.DB // one connection each, for the reads made every second
@@ -30,6 +31,7 @@ type mariadb struct {
 func newMariaDB(t *spec.Target, password string) (*mariadb, error) {
 	m := &mariadb{t: t, cfg: map[string]*mysql.Config{}, kept: map[string]*sql.DB{}}
 	for _, n := range t.Nodes {
+		m.galera = m.galera || n.Role == "master"
 		cfg, err := parseMySQLDSN(n.DSN)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
@@ -109,6 +111,13 @@ func (m *mariadb) facts(ctx context.Context, node string) (fact, error) {
 		return f, explainMySQL(err)
 	}
 	f.version = "MariaDB " + f.version
+	ws, err := wsrep(ctx, db)
+	if err != nil {
+		return f, err
+	}
+	if ws["wsrep_ready"] == "ON" || ws["wsrep_cluster_state_uuid"] != "" {
+		f.galera, f.galeraStatus, f.galeraState = ws["wsrep_cluster_state_uuid"], ws["wsrep_cluster_status"], ws["wsrep_local_state_comment"]
+	}
 	st, err := emariadb.SlaveStatus(ctx, db)
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1142) {
@@ -219,11 +228,34 @@ func (m *mariadb) open(node string) (*sql.DB, error) {
 	return sql.OpenDB(conn), nil
 }
 
-// position is the primary's binlog GTID position.
+// wsrep is a server's wsrep_% status; empty without Galera.
+func wsrep(ctx context.Context, db *sql.DB) (map[string]string, error) {
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep\\_%'")
+	if err != nil {
+		return nil, fmt.Errorf("read wsrep status: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[strings.ToLower(k)] = v
+	}
+	return out, rows.Err()
+}
+
+// position is the primary's binlog GTID position; in a Galera cluster the
+// cluster-wide sequence number of the last write-set committed.
 func (m *mariadb) position(ctx context.Context, primary string) (string, error) {
 	db, err := m.db(primary)
 	if err != nil {
 		return "", err
+	}
+	if m.galera {
+		ws, err := wsrep(ctx, db)
+		return ws["wsrep_last_committed"], err
 	}
 	var pos string
 	err = db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos)
@@ -234,6 +266,16 @@ func (m *mariadb) reached(ctx context.Context, node, pos string) (bool, string, 
 	db, err := m.db(node)
 	if err != nil {
 		return false, "", err
+	}
+	if m.galera {
+		ws, err := wsrep(ctx, db)
+		if err != nil {
+			return false, "", err
+		}
+		at, want := ws["wsrep_last_committed"], pos
+		a, errA := strconv.ParseInt(at, 10, 64)
+		w, errW := strconv.ParseInt(want, 10, 64)
+		return errA == nil && errW == nil && a >= w, at, nil
 	}
 	var res int
 	var at string
@@ -246,6 +288,9 @@ func (m *mariadb) state(ctx context.Context, node, from, pos string) (engine.Rep
 	db, err := m.db(node)
 	if err != nil {
 		return r, err
+	}
+	if m.galera {
+		return galeraState(ctx, db, r)
 	}
 	st, err := emariadb.SlaveStatus(ctx, db)
 	if err != nil {
@@ -285,4 +330,25 @@ func (m *mariadb) close() {
 		db.Close()
 	}
 	clear(m.kept)
+}
+
+// galeraState is a Galera member's state: its receive queue in
+// write-sets, and the counters that say why it lags (flow control,
+// certification).
+func galeraState(ctx context.Context, db *sql.DB, r engine.ReplicaState) (engine.ReplicaState, error) {
+	ws, err := wsrep(ctx, db)
+	if err != nil {
+		return r, err
+	}
+	r.Kind, r.BacklogUnit, r.State = "galera", engine.UnitWriteSets, ws["wsrep_local_state_comment"]
+	if cs := ws["wsrep_cluster_status"]; cs != "Primary" {
+		r.State += " (" + cs + ")"
+	}
+	r.Backlog, _ = strconv.ParseInt(ws["wsrep_local_recv_queue"], 10, 64)
+	for _, k := range []string{"wsrep_last_committed", "wsrep_cluster_size", "wsrep_flow_control_paused", "wsrep_local_cert_failures", "wsrep_local_bf_aborts"} {
+		if v, ok := ws[k]; ok {
+			r.Positions = append(r.Positions, engine.Position{Name: strings.TrimPrefix(k, "wsrep_"), Value: v})
+		}
+	}
+	return r, nil
 }

@@ -75,6 +75,9 @@ func (e Engine) Validate(s *spec.Spec) error {
 		return errs.Err()
 	}
 	for _, n := range t.Nodes {
+		if n.Role == "master" && t.Engine != "mariadb" {
+			errs.Add("target.node."+n.Name+".role", `masters are read from a MariaDB Galera cluster (engine = "mariadb"); PostgreSQL multi-master targets (pglogical) are not supported yet`)
+		}
 		field := "target.node." + n.Name + ".dsn"
 		if t.Engine == "mariadb" {
 			cfg, err := parseMySQLDSN(n.DSN)
