@@ -559,9 +559,11 @@ from = "p1"
 	t.Logf("e1: lag p50 %.2f ms, resolution %.2f ms, correction %.2f ± %.2f ms", rep.LagMs.P50, rep.ResolutionMs, rep.LagClock.CorrectionMs, rep.LagClock.BoundMs)
 }
 
-// TestTargetModeGalera: two Galera masters measured as a target: a master
-// that is not in the cluster refused, then a run writing at both whose lag
-// each master reads for the other's writers.
+// TestTargetModeGalera: three Galera masters (the fewest the engine
+// builds: two leave no majority when one is cut off) measured as a target:
+// a desynced member refused, then a run
+// writing at every master whose lag each master reads for the others'
+// writers.
 func TestTargetModeGalera(t *testing.T) {
 	requireRoot(t)
 	if _, err := os.Stat("/usr/lib/galera/libgalera_smm.so"); err != nil {
@@ -573,10 +575,19 @@ name = "NAME"
 
 [site.a]
 [site.b]
+[site.c]
 [site.client]
 
 [[link]]
 sites = ["a", "b"]
+delay = "10ms"
+
+[[link]]
+sites = ["a", "c"]
+delay = "10ms"
+
+[[link]]
+sites = ["b", "c"]
 delay = "10ms"
 
 [[link]]
@@ -585,6 +596,10 @@ delay = "5ms"
 
 [[link]]
 sites = ["client", "b"]
+delay = "5ms"
+
+[[link]]
+sites = ["client", "c"]
 delay = "5ms"
 
 [engine]
@@ -596,6 +611,10 @@ role = "master"
 
 [node.g2]
 site = "b"
+role = "master"
+
+[node.g3]
+site = "c"
 role = "master"
 
 [scheme]
@@ -620,9 +639,38 @@ gcache_size = "32M"
 	}
 	head := fmt.Sprintf("[target]\nname = \"tgal\"\nengine = \"mariadb\"\nsite = \"client\"\nschema = \"replab_t\"\ncreate_schema = true\npassword_file = %q\n", pwFile)
 
+	// A desynced member (as during a backup) is not measured: its lag
+	// would be the donor's, not the cluster's.
+	g3, err := c.(engine.SQL).Open(context.Background(), "g3", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g3.Close()
+	if _, err := g3.Exec("SET GLOBAL wsrep_desync = ON"); err != nil {
+		t.Fatal(err)
+	}
 	spec := targetSpec(t, dir, nodes, head, nil)
+	out, code := runInSite(t, l, "client", "run", spec, "--out", filepath.Join(dir, "desynced"))
+	if code == 0 || !strings.Contains(out, "node g3 (") || !strings.Contains(out, "Desynced") {
+		t.Errorf("a desynced Galera member: exit %d, want a refusal naming g3:\n%s", code, out)
+	}
+	if _, err := g3.Exec("SET GLOBAL wsrep_desync = OFF"); err != nil {
+		t.Fatal(err)
+	}
+	// Back to Joined, then Synced once it has caught up.
+	for state, start := "", time.Now(); state != "Synced"; time.Sleep(100 * time.Millisecond) {
+		var name string
+		if err := g3.QueryRow("SHOW GLOBAL STATUS LIKE 'wsrep_local_state_comment'").Scan(&name, &state); err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("g3 still %s a minute after wsrep_desync = OFF", state)
+		}
+	}
+
+	spec = targetSpec(t, dir, nodes, head, nil)
 	res := filepath.Join(dir, "run")
-	out, code := runInSite(t, l, "client", "run", spec, "--out", res)
+	out, code = runInSite(t, l, "client", "run", spec, "--out", res)
 	if code != 0 {
 		t.Fatalf("target run: exit %d\n%s", code, out)
 	}
@@ -630,13 +678,13 @@ gcache_size = "32M"
 	if !sum.Complete || sum.Transactions == 0 {
 		t.Fatalf("target run: complete %v, %d transactions", sum.Complete, sum.Transactions)
 	}
-	for _, name := range []string{"g1", "g2"} {
+	for _, name := range []string{"g1", "g2", "g3"} {
 		rep := sum.Replicas[name]
 		if rep == nil || rep.LagClock == nil || rep.Tracked == 0 {
 			t.Fatalf("master %s: %+v, want lag for the other master's writers", name, rep)
 		}
 		// A write-set goes from the client (5 ms) to its master and on to
-		// the other (10 ms) before it commits: at least 15 ms.
+		// the others (10 ms) before it commits: at least 15 ms.
 		if rep.LagMs.P50 < 14 {
 			t.Errorf("%s: lag p50 %.2f ms, below the 15 ms the links take", name, rep.LagMs.P50)
 		}
