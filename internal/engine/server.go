@@ -106,6 +106,20 @@ func (p *Proc) PID() int {
 // Exited is closed once the process has exited.
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
 
+// ExitStatus says how the process ended ("exit status 1", "signal:
+// killed"); "" while it runs.
+func (p *Proc) ExitStatus() string {
+	select {
+	case <-p.exited:
+		if st := p.cmd.ProcessState; st != nil {
+			return st.String()
+		}
+		return "unknown"
+	default:
+		return ""
+	}
+}
+
 // Signal sends sig and waits until the process exits or ctx ends. A
 // stopped (paused) process is continued first: it would not act on the
 // signal.
