@@ -1,0 +1,445 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"replab/internal/pipeline/trail"
+)
+
+// ReplicatConfig configures a replicat.
+type ReplicatConfig struct {
+	// Trail is the trail to apply (local to the replicat's site, or the
+	// source's in the "remote" configuration).
+	Trail string
+	// DSN is the target database's connection string (libpq form).
+	DSN string
+	// Name keys the replicat's checkpoint row at the target.
+	Name string
+	// Batch is GoldenGate's BATCHSQL: consecutive inserts (or deletes) of
+	// one table become one multi-row statement, and a whole target
+	// transaction goes in one round trip. Without it every statement is a
+	// round trip of its own, as a plain replicat applies them.
+	Batch bool
+	// GroupOps groups source transactions into one target transaction
+	// until it holds at least this many changes (GoldenGate's
+	// GROUPTRANSOPS), or until the trail has nothing more for now. 0 or 1
+	// applies each source transaction on its own.
+	GroupOps int
+	// Dial, when set, opens the connection (a lab site's dialer).
+	Dial DialFunc
+}
+
+// Checkpoint table at the target: the trail position applied, updated in
+// the same transaction as the changes, so a restart neither loses nor
+// repeats one.
+const checkpointTable = "replab_replicat_checkpoint"
+
+// ReplicatCounters are Counters plus what only a replicat has.
+type ReplicatCounters struct {
+	Counters
+	RoundTrips atomic.Int64 // round trips to the target (statements or batches)
+	Statements atomic.Int64 // SQL statements executed for changes
+}
+
+// Replicat applies the trail to the target until ctx ends (it then returns
+// nil) or something fails. It resumes from its checkpoint at the target.
+func Replicat(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) error {
+	if c == nil {
+		c = new(ReplicatCounters)
+	}
+	if cfg.Name == "" {
+		return errors.New("replicat: no name for its checkpoint")
+	}
+	pc, err := pgconn.ParseConfig(cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("replicat %s: target connection string: %w", cfg.Name, err)
+	}
+	if cfg.Dial != nil {
+		pc.DialFunc = pgconn.DialFunc(cfg.Dial)
+	}
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return fmt.Errorf("replicat %s: connect to the target: %w", cfg.Name, err)
+	}
+	defer conn.Close(context.Background())
+	a := &applier{cfg: cfg, conn: conn, c: c, prepared: map[string]string{}}
+	from, err := a.checkpoint(ctx)
+	if err != nil {
+		return stopped(ctx, err)
+	}
+	r, err := openTrail(ctx, cfg.Trail, from)
+	if err != nil {
+		return stopped(ctx, err)
+	}
+	defer r.Close()
+	c.Bytes.Store(int64(from))
+
+	var group []trail.Record // changes of the transactions being grouped
+	var txs int
+	var last trail.Record // the group's last commit
+	var end trail.Pos
+	for {
+		// Wait for the next record only when the group is empty: with
+		// changes in hand, an empty trail means apply now.
+		var rec trail.Record
+		var pos trail.Pos
+		if len(group) == 0 && txs == 0 {
+			rec, pos, err = r.Next(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		} else {
+			var ok bool
+			rec, pos, ok, err = r.TryNext()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if err := a.finish(ctx, group, txs, last, end); err != nil {
+					return err
+				}
+				group, txs = group[:0], 0
+				continue
+			}
+		}
+		switch rec.Op {
+		case trail.OpBegin:
+		case trail.OpCommit:
+			txs++
+			last, end = rec, pos
+			if len(group) >= max(cfg.GroupOps, 1) {
+				if err := a.finish(ctx, group, txs, last, end); err != nil {
+					return err
+				}
+				group, txs = group[:0], 0
+			}
+		default:
+			group = append(group, rec)
+		}
+	}
+}
+
+// openTrail opens a trail for reading, waiting for it to be created: a
+// stage may start before the one that writes its trail.
+func openTrail(ctx context.Context, path string, from trail.Pos) (*trail.Reader, error) {
+	for {
+		r, err := trail.Open(path, from)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// finish applies a group even when ctx ends meanwhile: a stop lets the
+// transaction in flight commit (and its counters count it), as
+// GoldenGate's STOP REPLICAT does, within a bound.
+func (a *applier) finish(ctx context.Context, changes []trail.Record, txs int, last trail.Record, end trail.Pos) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishWithin)
+	defer cancel()
+	return a.apply(actx, changes, txs, last, end)
+}
+
+// finishWithin bounds how long a stop waits for the transaction in flight.
+const finishWithin = 30 * time.Second
+
+// stopped is nil when ctx has ended (a stop, not a failure), else err.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// applier is Replicat's connection and statement cache.
+type applier struct {
+	cfg      ReplicatConfig
+	conn     *pgconn.PgConn
+	c        *ReplicatCounters
+	prepared map[string]string // SQL text -> prepared statement name
+}
+
+// checkpoint creates the checkpoint table if needed and reads where this
+// replicat stopped.
+func (a *applier) checkpoint(ctx context.Context) (trail.Pos, error) {
+	sql := "CREATE TABLE IF NOT EXISTS " + checkpointTable + " (name text PRIMARY KEY, pos bigint NOT NULL, lsn bigint NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());" +
+		"INSERT INTO " + checkpointTable + " (name, pos, lsn) VALUES (" + quoteLiteral(a.cfg.Name) + ", 0, 0) ON CONFLICT (name) DO NOTHING"
+	if err := a.conn.Exec(ctx, sql).Close(); err != nil {
+		return 0, fmt.Errorf("replicat %s: checkpoint table at the target: %w", a.cfg.Name, err)
+	}
+	res := a.conn.ExecParams(ctx, "SELECT pos FROM "+checkpointTable+" WHERE name = $1", [][]byte{[]byte(a.cfg.Name)}, nil, nil, nil).Read()
+	if res.Err != nil || len(res.Rows) != 1 {
+		return 0, fmt.Errorf("replicat %s: read its checkpoint: %v", a.cfg.Name, res.Err)
+	}
+	pos, err := strconv.ParseInt(string(res.Rows[0][0]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("replicat %s: checkpoint position %q: %w", a.cfg.Name, res.Rows[0][0], err)
+	}
+	return trail.Pos(pos), nil
+}
+
+// stmt is one statement to run with its text parameters (nil is NULL).
+type stmt struct {
+	sql  string
+	args [][]byte
+}
+
+// apply runs the changes of txs source transactions, ending with commit
+// record last at trail position end, as one target transaction.
+func (a *applier) apply(ctx context.Context, changes []trail.Record, txs int, last trail.Record, end trail.Pos) error {
+	stmts := statements(changes, a.cfg.Batch)
+	ck := stmt{
+		sql:  "UPDATE " + checkpointTable + " SET pos = $1, lsn = $2, applied_at = now() WHERE name = $3",
+		args: [][]byte{[]byte(strconv.FormatInt(int64(end), 10)), []byte(strconv.FormatUint(last.LSN, 10)), []byte(a.cfg.Name)},
+	}
+	for _, s := range append(stmts, ck) {
+		if _, err := a.prepare(ctx, s.sql); err != nil {
+			return err
+		}
+	}
+	if a.cfg.Batch {
+		b := &pgconn.Batch{}
+		b.ExecParams("BEGIN", nil, nil, nil, nil)
+		for _, s := range stmts {
+			b.ExecPrepared(a.prepared[s.sql], s.args, nil, nil)
+		}
+		b.ExecPrepared(a.prepared[ck.sql], ck.args, nil, nil)
+		b.ExecParams("COMMIT", nil, nil, nil, nil)
+		results, err := a.conn.ExecBatch(ctx, b).ReadAll()
+		a.c.RoundTrips.Add(1)
+		if err == nil {
+			for _, r := range results {
+				if r.Err != nil {
+					err = r.Err
+					break
+				}
+			}
+		}
+		if err != nil {
+			return a.failed(ctx, last, err)
+		}
+	} else {
+		// Statement by statement: BEGIN, each change, the checkpoint and
+		// COMMIT are a round trip each.
+		if err := a.exec(ctx, "BEGIN"); err != nil {
+			return a.failed(ctx, last, err)
+		}
+		for _, s := range append(stmts, ck) {
+			a.c.RoundTrips.Add(1)
+			if _, err := a.conn.ExecPrepared(ctx, a.prepared[s.sql], s.args, nil, nil).Close(); err != nil {
+				return a.failed(ctx, last, err)
+			}
+		}
+		if err := a.exec(ctx, "COMMIT"); err != nil {
+			return a.failed(ctx, last, err)
+		}
+	}
+	a.c.Statements.Add(int64(len(stmts)))
+	a.c.Records.Add(int64(len(changes)))
+	a.c.Transactions.Add(int64(txs))
+	a.c.Syncs.Add(1)
+	a.c.Bytes.Store(int64(end))
+	a.c.Position.Store(last.LSN)
+	a.c.LastCommitNs.Store(last.Time)
+	return nil
+}
+
+// exec runs one statement without parameters as a round trip of its own.
+func (a *applier) exec(ctx context.Context, sql string) error {
+	a.c.RoundTrips.Add(1)
+	_, err := a.conn.Exec(ctx, sql).ReadAll()
+	return err
+}
+
+// failed rolls back what a failed apply began and says which source
+// transaction it was.
+func (a *applier) failed(ctx context.Context, last trail.Record, err error) error {
+	if a.conn.TxStatus() != 'I' && !a.conn.IsClosed() {
+		_ = a.conn.Exec(ctx, "ROLLBACK").Close()
+	}
+	return fmt.Errorf("replicat %s: apply the transaction(s) ending at source commit %X/%X: %w", a.cfg.Name, last.LSN>>32, uint32(last.LSN), err)
+}
+
+// prepare prepares sql once per connection.
+func (a *applier) prepare(ctx context.Context, sql string) (string, error) {
+	if name, ok := a.prepared[sql]; ok {
+		return name, nil
+	}
+	name := "r" + strconv.Itoa(len(a.prepared))
+	if _, err := a.conn.Prepare(ctx, name, sql, nil); err != nil {
+		return "", fmt.Errorf("replicat %s: prepare %q: %w", a.cfg.Name, sql, err)
+	}
+	a.prepared[sql] = name
+	return name, nil
+}
+
+// maxRows bounds a multi-row statement (and the number of distinct
+// statement texts the cache can hold per table: one per row count).
+const maxRows = 64
+
+// statements turns changes into SQL. With batch, runs of inserts (or
+// deletes) into one table with the same columns become multi-row
+// statements, up to maxRows rows each.
+func statements(changes []trail.Record, batch bool) []stmt {
+	var out []stmt
+	for i := 0; i < len(changes); {
+		r := &changes[i]
+		n := 1
+		if batch && (r.Op == trail.OpInsert || r.Op == trail.OpDelete) {
+			for n < maxRows && i+n < len(changes) && sameShape(r, &changes[i+n]) {
+				n++
+			}
+		}
+		out = append(out, statement(changes[i:i+n]))
+		i += n
+	}
+	return out
+}
+
+// sameShape says whether two changes can share one multi-row statement.
+func sameShape(a, b *trail.Record) bool {
+	return a.Op == b.Op && a.Schema == b.Schema && a.Table == b.Table && slicesEqual(a.Columns, b.Columns)
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// statement builds one statement for rows (one row unless they are
+// inserts or deletes of the same shape).
+func statement(rows []trail.Record) stmt {
+	r := &rows[0]
+	var b strings.Builder
+	var args [][]byte
+	param := func(v trail.Value) {
+		if v.Null {
+			args = append(args, nil)
+		} else {
+			args = append(args, []byte(v.Text))
+		}
+		b.WriteString("$")
+		b.WriteString(strconv.Itoa(len(args)))
+	}
+	table := quoteIdent(r.Schema) + "." + quoteIdent(r.Table)
+	switch r.Op {
+	case trail.OpInsert:
+		b.WriteString("INSERT INTO " + table + " (")
+		for i, c := range r.Columns {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(quoteIdent(c))
+		}
+		b.WriteString(") VALUES ")
+		for j := range rows {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(")
+			for i, v := range rows[j].Values {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				param(v)
+			}
+			b.WriteString(")")
+		}
+	case trail.OpUpdate:
+		b.WriteString("UPDATE " + table + " SET ")
+		for i, c := range r.Columns {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(quoteIdent(c) + " = ")
+			param(r.Values[i])
+		}
+		b.WriteString(" WHERE ")
+		for j, k := range r.Key {
+			if j > 0 {
+				b.WriteString(" AND ")
+			}
+			b.WriteString(quoteIdent(r.Columns[k]) + " = ")
+			if r.Old != nil {
+				param(r.Old[j])
+			} else {
+				param(r.Values[k])
+			}
+		}
+	case trail.OpDelete:
+		b.WriteString("DELETE FROM " + table + " WHERE ")
+		if len(rows) == 1 {
+			for j, k := range r.Key {
+				if j > 0 {
+					b.WriteString(" AND ")
+				}
+				b.WriteString(quoteIdent(r.Columns[k]) + " = ")
+				param(r.Values[k])
+			}
+			break
+		}
+		b.WriteString("(")
+		for j, k := range r.Key {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(quoteIdent(r.Columns[k]))
+		}
+		b.WriteString(") IN (")
+		for j := range rows {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(")
+			for jj, k := range rows[j].Key {
+				if jj > 0 {
+					b.WriteString(", ")
+				}
+				param(rows[j].Values[k])
+			}
+			b.WriteString(")")
+		}
+		b.WriteString(")")
+	}
+	return stmt{sql: b.String(), args: args}
+}
+
+func quoteLiteral(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// WaitApplied polls c until the replicat has applied the source commit
+// lsn or ctx ends.
+func WaitApplied(ctx context.Context, c *ReplicatCounters, lsn uint64) error {
+	for c.Position.Load() < lsn {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
