@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"replab/internal/pipeline"
 )
 
 // version is set at build time (-ldflags "-X main.version=…").
@@ -57,6 +59,10 @@ docs/postgres.md, docs/metrics.md, docs/iotest.md.
 }
 
 func main() {
+	if pipeline.IsStage() {
+		// A pipeline stage started by a lab in a site (issue 16).
+		os.Exit(pipeline.StageMain())
+	}
 	os.Exit(run(os.Args[1:]))
 }
 

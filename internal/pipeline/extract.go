@@ -42,7 +42,7 @@ type ExtractConfig struct {
 	// confirmed only up to what is durable.
 	SyncEvery time.Duration
 	// Dial, when set, opens the connection (a lab site's dialer).
-	Dial DialFunc
+	Dial DialFunc `json:"-"`
 }
 
 // Counters are a stage's running totals, read while it runs.

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,12 +156,19 @@ func exec(t *testing.T, db *sql.DB, stmts ...string) {
 // key), deletes, NULLs and awkward text, deterministic from seed.
 func dml(t *testing.T, db *sql.DB, seed uint64, first, n int) {
 	t.Helper()
+	if err := dmlErr(db, seed, first, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dmlErr is dml for goroutines other than the test's.
+func dmlErr(db *sql.DB, seed uint64, first, n int) error {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	notes := []string{"plain", "it's quoted", `back\slash`, "ünïcødé ✓", strings.Repeat("compressible text ", 20)}
 	for i := first; i < first+n; i++ {
 		tx, err := db.Begin()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		for k := 0; k < 5; k++ {
 			id := rng.IntN(200)
@@ -183,13 +192,15 @@ func dml(t *testing.T, db *sql.DB, seed uint64, first, n int) {
 				q, args = "UPDATE item SET b = b || $2, v = v + 1 WHERE a = $1 AND length(b) < 12", []any{id % 20, fmt.Sprintf("-%d.%d", i, k)}
 			}
 			if _, err := tx.Exec(q, args...); err != nil {
-				t.Fatalf("%s: %v", q, err)
+				tx.Rollback()
+				return fmt.Errorf("%s: %w", q, err)
 			}
 		}
 		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }
 
 // checksums is each table's rows, hashed in key order.
@@ -213,6 +224,20 @@ func checksums(t *testing.T, db *sql.DB) string {
 // stage fails, or a minute passes.
 func waitDone(t *testing.T, dst *sql.DB, id int, stages ...*stage) {
 	t.Helper()
+	waitFor(t, dst, id, func() error {
+		for _, s := range stages {
+			if err := s.failed(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// waitFor waits until row id of table done is at the target, or check
+// fails, or a minute passes.
+func waitFor(t *testing.T, dst *sql.DB, id int, check func() error) {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var n int
@@ -222,10 +247,8 @@ func waitDone(t *testing.T, dst *sql.DB, id int, stages ...*stage) {
 		if n == 1 {
 			return
 		}
-		for _, s := range stages {
-			if err := s.failed(); err != nil {
-				t.Fatal(err)
-			}
+		if err := check(); err != nil {
+			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("marker %d not applied at the target within a minute", id)
@@ -383,4 +406,139 @@ func TestPipelineRemote(t *testing.T) {
 	t.Logf("plain: %d statements, %d target transactions", plain.Statements.Load(), plain.Syncs.Load())
 	t.Logf("remote replicat: plain %d records in %d round trips; batched %d records in %d round trips",
 		plain.Records.Load(), plain.RoundTrips.Load(), batched.Records.Load(), batched.RoundTrips.Load())
+}
+
+func TestMain(m *testing.M) {
+	if pipeline.IsStage() {
+		os.Exit(pipeline.StageMain()) // this test binary started as a stage
+	}
+	os.Exit(m.Run())
+}
+
+// procStage is a stage running as a process in a site.
+type procStage struct {
+	site string
+	cfg  pipeline.StageConfig
+	proc *engine.Proc
+}
+
+// TestStagesSurviveKill9: the four stages as processes in their sites
+// (extract and pump in cern, collector and replicat in t1) while
+// transactions flow; each is killed with SIGKILL and started again in
+// turn, twice. Every change arrives once: the tables agree at the end.
+func TestStagesSurviveKill9(t *testing.T) {
+	r := newRig(t, "pk")
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, remote := filepath.Join(r.dir, "local.trail"), filepath.Join(r.dir, "remote.trail")
+	listen := net.JoinHostPort(r.l.Site("t1").Address.String(), "7819")
+	stats := func(kind string) string { return filepath.Join(r.dir, kind+".json") }
+	stages := []*procStage{
+		{site: "cern", cfg: pipeline.StageConfig{Kind: pipeline.KindExtract, Stats: stats("extract"),
+			Extract: &pipeline.ExtractConfig{DSN: r.srcNode.DSN, Slot: "pipe", Publications: []string{"pipe"}, Trail: local}}},
+		{site: "cern", cfg: pipeline.StageConfig{Kind: pipeline.KindPump, Stats: stats("pump"),
+			Pump: &pipeline.PumpConfig{Name: "t1", Trail: local, Addr: listen, Compress: 1}}},
+		{site: "t1", cfg: pipeline.StageConfig{Kind: pipeline.KindCollector, Stats: stats("collector"),
+			Collector: &pipeline.CollectorConfig{Trail: remote}, Listen: listen}},
+		{site: "t1", cfg: pipeline.StageConfig{Kind: pipeline.KindReplicat, Stats: stats("replicat"),
+			Replicat: &pipeline.ReplicatConfig{Trail: remote, DSN: r.dstNode.DSN, Name: "t1", Batch: true}}},
+	}
+	startProc := func(s *procStage) {
+		t.Helper()
+		cmd, err := pipeline.Command(bin, s.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = &testWriter{t: t, prefix: s.cfg.Kind + ": "}
+		if s.proc, err = engine.StartProc(r.l.Site(s.site), cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range stages {
+		startProc(s)
+	}
+	t.Cleanup(func() {
+		for _, s := range stages {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := s.proc.Signal(ctx, syscall.SIGTERM); err != nil {
+				t.Errorf("%s did not stop: %v", s.cfg.Kind, err)
+				_ = s.proc.Signal(context.Background(), syscall.SIGKILL)
+			}
+			cancel()
+		}
+	})
+	check := func() error {
+		for _, s := range stages {
+			select {
+			case <-s.proc.Exited():
+				st, _ := pipeline.ReadStats(s.cfg.Stats)
+				return fmt.Errorf("%s exited (%s): %s", s.cfg.Kind, s.proc.ExitStatus(), st.Error)
+			default:
+			}
+		}
+		return nil
+	}
+
+	// Transactions flow while each stage is killed and started again.
+	stopDML, dmlErrc := make(chan struct{}), make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stopDML:
+				dmlErrc <- nil
+				return
+			default:
+			}
+			if err := dmlErr(r.src, uint64(100+i), i*10, 10); err != nil {
+				dmlErrc <- err
+				return
+			}
+		}
+	}()
+	for _, s := range append(stages, stages...) { // each twice
+		time.Sleep(400 * time.Millisecond)
+		if err := check(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.proc.Signal(context.Background(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		startProc(s)
+	}
+	time.Sleep(400 * time.Millisecond)
+	close(stopDML)
+	if err := <-dmlErrc; err != nil {
+		t.Fatal(err)
+	}
+	exec(t, r.src, "INSERT INTO done VALUES (1)")
+	waitFor(t, r.dst, 1, check)
+	if a, b := checksums(t, r.src), checksums(t, r.dst); a != b {
+		t.Errorf("the tables differ after the kills:\nsource %s\ntarget %s", a, b)
+	}
+	// The counters are the restarted processes' own, so they only need
+	// to show work done.
+	time.Sleep(2 * pipeline.StatsEvery)
+	for _, s := range stages {
+		st, err := pipeline.ReadStats(s.cfg.Stats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.PID != s.proc.PID() || st.Transactions == 0 {
+			t.Errorf("%s stats: %+v, want the running process's (pid %d) with transactions", s.cfg.Kind, st, s.proc.PID())
+		}
+		t.Logf("%s: %+v", s.cfg.Kind, st)
+	}
+}
+
+// testWriter passes a process's stderr to the test log.
+type testWriter struct {
+	t      *testing.T
+	prefix string
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.t.Log(w.prefix + strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

@@ -63,7 +63,7 @@ type PumpConfig struct {
 	// own option); 0 leaves the kernel's default and autotuning.
 	SocketBuffer int
 	// Dial, when set, opens the connection (a lab site's dialer).
-	Dial DialFunc
+	Dial DialFunc `json:"-"`
 }
 
 // PumpCounters are Counters plus what only a pump has.

@@ -35,7 +35,7 @@ type ReplicatConfig struct {
 	// applies each source transaction on its own.
 	GroupOps int
 	// Dial, when set, opens the connection (a lab site's dialer).
-	Dial DialFunc
+	Dial DialFunc `json:"-"`
 }
 
 // Checkpoint table at the target: the trail position applied, updated in
@@ -80,63 +80,88 @@ func Replicat(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) erro
 	if err != nil {
 		return stopped(ctx, err)
 	}
-	defer r.Close()
+	defer func() { r.Close() }() // r is replaced after a cut
 	c.Bytes.Store(int64(from))
 
-	var group []trail.Record // changes of the transactions being grouped
+	// group holds the changes of complete transactions not applied yet;
+	// cur those of the transaction whose commit has not been read.
+	var group, cur []trail.Record
 	var txs int
 	var last trail.Record // the group's last commit
-	var end trail.Pos
+	var end trail.Pos     // where it ends in the trail
+	applied := from       // the trail position applied at the target
+	apply := func() error {
+		if err := a.finish(ctx, group, txs, last, end); err != nil {
+			return err
+		}
+		group, txs, applied = group[:0], 0, end
+		return nil
+	}
 	for {
-		// Wait for the next record only when the group is empty: with
-		// changes in hand, an empty trail means apply now.
+		// Wait for the next record only when no complete transaction is
+		// in hand: with one, an empty trail means apply now.
 		var rec trail.Record
 		var pos trail.Pos
-		if len(group) == 0 && txs == 0 {
+		if txs == 0 {
 			rec, pos, err = r.Next(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
 		} else {
 			var ok bool
 			rec, pos, ok, err = r.TryNext()
-			if err != nil {
-				return err
-			}
-			if !ok {
-				if err := a.finish(ctx, group, txs, last, end); err != nil {
+			if err == nil && !ok {
+				if err := apply(); err != nil {
 					return err
 				}
-				group, txs = group[:0], 0
 				continue
 			}
 		}
+		if errors.Is(err, trail.ErrCut) {
+			// The writer restarted and cut an unfinished transaction we
+			// had begun to read (a collector or extract killed while it
+			// wrote one); it will be written again. Drop it and read on
+			// from the last commit.
+			if txs > 0 {
+				if err := apply(); err != nil {
+					return err
+				}
+			}
+			r.Close()
+			cur = cur[:0]
+			if r, err = openTrail(ctx, cfg.Trail, applied); err != nil {
+				return stopped(ctx, err)
+			}
+			continue
+		}
+		if err != nil {
+			return stopped(ctx, err)
+		}
 		switch rec.Op {
 		case trail.OpBegin:
+			cur = cur[:0]
 		case trail.OpCommit:
+			group = append(group, cur...)
+			cur = cur[:0]
 			txs++
 			last, end = rec, pos
 			if len(group) >= max(cfg.GroupOps, 1) {
-				if err := a.finish(ctx, group, txs, last, end); err != nil {
+				if err := apply(); err != nil {
 					return err
 				}
-				group, txs = group[:0], 0
 			}
 		default:
-			group = append(group, rec)
+			cur = append(cur, rec)
 		}
 	}
 }
 
-// openTrail opens a trail for reading, waiting for it to be created: a
-// stage may start before the one that writes its trail.
+// openTrail opens a trail for reading, waiting for it to be created (a
+// stage may start before the one that writes its trail) and to reach
+// from.
 func openTrail(ctx context.Context, path string, from trail.Pos) (*trail.Reader, error) {
 	for {
+		// A trail shorter than from is one whose writer restarted and
+		// has not written again what it cut.
 		r, err := trail.Open(path, from)
-		if !errors.Is(err, fs.ErrNotExist) {
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, trail.ErrCut) {
 			return r, err
 		}
 		select {
