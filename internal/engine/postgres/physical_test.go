@@ -317,7 +317,7 @@ kind = "postgres"
 site = "a"
 role = "primary"
 [scheme]
-replication = "paxos"`, `v.toml:13: scheme.replication: PostgreSQL has no scheme "paxos"; schemes: async, sync, logical, snapshot, multimaster`},
+replication = "paxos"`, `v.toml:13: scheme.replication: PostgreSQL has no scheme "paxos"; schemes: async, sync, logical, snapshot, multimaster, pipeline`},
 		{"remote_apply needs sync", `[node.p]
 site = "a"
 role = "primary"

@@ -17,10 +17,11 @@ const (
 	Sync        = "sync"        // physical streaming, synchronous (FIRST k / ANY k)
 	Logical     = "logical"     // logical replication, optionally partial
 	Snapshot    = "snapshot"    // logical replicas refreshed at an interval
+	Pipeline    = "pipeline"    // extract, trail, pump, collector, replicat (pipeline.go)
 	Multimaster = "multimaster" // pglogical, every master to every other
 )
 
-var schemes = []string{Async, Sync, Logical, Snapshot, Multimaster}
+var schemes = []string{Async, Sync, Logical, Snapshot, Multimaster, Pipeline}
 
 // Commit levels (synchronous_commit).
 var (
@@ -45,6 +46,7 @@ type plan struct {
 	fsync       bool
 	fullPage    bool
 	walCompress bool
+	pipe        *pipePlan // replication = "pipeline"
 }
 
 // scheme is the [scheme] options as written.
@@ -80,6 +82,9 @@ func makePlan(s *spec.Spec) (*plan, error) {
 		fullPage:   o.Bool("full_page_writes"),
 		walCompr:   o.Bool("wal_compression"),
 	}
+	if p.replication == Pipeline {
+		p.pipe = readPipePlan(o)
+	}
 	errs.Join(o.Err())
 	var standbys, replicas, masters []string
 	for _, n := range s.Nodes {
@@ -97,7 +102,9 @@ func makePlan(s *spec.Spec) (*plan, error) {
 		if n.ApplyDelay > 0 && n.Role != "standby" {
 			errs.Add(field+".apply_delay", "apply_delay holds back replay on a physical standby; node %s is a %s", n.Name, n.Role)
 		}
-		if len(n.Tables) > 0 && n.Role != "replica" {
+		if len(n.Tables) > 0 && p.replication == Pipeline {
+			errs.Add(field+".table", "table filters are for replication = \"logical\" or \"snapshot\"; the pipeline carries every table")
+		} else if len(n.Tables) > 0 && n.Role != "replica" {
 			errs.Add(field+".table", "table filters make a logical replica partial; node %s is a %s (use role = \"replica\" with replication = \"logical\" or \"snapshot\")", n.Name, n.Role)
 		}
 		if n.From != "" {
@@ -125,7 +132,7 @@ func makePlan(s *spec.Spec) (*plan, error) {
 		if p.replication == Sync && len(standbys) == 0 {
 			errs.Add("scheme.replication", "synchronous replication needs at least one standby")
 		}
-	case Logical, Snapshot:
+	case Logical, Snapshot, Pipeline:
 		roleErr(standbys, "standby", `use role = "replica" (logical), or replication = "async"/"sync" for physical standbys`)
 		roleErr(masters, "master", `use replication = "multimaster" for masters`)
 		checkFilters(s, errs)

@@ -85,6 +85,7 @@ type cluster struct {
 	closeOnce sync.Once
 	markerSeq int64
 	lg        *logicalState // logical and snapshot schemes (logical.go)
+	pipe      *pipeState    // the pipeline scheme (pipeline.go)
 }
 
 // Up implements engine.Engine.
@@ -123,6 +124,8 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 		err = c.upLogical(ctx, bgctx)
 	case Multimaster:
 		err = c.upMultimaster(ctx)
+	case Pipeline:
+		err = c.upPipeline(ctx)
 	}
 	if err != nil {
 		return nil, err
@@ -356,6 +359,7 @@ func (c *cluster) Close() error {
 			c.stopBg()
 		}
 		c.bg.Wait()
+		c.stopPipeline() // before the servers: a stage finishes what it holds
 		var wg sync.WaitGroup
 		for _, n := range c.nodes {
 			if n.From != "" {

@@ -18,6 +18,10 @@ func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 		return c.applySchemaLogical(ctx, s)
 	case Multimaster:
 		return c.applySchemaMultimaster(ctx, s)
+	case Pipeline:
+		// DDL is not carried: the tables are created at every node, and
+		// the publication (FOR ALL TABLES) takes them in.
+		return engine.Each(c.nodes, func(n *node) error { return createTables(ctx, n, s) })
 	}
 	// Physical: DDL at the primary replicates to every standby.
 	p := c.byName[c.plan.primaries[0]]
@@ -95,6 +99,9 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 	if c.plan.replication == Logical || c.plan.replication == Snapshot {
 		return c.logicalReplicationState(ctx, out)
 	}
+	if c.plan.replication == Pipeline {
+		return c.pipeReplicationState(ctx)
+	}
 	return out, nil
 }
 
@@ -126,7 +133,7 @@ func (c *cluster) Processes(ctx context.Context) ([]engine.Process, error) {
 			out = append(out, engine.Process{Node: n.Name, Role: role, PID: pid, Apply: applyRoles[role]})
 		}
 	}
-	return out, nil
+	return append(out, c.pipeProcesses()...), nil
 }
 
 // applyRoles receive or apply changes at a replica.

@@ -1,0 +1,293 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/pipeline"
+	"replab/internal/spec"
+	"replab/internal/units"
+)
+
+// The pipeline scheme (replication = "pipeline"): the GoldenGate study's
+// architecture built from PostgreSQL's logical decoding and replab's own
+// stages (internal/pipeline). Every replica is a cluster of its own, as
+// for logical replication. The primary publishes every table (FOR ALL
+// TABLES, so the workload's tables, replab_marker and the lag probe's
+// replab_lag are all carried) to one slot, replab_pipe, which one extract
+// in the primary's site reads into the local trail. Per replica, in the
+// "normal" configuration, a pump in the primary's site ships the trail to a
+// collector in the replica's site, and a replicat there applies the remote
+// trail; in the "remote" configuration (pump = false) the replicat runs in
+// the primary's site and applies the local trail across the link. Every
+// stage is a process of its own (replab's binary, see pipeline.StageMain).
+
+// pipePlan is the [scheme] options of the pipeline.
+type pipePlan struct {
+	pump         bool          // false: the "remote" configuration
+	compress     int           // deflate level, 0 = off (COMPRESS)
+	compressMin  int           // COMPRESSTHRESHOLD
+	flushBytes   int           // TCPFLUSHBYTES
+	flushEvery   time.Duration // how long a partial block may wait
+	socketBuffer int           // TCPBUFSIZE: pump SO_SNDBUF, collector SO_RCVBUF
+	batch        bool          // BATCHSQL
+	groupOps     int           // GROUPTRANSOPS
+}
+
+func readPipePlan(o *spec.Options) *pipePlan {
+	pp := &pipePlan{pump: true}
+	if b := o.Bool("pump"); b != nil {
+		pp.pump = *b
+	}
+	pp.compress = int(o.Int("compress", 0, 0, 9))
+	pp.compressMin = int(o.Size("compress_min", 512, 0, 64<<20))
+	pp.flushBytes = int(o.Size("flush_bytes", 28<<10, 1, 64<<20))
+	pp.flushEvery = o.Duration("flush_interval", 0, 0, time.Minute)
+	pp.socketBuffer = int(o.Size("socket_buffer", 0, 0, 256<<20))
+	if b := o.Bool("batch"); b != nil {
+		pp.batch = *b
+	}
+	pp.groupOps = int(o.Int("group_ops", 1, 1, 1_000_000))
+	if !pp.pump {
+		for _, k := range []string{"compress", "compress_min", "flush_bytes", "flush_interval", "socket_buffer"} {
+			if o.Has(k) {
+				o.Errorf(k, "%s is a pump option; with pump = false (the \"remote\" configuration) there is no pump", k)
+			}
+		}
+	}
+	return pp
+}
+
+// pipeSlot is the primary's slot and publication.
+const pipeSlot = "replab_pipe"
+
+// collectorPort is the port a replica's collector listens on in its site
+// (GoldenGate's manager listens on 7809).
+const collectorPort = 7809
+
+// pipeState is the running stages.
+type pipeState struct {
+	mu     sync.Mutex
+	dir    string // the primary's pipeline directory (local trail)
+	stages []*pipeStage
+}
+
+// pipeStage is one stage process.
+type pipeStage struct {
+	node string // the node it serves: the primary (extract) or a replica
+	site string
+	cfg  pipeline.StageConfig
+	proc *engine.Proc
+}
+
+// upPipeline builds the primary and the replicas, the publication and
+// slot, and starts the stages.
+func (c *cluster) upPipeline(ctx context.Context) error {
+	primary := c.byName[c.plan.primaries[0]]
+	if err := c.createPrimary(ctx, primary); err != nil {
+		return err
+	}
+	// The publication and slot before any workload table exists: FOR ALL
+	// TABLES takes in tables created later, and the slot, made while no
+	// transaction runs, is ready at once.
+	if err := primary.exec(ctx, "", "CREATE PUBLICATION "+pipeSlot+" FOR ALL TABLES"); err != nil {
+		return err
+	}
+	if err := pipeline.CreateSlot(ctx, primary.conninfo(""), pipeSlot, primary.site.DialContext); err != nil {
+		return fmt.Errorf("node %s: %w", primary.Name, err)
+	}
+	if err := engine.Each(c.replicas(), func(r *node) error { return c.createPrimary(ctx, r) }); err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("pipeline: find replab's binary to run the stages: %w", err)
+	}
+	dir, err := c.pipeDir(primary)
+	if err != nil {
+		return err
+	}
+	ps := &pipeState{dir: dir}
+	c.pipe = ps
+	local := filepath.Join(dir, "local.trail")
+	pp := c.plan.pipe
+	add := func(node, site string, cfg pipeline.StageConfig) {
+		ps.stages = append(ps.stages, &pipeStage{node: node, site: site, cfg: cfg})
+	}
+	add(primary.Name, primary.Site, pipeline.StageConfig{Kind: pipeline.KindExtract, Stats: filepath.Join(dir, "extract.json"),
+		Extract: &pipeline.ExtractConfig{DSN: primary.conninfo("replab_extract"), Slot: pipeSlot, Publications: []string{pipeSlot}, Trail: local}})
+	for _, r := range c.replicas() {
+		rc := &pipeline.ReplicatConfig{DSN: r.conninfo("replab_replicat"), Name: r.Name, Batch: pp.batch, GroupOps: pp.groupOps}
+		if !pp.pump {
+			rc.Trail = local
+			add(r.Name, primary.Site, pipeline.StageConfig{Kind: pipeline.KindReplicat, Stats: filepath.Join(dir, "replicat-"+r.Name+".json"), Replicat: rc})
+			continue
+		}
+		rdir, err := c.pipeDir(r)
+		if err != nil {
+			return err
+		}
+		remote := filepath.Join(rdir, "remote.trail")
+		listen := net.JoinHostPort(r.site.Address.String(), strconv.Itoa(collectorPort))
+		add(r.Name, r.Site, pipeline.StageConfig{Kind: pipeline.KindCollector, Stats: filepath.Join(rdir, "collector.json"),
+			Collector: &pipeline.CollectorConfig{Trail: remote, SocketBuffer: pp.socketBuffer}, Listen: listen})
+		add(r.Name, primary.Site, pipeline.StageConfig{Kind: pipeline.KindPump, Stats: filepath.Join(dir, "pump-"+r.Name+".json"),
+			Pump: &pipeline.PumpConfig{Name: r.Name, Trail: local, Addr: listen, Compress: pp.compress, CompressMin: pp.compressMin,
+				FlushBytes: pp.flushBytes, FlushEvery: pp.flushEvery, SocketBuffer: pp.socketBuffer}})
+		rc.Trail = remote
+		add(r.Name, r.Site, pipeline.StageConfig{Kind: pipeline.KindReplicat, Stats: filepath.Join(rdir, "replicat.json"), Replicat: rc})
+	}
+	for _, s := range ps.stages {
+		if err := c.startStage(bin, s); err != nil {
+			return err
+		}
+	}
+	mode := "normal: extract and pumps in " + primary.Site + ", collector and replicat in each replica's site"
+	if !pp.pump {
+		mode = "remote: extract and replicats in " + primary.Site + ", applying across the links"
+	}
+	c.logf("pipeline: %d stages (%s); batch %t, group_ops %d, compress %d, flush_bytes %s\n",
+		len(ps.stages), mode, pp.batch, pp.groupOps, pp.compress, units.Bytes(float64(pp.flushBytes)))
+	return nil
+}
+
+// pipeDir is a node's pipeline directory (trails and stage counters), on
+// its storage.
+func (c *cluster) pipeDir(n *node) (string, error) {
+	data, err := c.lab.NodeDataDir(n.Name)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(data, "pipeline-"+n.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("pipeline: %w", err)
+	}
+	return dir, nil
+}
+
+// startStage starts one stage process in its site; its stderr goes to the
+// cluster's log.
+func (c *cluster) startStage(bin string, s *pipeStage) error {
+	cmd, err := pipeline.Command(bin, s.cfg)
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = c.log
+	p, err := engine.StartProc(c.lab.Site(s.site), cmd)
+	if err != nil {
+		return fmt.Errorf("pipeline: start the %s for %s in %s: %w", s.cfg.Kind, s.node, s.site, err)
+	}
+	c.pipe.mu.Lock()
+	s.proc = p
+	c.pipe.mu.Unlock()
+	return nil
+}
+
+// stopPipeline stops every stage (SIGTERM: each finishes what it holds),
+// killing a stage that has not exited within 15 s.
+func (c *cluster) stopPipeline() {
+	if c.pipe == nil {
+		return
+	}
+	c.pipe.mu.Lock()
+	stages := c.pipe.stages
+	c.pipe.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range stages {
+		if s.proc == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			s.proc.Stop(syscall.SIGTERM, 15*time.Second)
+			if d := time.Since(start); d > 2*time.Second {
+				c.logf("pipeline: the %s for %s took %.1f s to stop\n", s.cfg.Kind, s.node, d.Seconds())
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// pipeProcesses are the stage processes for the monitors: a replicat and
+// a collector receive or apply changes for their replica.
+func (c *cluster) pipeProcesses() []engine.Process {
+	if c.pipe == nil {
+		return nil
+	}
+	c.pipe.mu.Lock()
+	defer c.pipe.mu.Unlock()
+	var out []engine.Process
+	for _, s := range c.pipe.stages {
+		if pid := s.proc.PID(); pid != 0 {
+			apply := s.cfg.Kind == pipeline.KindReplicat || s.cfg.Kind == pipeline.KindCollector
+			out = append(out, engine.Process{Node: s.node, Role: s.cfg.Kind, PID: pid, Apply: apply})
+		}
+	}
+	return out
+}
+
+// pipeReplicationState is, per replica, how far each stage has got: the
+// trail bytes the extract wrote, the pump shipped and the collector
+// holds, and the position the replicat applied, with the backlog in trail
+// bytes not yet applied (the remote configuration's replicat reads the
+// local trail, so both ends are in the same trail's positions).
+func (c *cluster) pipeReplicationState(ctx context.Context) ([]engine.ReplicaState, error) {
+	if c.pipe == nil {
+		return nil, nil
+	}
+	c.pipe.mu.Lock()
+	stages := c.pipe.stages
+	c.pipe.mu.Unlock()
+	read := func(s *pipeStage) pipeline.Stats {
+		st, _ := pipeline.ReadStats(s.cfg.Stats) // a stage not yet started has none
+		return st
+	}
+	var extracted pipeline.Stats
+	byNode := map[string][]*pipeStage{}
+	for _, s := range stages {
+		if s.cfg.Kind == pipeline.KindExtract {
+			extracted = read(s)
+			continue
+		}
+		byNode[s.node] = append(byNode[s.node], s)
+	}
+	primary := c.plan.primaries[0]
+	var out []engine.ReplicaState
+	for _, r := range c.replicas() {
+		rs := engine.ReplicaState{Node: r.Name, From: primary, Kind: "pipeline", State: "applying", BacklogUnit: engine.UnitBytes, ReplayLagMs: -1}
+		rs.Positions = append(rs.Positions, engine.Position{Name: "extract_trail_bytes", Value: strconv.FormatInt(extracted.Bytes, 10)})
+		var applied int64
+		for _, s := range byNode[r.Name] {
+			st := read(s)
+			switch s.cfg.Kind {
+			case pipeline.KindPump:
+				rs.Positions = append(rs.Positions, engine.Position{Name: "pump_acked_bytes", Value: strconv.FormatInt(st.Acked, 10)})
+			case pipeline.KindCollector:
+				rs.Positions = append(rs.Positions, engine.Position{Name: "collector_trail_bytes", Value: strconv.FormatInt(st.Bytes, 10)})
+			case pipeline.KindReplicat:
+				applied = st.Bytes
+				rs.Positions = append(rs.Positions, engine.Position{Name: "replicat_applied_bytes", Value: strconv.FormatInt(st.Bytes, 10)},
+					engine.Position{Name: "replicat_lsn", Value: lsnText(st.Position)})
+			}
+			if s.proc.PID() == 0 {
+				rs.State = s.cfg.Kind + " down"
+			}
+		}
+		rs.Backlog = max(extracted.Bytes-applied, 0)
+		out = append(out, rs)
+	}
+	return out, nil
+}
+
+// lsnText writes an LSN as PostgreSQL does.
+func lsnText(lsn uint64) string { return fmt.Sprintf("%X/%X", lsn>>32, uint32(lsn)) }

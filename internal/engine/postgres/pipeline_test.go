@@ -1,0 +1,165 @@
+package postgres
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/pipeline"
+	"replab/internal/spec"
+)
+
+func TestMain(m *testing.M) {
+	if pipeline.IsStage() {
+		// The pipeline scheme runs its stages as processes of this binary.
+		os.Exit(pipeline.StageMain())
+	}
+	os.Exit(m.Run())
+}
+
+// TestPipelineScheme: replication = "pipeline" in both configurations. Up
+// waits for its marker through extract, pump, collector and replicat (or
+// the remote replicat); a workload table created afterwards carries rows
+// to each replica; the stages are processes with their roles; the state
+// names the stages' positions and drains to no backlog.
+func TestPipelineScheme(t *testing.T) {
+	for _, tc := range []struct {
+		name, scheme string
+		roles        []string
+	}{
+		{"normal", "batch = true\ncompress = 6\n", []string{"extract", "collector", "pump", "replicat"}},
+		{"remote", "pump = false\nbatch = true\n", []string{"extract", "replicat"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, c, _ := testCluster(t, "pipe"+tc.name[:1], `
+[lab]
+name = "NAME"
+
+[site.cern]
+[site.far]
+
+[[link]]
+sites = ["cern", "far"]
+delay = "20ms"
+
+[engine]
+kind = "postgres"
+
+[node.src]
+site = "cern"
+role = "primary"
+
+[node.dst]
+site = "far"
+role = "replica"
+from = "src"
+
+[scheme]
+replication = "pipeline"
+`+tc.scheme)
+			ctx := context.Background()
+			if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "acct",
+				Create: map[string]string{"postgres": "CREATE TABLE acct (id int PRIMARY KEY, bal bigint)"}}}}); err != nil {
+				t.Fatal(err)
+			}
+			src, dst := open(t, c, "src", "cern"), open(t, c, "dst", "far")
+			run(t, src, "INSERT INTO acct SELECT g, g * 10 FROM generate_series(1, 500) g",
+				"UPDATE acct SET bal = bal + 1 WHERE id % 7 = 0", "DELETE FROM acct WHERE id > 450")
+			if err := c.WaitFlowing(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var n, sum int64
+			if err := dst.QueryRow("SELECT count(*), coalesce(sum(bal), 0) FROM acct").Scan(&n, &sum); err != nil {
+				t.Fatal(err)
+			}
+			var wn, wsum int64
+			if err := src.QueryRow("SELECT count(*), sum(bal) FROM acct").Scan(&wn, &wsum); err != nil {
+				t.Fatal(err)
+			}
+			if n != wn || sum != wsum {
+				t.Errorf("replica: %d rows summing to %d, primary %d summing to %d", n, sum, wn, wsum)
+			}
+			procs, err := c.Processes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var roles []string
+			for _, p := range procs {
+				if slices.Contains([]string{"extract", "pump", "collector", "replicat"}, p.Role) {
+					roles = append(roles, p.Role)
+				}
+			}
+			if !slices.Equal(roles, tc.roles) {
+				t.Errorf("stage processes %v, want %v", roles, tc.roles)
+			}
+			// The stats files are written every 100 ms: the backlog drains.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				st, err := c.ReplicationState(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(st) == 1 && st[0].Kind == "pipeline" && st[0].Node == "dst" && st[0].Backlog == 0 {
+					t.Logf("state: %+v", st[0])
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("pipeline state after 10 s: %+v, want dst with no backlog", st)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestPipelineSchemeOptions: the pipeline's options are checked with the
+// spec's lines; pump options without a pump are refused.
+func TestPipelineSchemeOptions(t *testing.T) {
+	base := `
+[lab]
+name = "x"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+[engine]
+kind = "postgres"
+[node.p]
+site = "a"
+role = "primary"
+[node.r]
+site = "b"
+role = "replica"
+from = "p"
+[scheme]
+replication = "pipeline"
+`
+	for _, tc := range []struct{ extra, want string }{
+		{"compress = 12\n", "scheme.compress"},
+		{"pump = false\ncompress = 3\n", "compress is a pump option"},
+		{"group_ops = 0\n", "scheme.group_ops"},
+		{"refresh = \"10s\"\n", "scheme.refresh"},
+	} {
+		s, err := spec.Parse("p.toml", []byte(base+tc.extra))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.extra, err)
+		}
+		_, err = makePlan(s)
+		if err == nil || !containsAll(err.Error(), tc.want, "p.toml:") {
+			t.Errorf("%q: error %v, want one naming %s with its line", tc.extra, err, tc.want)
+		}
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
