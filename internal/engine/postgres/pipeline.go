@@ -291,3 +291,41 @@ func (c *cluster) pipeReplicationState(ctx context.Context) ([]engine.ReplicaSta
 
 // lsnText writes an LSN as PostgreSQL does.
 func lsnText(lsn uint64) string { return fmt.Sprintf("%X/%X", lsn>>32, uint32(lsn)) }
+
+// Gauges implements engine.Gauger: each stage's counters, for the pipeline
+// scheme (none otherwise). They are the stage processes' own totals; the
+// monitors count a restarted stage's increase from zero.
+func (c *cluster) Gauges(ctx context.Context) ([]engine.Gauge, error) {
+	if c.pipe == nil {
+		return nil, nil
+	}
+	c.pipe.mu.Lock()
+	stages := c.pipe.stages
+	c.pipe.mu.Unlock()
+	var out []engine.Gauge
+	for _, s := range stages {
+		st, err := pipeline.ReadStats(s.cfg.Stats)
+		if err != nil {
+			continue // not written yet
+		}
+		add := func(name string, v int64) {
+			out = append(out, engine.Gauge{Node: s.node, Name: s.cfg.Kind + "_" + name, Value: float64(v), Counter: true})
+		}
+		add("records", st.Records)
+		add("transactions", st.Transactions)
+		switch s.cfg.Kind {
+		case pipeline.KindExtract, pipeline.KindCollector:
+			add("fsyncs", st.Syncs)
+		case pipeline.KindPump:
+			add("trail_bytes", st.RawBytes)
+			add("sent_bytes", st.SentBytes)
+			add("blocks", st.Blocks)
+			add("compress_ms", st.CompressNs/1e6)
+		case pipeline.KindReplicat:
+			add("round_trips", st.RoundTrips)
+			add("statements", st.Statements)
+			add("commits", st.Syncs)
+		}
+	}
+	return out, nil
+}

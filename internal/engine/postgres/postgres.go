@@ -59,6 +59,7 @@ var (
 	_ engine.Refresher       = (*cluster)(nil)
 	_ engine.ErrorClassifier = (*cluster)(nil)
 	_ engine.Checksummer     = (*cluster)(nil)
+	_ engine.Gauger          = (*cluster)(nil)
 )
 
 // Validate implements engine.Engine.
