@@ -11,6 +11,7 @@ import (
 	"replab/internal/report"
 	"replab/internal/runner"
 	"replab/internal/workload"
+	"replab/internal/workload/dmlstream"
 	"replab/internal/workload/kvinsert"
 	"replab/internal/workload/orderentry"
 	"replab/internal/workload/pageread"
@@ -20,7 +21,7 @@ import (
 
 // workloads is every workload this binary can run.
 func workloads() *workload.Registry {
-	return workload.NewRegistry(personnel.Factory, kvinsert.Factory, script.Factory, pageread.Factory, orderentry.Factory)
+	return workload.NewRegistry(personnel.Factory, kvinsert.Factory, script.Factory, pageread.Factory, orderentry.Factory, dmlstream.Factory)
 }
 
 func cmdRun(ctx context.Context, args []string, out io.Writer) error {

@@ -66,6 +66,12 @@ type Result struct {
 	// Histogram holds every recorded lag in µs (a copy), for HDR logs and
 	// merging across repetitions.
 	Histogram *hdrhistogram.Histogram `json:"-"`
+
+	// LastAdvanceNs is when (Config.Now's clock) the last poll that saw
+	// any writer's stamp advance ended: after the writers stop and the
+	// replica catches up, when it had applied the last tracked
+	// transaction.
+	LastAdvanceNs int64 `json:"-"`
 }
 
 // SecondStats is one second of a replica's lag series.
@@ -109,6 +115,7 @@ func (r *replica) result(tracked int64) Result {
 		Stale:              r.stale,
 		Regressions:        r.regressions,
 		Histogram:          hdrhistogram.Import(r.lag.Export()),
+		LastAdvanceNs:      r.advancedAt,
 	}
 	for w, wr := range r.p.writers {
 		if r.skip[w] {

@@ -65,6 +65,7 @@ type replica struct {
 	polled  bool
 	pending []pendingTx
 
+	advancedAt   int64                   // the end of the last poll that saw a writer advance
 	lag          *hdrhistogram.Histogram // µs
 	minNs, maxNs int64
 	sec          *hdrhistogram.Histogram // µs, the current second
@@ -364,6 +365,7 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 		}
 		r.vis[w] = v
 		r.seen[w].Store(v)
+		r.advancedAt = end
 	}
 	for w, v := range r.vis {
 		low := v

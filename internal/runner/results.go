@@ -73,6 +73,10 @@ func (r *run) fillLag() {
 		rep.PollP99Ms = lr.PollP99Ms
 		rep.Polls, rep.FloorMs, rep.WindowHits = lr.Polls, lr.FloorMs, lr.WindowHits
 		rep.VisibleBeforeWatch = lr.VisibleBeforeWatch
+		if r.stoppedNs > 0 && lr.LastAdvanceNs > 0 {
+			cu := max(float64(lr.LastAdvanceNs-r.stoppedNs)/1e6, 0)
+			rep.CatchUpMs = &cu
+		}
 		r.lagHist["lag_"+name] = lr.Histogram
 	}
 }
