@@ -15,8 +15,8 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"replab/internal/driver"
 	"replab/internal/clock"
+	"replab/internal/driver"
 	"replab/internal/engine"
 	"replab/internal/lab"
 	"replab/internal/lagprobe"
