@@ -67,11 +67,11 @@ type Result struct {
 	// merging across repetitions.
 	Histogram *hdrhistogram.Histogram `json:"-"`
 
-	// LastAdvanceNs is when (Config.Now's clock) the last poll that saw
-	// any writer's stamp advance ended: after the writers stop and the
-	// replica catches up, when it had applied the last tracked
-	// transaction.
-	LastAdvanceNs int64 `json:"-"`
+	// CatchUpNs, once the writers have stopped and the replica caught up,
+	// is the last tracked transaction's lag, whatever its phase: from the
+	// latest COMMIT sent among the transactions seen here to the end of
+	// the poll that saw the last of them (0 before any was seen).
+	CatchUpNs int64 `json:"-"`
 }
 
 // SecondStats is one second of a replica's lag series.
@@ -115,7 +115,7 @@ func (r *replica) result(tracked int64) Result {
 		Stale:              r.stale,
 		Regressions:        r.regressions,
 		Histogram:          hdrhistogram.Import(r.lag.Export()),
-		LastAdvanceNs:      r.advancedAt,
+		CatchUpNs:          max(r.advancedAt-r.lastSent, 0),
 	}
 	for w, wr := range r.p.writers {
 		if r.skip[w] {

@@ -66,6 +66,7 @@ type replica struct {
 	pending []pendingTx
 
 	advancedAt   int64                   // the end of the last poll that saw a writer advance
+	lastSent     int64                   // the latest COMMIT-sent time among the transactions seen
 	lag          *hdrhistogram.Histogram // µs
 	minNs, maxNs int64
 	sec          *hdrhistogram.Histogram // µs, the current second
@@ -348,6 +349,9 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 			if !ok {
 				r.forgotten++
 				continue
+			}
+			if st := e & stMask; st == stOK || st == stSent {
+				r.lastSent = max(r.lastSent, int64(e>>timeShift))
 			}
 			if st := e & stMask; !first && !r.p.always && (st == stOK || st == stSent) {
 				r.learn(int64(e>>timeShift), prev, start, end, floor, e&measuredBit != 0)

@@ -183,11 +183,10 @@ type Replica struct {
 	// EngineBacklogUnit (bytes, transactions, write-sets).
 	EngineBacklogMax  int64  `json:"engine_backlog_max,omitempty"`
 	EngineBacklogUnit string `json:"engine_backlog_unit,omitempty"`
-	// CatchUpMs is how long after the driver stopped (its last commit)
-	// the replica had applied the last tracked transaction (the lag
-	// probe's stamps are applied in commit order with everything else): 0
-	// when it was there before. The last untracked transactions of each
-	// user (fewer than sample_every) may follow within the same time.
+	// CatchUpMs is the catch-up after the run: from the COMMIT of the
+	// last tracked transaction (any phase: the cooldown's too; within
+	// about 1/budget s of the run's last commit with the automatic
+	// sample) until it was visible here, all earlier commits with it.
 	CatchUpMs *float64 `json:"catch_up_ms,omitempty"`
 	// LagClock is how lag was timed in target mode (engine.LagBound):
 	// absent in a lab, whose sites share one clock.
@@ -602,9 +601,9 @@ func fewLagSamples(s *Summary) string {
 	return fmt.Sprintf("few lag samples at %s: the sample is per user, and users that commit rarely (e.g. across a WAN link) are tracked rarely; set [run] lag_sample = 1 to track every transaction", strings.Join(few, ", "))
 }
 
-// catchUpNote says how long each replica took, after the driver stopped,
-// to apply the last tracked transaction: "caught up after the run: t1
-// 1.24 s, t2 0 s". Only when one of them took 1 ms or more.
+// catchUpNote says how long each replica took to apply the last tracked
+// transaction after its COMMIT: "caught up after the run (…): t1
+// 1.240 s, t2 0.004 s". Only when one of them took 1 ms or more.
 func catchUpNote(s *Summary) string {
 	var parts []string
 	late := false
@@ -619,7 +618,7 @@ func catchUpNote(s *Summary) string {
 	if !late {
 		return ""
 	}
-	return "caught up after the run (last tracked transaction applied): " + strings.Join(parts, ", ")
+	return "caught up after the run (the last tracked commit visible): " + strings.Join(parts, ", ")
 }
 
 // LagSampleNote says which transactions the lag figures come from when

@@ -73,8 +73,8 @@ func (r *run) fillLag() {
 		rep.PollP99Ms = lr.PollP99Ms
 		rep.Polls, rep.FloorMs, rep.WindowHits = lr.Polls, lr.FloorMs, lr.WindowHits
 		rep.VisibleBeforeWatch = lr.VisibleBeforeWatch
-		if r.stoppedNs > 0 && lr.LastAdvanceNs > 0 {
-			cu := max(float64(lr.LastAdvanceNs-r.stoppedNs)/1e6, 0)
+		if lr.CatchUpNs > 0 {
+			cu := float64(lr.CatchUpNs) / 1e6
 			rep.CatchUpMs = &cu
 		}
 		r.lagHist["lag_"+name] = lr.Histogram

@@ -15,7 +15,6 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"replab/internal/clock"
 	"replab/internal/driver"
 	"replab/internal/engine"
 	"replab/internal/lab"
@@ -169,9 +168,6 @@ func stopReason(ctx context.Context, err error) string {
 }
 
 type run struct {
-	// stoppedNs is when the driver returned (clock.Now), 0 before.
-	stoppedNs int64
-
 	s   *spec.Spec
 	opt Options
 	log io.Writer
@@ -450,7 +446,6 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		}
 	}
 	stopped := time.Now()
-	r.stoppedNs = clock.Now() // the lag probe's clock, for catch-up times
 
 	// Replicas catch up; then stop watching.
 	r.opt.live.Phase("catch-up")

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// TestPipelineExample: examples/pg-pipeline.toml through replab run: the
+// copies agree, every stage worked at each replica (its gauges rose over
+// the measure phase), the pump compressed what it shipped, and each
+// replica's catch-up and lag are reported.
+func TestPipelineExample(t *testing.T) {
+	requireRoot(t)
+	spec, _ := writeExample(t, "pg-pipeline", "pipe")
+	dir := openDir(t)
+	res := filepath.Join(dir, "run")
+	out, code := replab(t, "", "run", spec, "--out", res)
+	if code != 0 {
+		t.Fatalf("replab run: exit %d\n%s", code, out)
+	}
+	sum := readSummary(t, res)
+	if !sum.Complete || sum.Transactions == 0 || sum.Errors != 0 {
+		t.Fatalf("run: complete %v, %d transactions, %d errors\n%s", sum.Complete, sum.Transactions, sum.Errors, out)
+	}
+	if c := sum.Convergence; c == nil || !c.Converged || c.Nodes != 3 || c.Tables != 3 {
+		t.Errorf("convergence %+v, want 3 tables the same at 3 nodes", c)
+	}
+	inc := func(node, gauge string) float64 {
+		g, ok := sum.Gauges[node][gauge]
+		if !ok || g.Increase == nil {
+			t.Errorf("no gauge %s at %s: %v", gauge, node, sum.Gauges[node])
+			return 0
+		}
+		return *g.Increase
+	}
+	if inc("src", "extract_records") <= 0 {
+		t.Errorf("the extract captured no change in the measure phase")
+	}
+	for _, r := range []string{"bnl1", "asgc1"} {
+		for _, g := range []string{"pump_records", "collector_records", "replicat_records"} {
+			if inc(r, g) <= 0 {
+				t.Errorf("%s: %s did not rise in the measure phase", r, g)
+			}
+		}
+		if raw, sent := inc(r, "pump_trail_bytes"), inc(r, "pump_sent_bytes"); sent <= 0 || sent >= raw {
+			t.Errorf("%s: the pump sent %.0f bytes for %.0f trail bytes, want fewer (compress = 6)", r, sent, raw)
+		}
+		rep := sum.Replicas[r]
+		if rep == nil || rep.CatchUpMs == nil || rep.Tracked == 0 || rep.LagMs.P50 <= 0 {
+			t.Errorf("%s: %+v, want lag and a catch-up time", r, rep)
+			continue
+		}
+		t.Logf("%s: lag p50 %.1f ms, catch-up %.0f ms, replicat %.0f LCRs in the measure phase", r, rep.LagMs.P50, *rep.CatchUpMs, inc(r, "replicat_records"))
+	}
+	// Further away, later: asgc is 150 ms from cern, bnl 45 ms.
+	if b, a := sum.Replicas["bnl1"], sum.Replicas["asgc1"]; b != nil && a != nil && a.LagMs.P50 <= b.LagMs.P50 {
+		t.Errorf("lag p50: asgc1 %.1f ms, bnl1 %.1f ms; want asgc1's larger", a.LagMs.P50, b.LagMs.P50)
+	}
+}
