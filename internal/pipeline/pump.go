@@ -53,7 +53,7 @@ type PumpConfig struct {
 	// (GoldenGate's COMPRESSTHRESHOLD; default 512 bytes).
 	CompressMin int
 	// FlushBytes sends a block once it holds this many bytes (GoldenGate's
-	// TCPFLUSHBYTES; default 28 KiB, GoldenGate's default).
+	// TCPFLUSHBYTES; default 65519 bytes, GoldenGate's default).
 	FlushBytes int
 	// FlushEvery sends what is gathered after this long even if below
 	// FlushBytes, when the trail has nothing more for now (default 0: at
@@ -83,7 +83,7 @@ func Pump(ctx context.Context, cfg PumpConfig, c *PumpCounters) error {
 		c = new(PumpCounters)
 	}
 	if cfg.FlushBytes <= 0 {
-		cfg.FlushBytes = 28 << 10
+		cfg.FlushBytes = 65519
 	}
 	if cfg.CompressMin <= 0 {
 		cfg.CompressMin = 512

@@ -49,7 +49,7 @@ func readPipePlan(o *spec.Options) *pipePlan {
 	}
 	pp.compress = int(o.Int("compress", 0, 0, 9))
 	pp.compressMin = int(o.Size("compress_min", 512, 0, 64<<20))
-	pp.flushBytes = int(o.Size("flush_bytes", 28<<10, 1, 64<<20))
+	pp.flushBytes = int(o.Size("flush_bytes", 65519, 1, 64<<20))
 	pp.flushEvery = o.Duration("flush_interval", 0, 0, time.Minute)
 	pp.socketBuffer = int(o.Size("socket_buffer", 0, 0, 256<<20))
 	if b := o.Bool("batch"); b != nil {

@@ -41,13 +41,6 @@ type Workload struct {
 	next []atomic.Int64
 }
 
-// Operations, in weights' order.
-const (
-	opInsert = iota
-	opUpdate
-	opDelete
-)
-
 // New reads the options: tables, rows, ops_per_tx, insert, update,
 // delete (weights) and row_bytes.
 func New(o *workload.Options) (workload.Workload, error) {
