@@ -174,6 +174,7 @@ func RunStage(ctx context.Context, cfg StageConfig) error {
 		// A pump outlives its collector: when the connection fails it
 		// connects again (after 200 ms) and resumes where the remote
 		// trail ends.
+		start := time.Now()
 		for {
 			err = Pump(ctx, *cfg.Pump, &c)
 			if ctx.Err() != nil {
@@ -181,7 +182,11 @@ func RunStage(ctx context.Context, cfg StageConfig) error {
 				break
 			}
 			restarts++
-			fmt.Fprintf(os.Stderr, "pipeline pump: %v; connecting again\n", err)
+			// The collector starts beside the pump: a refusal in the first
+			// seconds is it not listening yet, not worth a line.
+			if time.Since(start) > 3*time.Second {
+				fmt.Fprintf(os.Stderr, "pipeline pump: %v; connecting again\n", err)
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(200 * time.Millisecond):

@@ -329,3 +329,40 @@ func (c *cluster) Gauges(ctx context.Context) ([]engine.Gauge, error) {
 	}
 	return out, nil
 }
+
+// pipeStageError is a stage process that exited on its own.
+type pipeStageError struct {
+	kind, node, status, why string
+}
+
+func (e *pipeStageError) Error() string {
+	msg := fmt.Sprintf("pipeline: the %s for %s exited (%s)", e.kind, e.node, e.status)
+	if e.why != "" {
+		msg += ": " + e.why
+	}
+	return msg
+}
+
+// pipeDown is the first stage that exited on its own, nil while all run
+// (or without the pipeline scheme). Node control stops stages on purpose
+// only through Close, so an exited stage is a failure.
+func (c *cluster) pipeDown() error {
+	if c.pipe == nil {
+		return nil
+	}
+	c.pipe.mu.Lock()
+	defer c.pipe.mu.Unlock()
+	for _, s := range c.pipe.stages {
+		if s.proc == nil {
+			continue
+		}
+		if st := s.proc.ExitStatus(); st != "" {
+			e := &pipeStageError{kind: s.cfg.Kind, node: s.node, status: st}
+			if stats, err := pipeline.ReadStats(s.cfg.Stats); err == nil {
+				e.why = stats.Error
+			}
+			return e
+		}
+	}
+	return nil
+}

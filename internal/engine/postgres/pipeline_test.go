@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,6 +113,22 @@ replication = "pipeline"
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
+			// A stage that dies stops the wait for a marker at once, with
+			// the stage named, instead of after the minute a stalled
+			// replication is given.
+			for _, s := range c.pipe.stages {
+				if s.cfg.Kind == pipeline.KindReplicat {
+					if err := s.proc.Signal(ctx, syscall.SIGKILL); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			start := time.Now()
+			err = c.WaitFlowing(ctx)
+			if err == nil || !strings.Contains(err.Error(), "the replicat for dst exited (signal: killed)") {
+				t.Errorf("WaitFlowing with the replicat killed: %v, want it named", err)
+			}
+			t.Logf("WaitFlowing failed after %.2f s: %v", time.Since(start).Seconds(), err)
 		})
 	}
 }

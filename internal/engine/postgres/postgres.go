@@ -8,6 +8,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -335,9 +336,13 @@ func (c *cluster) writeMarker(ctx context.Context, n *node, seq int64) error {
 
 // waitMarker polls n until src's marker reaches seq.
 func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64) error {
-	_, err := engine.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+	var stageErr *pipeStageError
+	_, err := engine.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		var got int64
 		err := n.query1(ctx, "", `SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = $1`, &got, src)
+		if err == nil && got < seq {
+			err = c.pipeDown() // a stage that died carries nothing more
+		}
 		return err == nil && got >= seq, fmt.Sprintf("still at %d", got), err
 	})
 	if err != nil {

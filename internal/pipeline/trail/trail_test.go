@@ -804,3 +804,28 @@ func TestFormatExample(t *testing.T) {
 		}
 	}
 }
+
+// TestNewTrailHasItsHeaderAtOnce: a reader opening a trail the moment it
+// is created finds a trail, never an empty file (a replicat starts beside
+// its collector and may open the trail first).
+func TestNewTrailHasItsHeaderAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "new.trail")
+	w, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := Open(path, 0)
+	if err != nil {
+		t.Fatalf("open a new trail: %v", err)
+	}
+	r.Close()
+	st, err := os.Stat(path)
+	if err != nil || st.Size() != int64(HeaderSize) || st.Mode().Perm() != 0o644 {
+		t.Errorf("new trail: %v, %v; want %d bytes, mode 0644", st, err, HeaderSize)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(path)); len(ents) != 1 {
+		t.Errorf("the directory holds %d entries, want only the trail (no temporary file left)", len(ents))
+	}
+}
+

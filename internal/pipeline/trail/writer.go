@@ -1,7 +1,9 @@
 package trail
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +39,13 @@ type Writer struct {
 // a crash's doing. Where the platform has flock, a second Writer on the same
 // file fails until the first is closed.
 func Create(path string) (*Writer, error) {
+	// A new trail appears with its header already in it: a reader that
+	// opens it at once must not find it empty.
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if err := createWithHeader(path); err != nil {
+			return nil, fmt.Errorf("trail %s: %w", path, err)
+		}
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("trail %s: %w", path, err)
@@ -125,6 +134,35 @@ func (w *Writer) writeHeader(size int64) error {
 		return fmt.Errorf("trail %s: fsync directory: %w", w.path, err)
 	}
 	return nil
+}
+
+// createWithHeader makes path a trail holding only its header, atomically:
+// written to a temporary file and linked into place (an existing path is
+// left alone).
+func createWithHeader(path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".trail-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(Magic); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
 }
 
 func syncDir(dir string) error {
