@@ -55,7 +55,7 @@ func readPipePlan(o *spec.Options) *pipePlan {
 	if b := o.Bool("batch"); b != nil {
 		pp.batch = *b
 	}
-	pp.groupOps = int(o.Int("group_ops", 1, 1, 1_000_000))
+	pp.groupOps = int(o.Int("group_ops", 1000, 1, 1_000_000)) // GoldenGate's GROUPTRANSOPS default
 	if !pp.pump {
 		for _, k := range []string{"compress", "compress_min", "flush_bytes", "flush_interval", "socket_buffer"} {
 			if o.Has(k) {
