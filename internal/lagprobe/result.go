@@ -68,9 +68,12 @@ type Result struct {
 	Histogram *hdrhistogram.Histogram `json:"-"`
 
 	// CatchUpNs, once the writers have stopped and the replica caught up,
-	// is the last tracked transaction's lag, whatever its phase: from the
-	// latest COMMIT sent among the transactions seen here to the end of
-	// the poll that saw the last of them (0 before any was seen).
+	// is the measure phase's last tracked transaction's lag: from the
+	// latest COMMIT sent among the measured transactions seen here to the
+	// end of the poll that saw the last of them — how long the replica
+	// took to apply what was committed when the measurement ended (0
+	// before any was seen; -1 when a measured transaction that committed
+	// was still not seen here).
 	CatchUpNs int64 `json:"-"`
 }
 
@@ -126,6 +129,9 @@ func (r *replica) result(tracked int64) Result {
 				res.NotVisibleAtEnd++
 			}
 		}
+	}
+	if res.NotVisibleAtEnd > 0 {
+		res.CatchUpNs = -1
 	}
 	if n := r.lag.TotalCount(); n > 0 {
 		h := r.lag

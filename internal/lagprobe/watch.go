@@ -65,8 +65,8 @@ type replica struct {
 	polled  bool
 	pending []pendingTx
 
-	advancedAt   int64                   // the end of the last poll that saw a writer advance
-	lastSent     int64                   // the latest COMMIT-sent time among the transactions seen
+	advancedAt   int64                   // the end of the last poll that saw a measured transaction
+	lastSent     int64                   // the latest COMMIT-sent time among the measured transactions seen
 	lag          *hdrhistogram.Histogram // µs
 	minNs, maxNs int64
 	sec          *hdrhistogram.Histogram // µs, the current second
@@ -350,8 +350,9 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 				r.forgotten++
 				continue
 			}
-			if st := e & stMask; st == stOK || st == stSent {
+			if st := e & stMask; (st == stOK || st == stSent) && e&measuredBit != 0 {
 				r.lastSent = max(r.lastSent, int64(e>>timeShift))
+				r.advancedAt = end
 			}
 			if st := e & stMask; !first && !r.p.always && (st == stOK || st == stSent) {
 				r.learn(int64(e>>timeShift), prev, start, end, floor, e&measuredBit != 0)
@@ -369,7 +370,6 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 		}
 		r.vis[w] = v
 		r.seen[w].Store(v)
-		r.advancedAt = end
 	}
 	for w, v := range r.vis {
 		low := v

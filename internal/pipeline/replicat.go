@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"strconv"
 	"strings"
@@ -34,8 +35,42 @@ type ReplicatConfig struct {
 	// GROUPTRANSOPS), or until the trail has nothing more for now. 0 or 1
 	// applies each source transaction on its own.
 	GroupOps int
+	// Parts > 1 makes this replicat one of Parts sharing the trail
+	// (GoldenGate's "more replicats" with @RANGE): it applies only the
+	// changes of partition Part (0 … Parts-1), chosen by SplitBy, and
+	// keeps a checkpoint of its own. A source transaction is then applied
+	// in pieces, one per replicat, each committed on its own.
+	Parts int
+	Part  int
+	// SplitBy is "key" (a hash of the table and the row's primary key: a
+	// row's changes stay on one replicat, in order; a change of key may
+	// move a row to another replicat, which can then apply it out of
+	// order) or "table" (whole tables: every change in order).
+	SplitBy string
 	// Dial, when set, opens the connection (a lab site's dialer).
 	Dial DialFunc `json:"-"`
+}
+
+// owns says whether this replicat applies r.
+func (cfg *ReplicatConfig) owns(r *trail.Record) bool {
+	if cfg.Parts <= 1 {
+		return true
+	}
+	h := fnv.New32a()
+	h.Write([]byte(r.Schema))
+	h.Write([]byte{0})
+	h.Write([]byte(r.Table))
+	if cfg.SplitBy != "table" {
+		for j, k := range r.Key {
+			h.Write([]byte{0})
+			v := r.Values[k]
+			if r.Old != nil {
+				v = r.Old[j] // the row as the others knew it
+			}
+			h.Write([]byte(v.Text))
+		}
+	}
+	return int(h.Sum32()%uint32(cfg.Parts)) == cfg.Part
 }
 
 // Checkpoint table at the target: the trail position applied, updated in
@@ -91,6 +126,18 @@ func Replicat(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) erro
 	var end trail.Pos     // where it ends in the trail
 	applied := from       // the trail position applied at the target
 	apply := func() error {
+		if len(group) == 0 {
+			// Nothing of ours (another replicat's partition, or tables not
+			// carried): no target transaction. The checkpoint stays
+			// behind; after a restart these are read again and again
+			// hold nothing.
+			c.Transactions.Add(int64(txs))
+			c.Position.Store(last.LSN)
+			c.LastCommitNs.Store(last.Time)
+			c.Bytes.Store(int64(end))
+			group, txs, applied = group[:0], 0, end
+			return nil
+		}
 		if err := a.finish(ctx, group, txs, last, end); err != nil {
 			return err
 		}
@@ -148,7 +195,9 @@ func Replicat(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) erro
 				}
 			}
 		default:
-			cur = append(cur, rec)
+			if cfg.owns(&rec) {
+				cur = append(cur, rec)
+			}
 		}
 	}
 }
@@ -203,8 +252,11 @@ type applier struct {
 // checkpoint creates the checkpoint table if needed and reads where this
 // replicat stopped.
 func (a *applier) checkpoint(ctx context.Context) (trail.Pos, error) {
-	sql := "CREATE TABLE IF NOT EXISTS " + checkpointTable + " (name text PRIMARY KEY, pos bigint NOT NULL, lsn bigint NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());" +
-		"INSERT INTO " + checkpointTable + " (name, pos, lsn) VALUES (" + quoteLiteral(a.cfg.Name) + ", 0, 0) ON CONFLICT (name) DO NOTHING"
+	// Several replicats may start at once: CREATE TABLE IF NOT EXISTS is
+	// not safe against itself, so they take turns.
+	sql := "BEGIN; SELECT pg_advisory_xact_lock(hashtext(" + quoteLiteral(checkpointTable) + "));" +
+		"CREATE TABLE IF NOT EXISTS " + checkpointTable + " (name text PRIMARY KEY, pos bigint NOT NULL, lsn bigint NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());" +
+		"INSERT INTO " + checkpointTable + " (name, pos, lsn) VALUES (" + quoteLiteral(a.cfg.Name) + ", 0, 0) ON CONFLICT (name) DO NOTHING; COMMIT"
 	if err := a.conn.Exec(ctx, sql).Close(); err != nil {
 		return 0, fmt.Errorf("replicat %s: checkpoint table at the target: %w", a.cfg.Name, err)
 	}

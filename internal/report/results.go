@@ -183,11 +183,15 @@ type Replica struct {
 	// EngineBacklogUnit (bytes, transactions, write-sets).
 	EngineBacklogMax  int64  `json:"engine_backlog_max,omitempty"`
 	EngineBacklogUnit string `json:"engine_backlog_unit,omitempty"`
-	// CatchUpMs is the catch-up after the run: from the COMMIT of the
-	// last tracked transaction (any phase: the cooldown's too; within
-	// about 1/budget s of the run's last commit with the automatic
-	// sample) until it was visible here, all earlier commits with it.
+	// CatchUpMs is the catch-up when the measurement ended: from the
+	// COMMIT of the measure phase's last tracked transaction (within
+	// about 1/budget s of its last commit with the automatic sample) until
+	// it was visible here, every earlier commit with it.
 	CatchUpMs *float64 `json:"catch_up_ms,omitempty"`
+	// NotCaughtUpS, when set, is how long the run waited after the driver
+	// stopped without this replica showing every tracked transaction: its
+	// catch-up is longer, and unknown.
+	NotCaughtUpS *float64 `json:"not_caught_up_s,omitempty"`
 	// LagClock is how lag was timed in target mode (engine.LagBound):
 	// absent in a lab, whose sites share one clock.
 	LagClock *LagClock `json:"lag_clock,omitempty"`
@@ -601,24 +605,29 @@ func fewLagSamples(s *Summary) string {
 	return fmt.Sprintf("few lag samples at %s: the sample is per user, and users that commit rarely (e.g. across a WAN link) are tracked rarely; set [run] lag_sample = 1 to track every transaction", strings.Join(few, ", "))
 }
 
-// catchUpNote says how long each replica took to apply the last tracked
-// transaction after its COMMIT: "caught up after the run (…): t1
-// 1.240 s, t2 0.004 s". Only when one of them took 1 ms or more.
+// catchUpNote says how long each replica took to apply the measure
+// phase's last tracked transaction after its COMMIT: "caught up after the
+// measurement (…): t1 1.240 s, t2 0.004 s". Only when one of them took
+// 1 ms or more.
 func catchUpNote(s *Summary) string {
 	var parts []string
 	late := false
 	for _, n := range slices.Sorted(maps.Keys(s.Replicas)) {
 		r := s.Replicas[n]
-		if r == nil || r.CatchUpMs == nil {
-			continue
+		switch {
+		case r == nil:
+		case r.NotCaughtUpS != nil:
+			late = true
+			parts = append(parts, fmt.Sprintf("%s not within the %.0f s waited", n, *r.NotCaughtUpS))
+		case r.CatchUpMs != nil:
+			late = late || *r.CatchUpMs >= 1
+			parts = append(parts, fmt.Sprintf("%s %.3f s", n, *r.CatchUpMs/1000))
 		}
-		late = late || *r.CatchUpMs >= 1
-		parts = append(parts, fmt.Sprintf("%s %.3f s", n, *r.CatchUpMs/1000))
 	}
 	if !late {
 		return ""
 	}
-	return "caught up after the run (the last tracked commit visible): " + strings.Join(parts, ", ")
+	return "caught up after the measurement (its last tracked commit visible): " + strings.Join(parts, ", ")
 }
 
 // LagSampleNote says which transactions the lag figures come from when

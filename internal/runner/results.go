@@ -73,7 +73,11 @@ func (r *run) fillLag() {
 		rep.PollP99Ms = lr.PollP99Ms
 		rep.Polls, rep.FloorMs, rep.WindowHits = lr.Polls, lr.FloorMs, lr.WindowHits
 		rep.VisibleBeforeWatch = lr.VisibleBeforeWatch
-		if lr.CatchUpNs > 0 {
+		switch {
+		case lr.CatchUpNs < 0:
+			waited := r.catchUpTimeout().Seconds()
+			rep.NotCaughtUpS = &waited
+		case lr.CatchUpNs > 0:
 			cu := float64(lr.CatchUpNs) / 1e6
 			rep.CatchUpMs = &cu
 		}

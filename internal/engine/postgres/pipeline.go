@@ -40,6 +40,8 @@ type pipePlan struct {
 	socketBuffer int           // TCPBUFSIZE: pump SO_SNDBUF, collector SO_RCVBUF
 	batch        bool          // BATCHSQL
 	groupOps     int           // GROUPTRANSOPS
+	replicats    int           // replicats per replica ("more replicats", @RANGE)
+	split        string        // how they share the changes: "key" or "table"
 }
 
 func readPipePlan(o *spec.Options) *pipePlan {
@@ -56,6 +58,11 @@ func readPipePlan(o *spec.Options) *pipePlan {
 		pp.batch = *b
 	}
 	pp.groupOps = int(o.Int("group_ops", 1000, 1, 1_000_000)) // GoldenGate's GROUPTRANSOPS default
+	pp.replicats = int(o.Int("replicats", 1, 1, 16))
+	pp.split = o.String("split", "key", "key", "table")
+	if o.Has("split") && pp.replicats == 1 {
+		o.Errorf("split", "split says how several replicats share a replica's changes; set replicats = 2 or more")
+	}
 	if !pp.pump {
 		for _, k := range []string{"compress", "compress_min", "flush_bytes", "flush_interval", "socket_buffer"} {
 			if o.Has(k) {
@@ -124,11 +131,23 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	}
 	add(primary.Name, primary.Site, pipeline.StageConfig{Kind: pipeline.KindExtract, Stats: filepath.Join(dir, "extract.json"),
 		Extract: &pipeline.ExtractConfig{DSN: primary.conninfo("replab_extract"), Slot: pipeSlot, Publications: []string{pipeSlot}, Trail: local}})
+	// replicats adds a replica's replicats (one per part) reading trail in
+	// site, their counters in statsDir.
+	replicats := func(r *node, site, trailPath, statsDir, prefix string) {
+		for i := 0; i < pp.replicats; i++ {
+			rc := &pipeline.ReplicatConfig{DSN: r.conninfo("replab_replicat"), Name: r.Name, Trail: trailPath, Batch: pp.batch, GroupOps: pp.groupOps}
+			stats := prefix + ".json"
+			if pp.replicats > 1 {
+				rc.Parts, rc.Part, rc.SplitBy = pp.replicats, i, pp.split
+				rc.Name = fmt.Sprintf("%s#%d", r.Name, i+1)
+				stats = fmt.Sprintf("%s-%d.json", prefix, i+1)
+			}
+			add(r.Name, site, pipeline.StageConfig{Kind: pipeline.KindReplicat, Stats: filepath.Join(statsDir, stats), Replicat: rc})
+		}
+	}
 	for _, r := range c.replicas() {
-		rc := &pipeline.ReplicatConfig{DSN: r.conninfo("replab_replicat"), Name: r.Name, Batch: pp.batch, GroupOps: pp.groupOps}
 		if !pp.pump {
-			rc.Trail = local
-			add(r.Name, primary.Site, pipeline.StageConfig{Kind: pipeline.KindReplicat, Stats: filepath.Join(dir, "replicat-"+r.Name+".json"), Replicat: rc})
+			replicats(r, primary.Site, local, dir, "replicat-"+r.Name)
 			continue
 		}
 		rdir, err := c.pipeDir(r)
@@ -142,8 +161,7 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 		add(r.Name, primary.Site, pipeline.StageConfig{Kind: pipeline.KindPump, Stats: filepath.Join(dir, "pump-"+r.Name+".json"),
 			Pump: &pipeline.PumpConfig{Name: r.Name, Trail: local, Addr: listen, Compress: pp.compress, CompressMin: pp.compressMin,
 				FlushBytes: pp.flushBytes, FlushEvery: pp.flushEvery, SocketBuffer: pp.socketBuffer}})
-		rc.Trail = remote
-		add(r.Name, r.Site, pipeline.StageConfig{Kind: pipeline.KindReplicat, Stats: filepath.Join(rdir, "replicat.json"), Replicat: rc})
+		replicats(r, r.Site, remote, rdir, "replicat")
 	}
 	for _, s := range ps.stages {
 		if err := c.startStage(bin, s); err != nil {
@@ -153,6 +171,9 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	mode := "normal: extract and pumps in " + primary.Site + ", collector and replicat in each replica's site"
 	if !pp.pump {
 		mode = "remote: extract and replicats in " + primary.Site + ", applying across the links"
+	}
+	if pp.replicats > 1 {
+		mode += fmt.Sprintf(", %d replicats per replica split by %s", pp.replicats, pp.split)
 	}
 	c.logf("pipeline: %d stages (%s); batch %t, group_ops %d, compress %d, flush_bytes %s\n",
 		len(ps.stages), mode, pp.batch, pp.groupOps, pp.compress, units.Bytes(float64(pp.flushBytes)))
@@ -267,6 +288,7 @@ func (c *cluster) pipeReplicationState(ctx context.Context) ([]engine.ReplicaSta
 		rs := engine.ReplicaState{Node: r.Name, From: primary, Kind: "pipeline", State: "applying", BacklogUnit: engine.UnitBytes, ReplayLagMs: -1}
 		rs.Positions = append(rs.Positions, engine.Position{Name: "extract_trail_bytes", Value: strconv.FormatInt(extracted.Bytes, 10)})
 		var applied int64
+		nrep := 0
 		for _, s := range byNode[r.Name] {
 			st := read(s)
 			switch s.cfg.Kind {
@@ -275,9 +297,17 @@ func (c *cluster) pipeReplicationState(ctx context.Context) ([]engine.ReplicaSta
 			case pipeline.KindCollector:
 				rs.Positions = append(rs.Positions, engine.Position{Name: "collector_trail_bytes", Value: strconv.FormatInt(st.Bytes, 10)})
 			case pipeline.KindReplicat:
-				applied = st.Bytes
-				rs.Positions = append(rs.Positions, engine.Position{Name: "replicat_applied_bytes", Value: strconv.FormatInt(st.Bytes, 10)},
-					engine.Position{Name: "replicat_lsn", Value: lsnText(st.Position)})
+				// Several replicats: the slowest says what is applied.
+				if nrep == 0 || st.Bytes < applied {
+					applied = st.Bytes
+				}
+				name := "replicat"
+				if s.cfg.Replicat.Parts > 1 {
+					name = fmt.Sprintf("replicat%d", s.cfg.Replicat.Part+1)
+				}
+				nrep++
+				rs.Positions = append(rs.Positions, engine.Position{Name: name + "_applied_bytes", Value: strconv.FormatInt(st.Bytes, 10)},
+					engine.Position{Name: name + "_lsn", Value: lsnText(st.Position)})
 			}
 			if s.proc.PID() == 0 {
 				rs.State = s.cfg.Kind + " down"
@@ -302,14 +332,22 @@ func (c *cluster) Gauges(ctx context.Context) ([]engine.Gauge, error) {
 	c.pipe.mu.Lock()
 	stages := c.pipe.stages
 	c.pipe.mu.Unlock()
+	// Several replicats of one replica add up under one name.
 	var out []engine.Gauge
+	at := map[[2]string]int{}
 	for _, s := range stages {
 		st, err := pipeline.ReadStats(s.cfg.Stats)
 		if err != nil {
 			continue // not written yet
 		}
 		add := func(name string, v int64) {
-			out = append(out, engine.Gauge{Node: s.node, Name: s.cfg.Kind + "_" + name, Value: float64(v), Counter: true})
+			k := [2]string{s.node, s.cfg.Kind + "_" + name}
+			if i, ok := at[k]; ok {
+				out[i].Value += float64(v)
+				return
+			}
+			at[k] = len(out)
+			out = append(out, engine.Gauge{Node: s.node, Name: k[1], Value: float64(v), Counter: true})
 		}
 		add("records", st.Records)
 		add("transactions", st.Transactions)

@@ -34,6 +34,7 @@ func TestPipelineScheme(t *testing.T) {
 	}{
 		{"normal", "batch = true\ncompress = 6\n", []string{"extract", "collector", "pump", "replicat"}},
 		{"remote", "pump = false\nbatch = true\n", []string{"extract", "replicat"}},
+		{"parallel", "batch = true\nreplicats = 3\n", []string{"extract", "collector", "pump", "replicat", "replicat", "replicat"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, c, _ := testCluster(t, "pipe"+tc.name[:1], `
@@ -104,7 +105,7 @@ replication = "pipeline"
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(st) == 1 && st[0].Kind == "pipeline" && st[0].Node == "dst" && st[0].Backlog == 0 {
+				if len(st) == 1 && st[0].Kind == "pipeline" && st[0].Node == "dst" && st[0].Backlog == 0 && len(st[0].Positions) == positions(tc.roles) {
 					t.Logf("state: %+v", st[0])
 					break
 				}
@@ -160,6 +161,8 @@ replication = "pipeline"
 		{"pump = false\ncompress = 3\n", "compress is a pump option"},
 		{"group_ops = 0\n", "scheme.group_ops"},
 		{"refresh = \"10s\"\n", "scheme.refresh"},
+		{"split = \"table\"\n", "set replicats = 2 or more"},
+		{"replicats = 2\nsplit = \"row\"\n", "scheme.split"},
 	} {
 		s, err := spec.Parse("p.toml", []byte(base+tc.extra))
 		if err != nil {
@@ -170,6 +173,19 @@ replication = "pipeline"
 			t.Errorf("%q: error %v, want one naming %s with its line", tc.extra, err, tc.want)
 		}
 	}
+}
+
+// positions is how many positions the state names for a replica served by
+// these stage roles: one per stage, two (bytes and LSN) per replicat.
+func positions(roles []string) int {
+	n := 0
+	for _, r := range roles {
+		n++
+		if r == "replicat" {
+			n++
+		}
+	}
+	return n
 }
 
 func containsAll(s string, subs ...string) bool {

@@ -828,4 +828,3 @@ func TestNewTrailHasItsHeaderAtOnce(t *testing.T) {
 		t.Errorf("the directory holds %d entries, want only the trail (no temporary file left)", len(ents))
 	}
 }
-
