@@ -422,6 +422,21 @@ func statement(rows []trail.Record) stmt {
 		b.WriteString(strconv.Itoa(len(args)))
 	}
 	table := quoteIdent(r.Schema) + "." + quoteIdent(r.Table)
+	// whereKey finds r's row by its key as the target has it: an update
+	// that changed the key carries the old one.
+	whereKey := func() {
+		for j, k := range r.Key {
+			if j > 0 {
+				b.WriteString(" AND ")
+			}
+			b.WriteString(quoteIdent(r.Columns[k]) + " = ")
+			if r.Old != nil {
+				param(r.Old[j])
+			} else {
+				param(r.Values[k])
+			}
+		}
+	}
 	switch r.Op {
 	case trail.OpInsert:
 		b.WriteString("INSERT INTO " + table + " (")
@@ -455,27 +470,11 @@ func statement(rows []trail.Record) stmt {
 			param(r.Values[i])
 		}
 		b.WriteString(" WHERE ")
-		for j, k := range r.Key {
-			if j > 0 {
-				b.WriteString(" AND ")
-			}
-			b.WriteString(quoteIdent(r.Columns[k]) + " = ")
-			if r.Old != nil {
-				param(r.Old[j])
-			} else {
-				param(r.Values[k])
-			}
-		}
+		whereKey()
 	case trail.OpDelete:
 		b.WriteString("DELETE FROM " + table + " WHERE ")
 		if len(rows) == 1 {
-			for j, k := range r.Key {
-				if j > 0 {
-					b.WriteString(" AND ")
-				}
-				b.WriteString(quoteIdent(r.Columns[k]) + " = ")
-				param(r.Values[k])
-			}
+			whereKey()
 			break
 		}
 		b.WriteString("(")
