@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -131,10 +132,7 @@ func Replicat(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) erro
 			// carried): no target transaction. The checkpoint stays
 			// behind; after a restart these are read again and again
 			// hold nothing.
-			c.Transactions.Add(int64(txs))
-			c.Position.Store(last.LSN)
-			c.LastCommitNs.Store(last.Time)
-			c.Bytes.Store(int64(end))
+			a.advance(txs, last, end)
 			group, txs, applied = group[:0], 0, end
 			return nil
 		}
@@ -329,12 +327,18 @@ func (a *applier) apply(ctx context.Context, changes []trail.Record, txs int, la
 	}
 	a.c.Statements.Add(int64(len(stmts)))
 	a.c.Records.Add(int64(len(changes)))
-	a.c.Transactions.Add(int64(txs))
 	a.c.Syncs.Add(1)
+	a.advance(txs, last, end)
+	return nil
+}
+
+// advance counts txs source transactions done with, up to commit record
+// last ending at trail position end.
+func (a *applier) advance(txs int, last trail.Record, end trail.Pos) {
+	a.c.Transactions.Add(int64(txs))
 	a.c.Bytes.Store(int64(end))
 	a.c.Position.Store(last.LSN)
 	a.c.LastCommitNs.Store(last.Time)
-	return nil
 }
 
 // exec runs one statement without parameters as a round trip of its own.
@@ -391,19 +395,7 @@ func statements(changes []trail.Record, batch bool) []stmt {
 
 // sameShape says whether two changes can share one multi-row statement.
 func sameShape(a, b *trail.Record) bool {
-	return a.Op == b.Op && a.Schema == b.Schema && a.Table == b.Table && slicesEqual(a.Columns, b.Columns)
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return a.Op == b.Op && a.Schema == b.Schema && a.Table == b.Table && slices.Equal(a.Columns, b.Columns)
 }
 
 // statement builds one statement for rows (one row unless they are
@@ -437,28 +429,37 @@ func statement(rows []trail.Record) stmt {
 			}
 		}
 	}
-	switch r.Op {
-	case trail.OpInsert:
-		b.WriteString("INSERT INTO " + table + " (")
-		for i, c := range r.Columns {
+	// names writes "(a, b)"; tuple "($1, $2)" with vals as parameters.
+	names := func(cols []string) {
+		b.WriteString("(")
+		for i, c := range cols {
 			if i > 0 {
 				b.WriteString(", ")
 			}
 			b.WriteString(quoteIdent(c))
 		}
-		b.WriteString(") VALUES ")
+		b.WriteString(")")
+	}
+	tuple := func(vals []trail.Value) {
+		b.WriteString("(")
+		for i, v := range vals {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			param(v)
+		}
+		b.WriteString(")")
+	}
+	switch r.Op {
+	case trail.OpInsert:
+		b.WriteString("INSERT INTO " + table + " ")
+		names(r.Columns)
+		b.WriteString(" VALUES ")
 		for j := range rows {
 			if j > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(")
-			for i, v := range rows[j].Values {
-				if i > 0 {
-					b.WriteString(", ")
-				}
-				param(v)
-			}
-			b.WriteString(")")
+			tuple(rows[j].Values)
 		}
 	case trail.OpUpdate:
 		b.WriteString("UPDATE " + table + " SET ")
@@ -477,26 +478,21 @@ func statement(rows []trail.Record) stmt {
 			whereKey()
 			break
 		}
-		b.WriteString("(")
+		keyCols := make([]string, len(r.Key))
 		for j, k := range r.Key {
-			if j > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(quoteIdent(r.Columns[k]))
+			keyCols[j] = r.Columns[k]
 		}
-		b.WriteString(") IN (")
+		names(keyCols)
+		b.WriteString(" IN (")
+		key := make([]trail.Value, len(r.Key))
 		for j := range rows {
 			if j > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(")
 			for jj, k := range rows[j].Key {
-				if jj > 0 {
-					b.WriteString(", ")
-				}
-				param(rows[j].Values[k])
+				key[jj] = rows[j].Values[k]
 			}
-			b.WriteString(")")
+			tuple(key)
 		}
 		b.WriteString(")")
 	}
