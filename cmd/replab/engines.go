@@ -59,7 +59,10 @@ func startCluster(ctx context.Context, e engine.Engine, l *lab.Lab, out io.Write
 // nodeControl performs `replab fault node` actions on a cluster through
 // its engine's NodeControl and Pauser capabilities.
 func nodeControl(kind string, c engine.Cluster) lab.NodeControlFunc {
-	return func(ctx context.Context, node, do string) error {
+	return func(ctx context.Context, node, stage, do string) error {
+		if stage != "" {
+			return engine.DoStage(ctx, c, node, stage, do)
+		}
 		err := engine.DoNode(ctx, c, node, do)
 		if errors.Is(err, engine.ErrNoNodeControl) {
 			what := do

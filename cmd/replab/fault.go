@@ -25,6 +25,10 @@ const faultAbout = `Breaks a link or a node of a running lab now, from a second 
   replab fault node NODE kill|stop|start|restart|pause|resume|promote [--for 10s]
       act on a database server of the lab (its engine must be able to);
       --for heals kill and stop with start, pause with resume
+  replab fault node NODE STAGE kill|stop|start|restart|pause|resume [--for 10s]
+      act on one of the node's replication stages instead (replication =
+      "pipeline": extract at the primary; pump, collector, replicat at a
+      replica)
 
 Every fault applied or healed through the lab (this command and
 replab link set) is logged with its wall-clock time in the lab's fault log,
@@ -59,10 +63,16 @@ func parseFault(pos []string, dur time.Duration) (faultCmd, error) {
 		req.Set = pos[2:]
 		fc.link = &req
 	case "node":
-		if len(pos) != 3 {
-			return fc, fmt.Errorf("fault node: give a node and one action (%s), e.g. fault node e1 kill", strings.Join(spec.FaultDos, ", "))
+		if len(pos) != 3 && len(pos) != 4 {
+			return fc, fmt.Errorf("fault node: give a node, optionally one of its stages, and one action (%s), e.g. fault node e1 kill or fault node t1 replicat kill", strings.Join(spec.FaultDos, ", "))
 		}
-		req := lab.NodeRequest{Node: pos[1], Do: pos[2]}
+		req := lab.NodeRequest{Node: pos[1], Do: pos[len(pos)-1]}
+		if len(pos) == 4 {
+			req.Stage = pos[2]
+			if req.Do == spec.FaultPromote {
+				return fc, fmt.Errorf("fault node %s %s: a stage is a process, not a server: it cannot be promoted", req.Node, req.Stage)
+			}
+		}
 		if !slices.Contains(spec.FaultDos, req.Do) {
 			return fc, fmt.Errorf("fault node: unknown action %q: use one of %s", req.Do, strings.Join(spec.FaultDos, ", "))
 		}
@@ -177,7 +187,11 @@ func faultNode(ctx context.Context, c *lab.Client, req lab.NodeRequest, d time.D
 	rec, err = c.Node(req)
 	if err != nil {
 		h, _ := lab.HealOf(req.Do)
-		return fmt.Errorf("heal node %s (%s): %w", req.Node, h, err)
+		what := req.Node
+		if req.Stage != "" {
+			what += " " + req.Stage
+		}
+		return fmt.Errorf("heal node %s (%s): %w", what, h, err)
 	}
 	h, _ := lab.HealOf(req.Do)
 	fmt.Fprintf(out, "%s (%s)\n", stamp(rec), h)

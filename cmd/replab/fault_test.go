@@ -33,7 +33,10 @@ func TestParseFault(t *testing.T) {
 		{[]string{"disk", "x"}, 0, "neither link nor node"},
 		{[]string{"link", "a<->b"}, 0, "at least one change"},
 		{[]string{"link", "a-b", "down"}, 0, "not a link direction"},
-		{[]string{"node", "e1"}, 0, "a node and one action"},
+		{[]string{"node", "e1"}, 0, "a node, optionally one of its stages, and one action"},
+		{[]string{"node", "t1", "replicat", "kill"}, 5 * time.Second, ""},
+		{[]string{"node", "t1", "replicat", "promote"}, 0, "cannot be promoted"},
+		{[]string{"node", "t1", "replicat", "kill", "now"}, 0, "one action"},
 		{[]string{"node", "e1", "explode"}, 0, "unknown action \"explode\""},
 		{[]string{"node", "e1", "restart"}, time.Second, "cannot be healed"},
 		{[]string{"node", "e1", "start"}, time.Second, "cannot be healed"},
@@ -50,7 +53,11 @@ func TestParseFault(t *testing.T) {
 			t.Errorf("%v: parsed %+v", c.args, fc)
 		}
 	}
-	fc, _ := parseFault([]string{"link", "a<->b", "loss=5%", "up"}, 0)
+	fc, _ := parseFault([]string{"node", "t1", "pump", "pause"}, 0)
+	if want := (lab.NodeRequest{Node: "t1", Stage: "pump", Do: "pause"}); !reflect.DeepEqual(*fc.node, want) {
+		t.Errorf("node %+v, want %+v", *fc.node, want)
+	}
+	fc, _ = parseFault([]string{"link", "a<->b", "loss=5%", "up"}, 0)
 	if want := (lab.LinkRequest{From: "a", To: "b", Both: true, Set: []string{"loss=5%", "up"}}); !reflect.DeepEqual(*fc.link, want) {
 		t.Errorf("link %+v, want %+v", *fc.link, want)
 	}

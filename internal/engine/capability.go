@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"replab/internal/spec"
@@ -169,6 +170,39 @@ type NodeControl interface {
 type Pauser interface {
 	Pause(ctx context.Context, node string) error
 	Resume(ctx context.Context, node string) error
+}
+
+// StageControl acts on a node's replication stages: processes of their
+// own that are not the server (the PostgreSQL pipeline scheme's extract,
+// pump, collector and replicats), for faults.
+type StageControl interface {
+	// Stages lists the stages node has ("" and nil: none), in the order
+	// a change passes them.
+	Stages(node string) []string
+	// DoStage does kill, stop, start, restart, pause or resume to every
+	// process of the stage (a replica's several replicats together).
+	DoStage(ctx context.Context, node, stage, do string) error
+}
+
+// DoStage does one of spec.FaultDos (not promote) to a node's stage, or
+// says why it cannot: the engine has no stages, or the node not this one.
+func DoStage(ctx context.Context, c Cluster, node, stage, do string) error {
+	sc, ok := c.(StageControl)
+	if !ok {
+		return fmt.Errorf("%w: this scheme has no stages (stage faults are for replication = \"pipeline\")", ErrNoNodeControl)
+	}
+	stages := sc.Stages(node)
+	if !slices.Contains(stages, stage) {
+		if len(stages) == 0 {
+			return fmt.Errorf("node %s has no replication stages", node)
+		}
+		return fmt.Errorf("node %s has no stage %q; its stages: %s", node, stage, strings.Join(stages, ", "))
+	}
+	switch do {
+	case "kill", "stop", "start", "restart", "pause", "resume":
+		return sc.DoStage(ctx, node, stage, do)
+	}
+	return fmt.Errorf("a stage can be killed, stopped, started, restarted, paused or resumed, not %q", do)
 }
 
 // ErrFailedOver is a node's Start refused because a standby of it was

@@ -174,6 +174,11 @@ func (r *recorder) Node(ctx context.Context, node, do string) error {
 	return nil
 }
 
+func (r *recorder) Stage(ctx context.Context, node, stage, do string) error {
+	r.add("stage " + node + " " + stage + " " + do)
+	return nil
+}
+
 // TestScheduleAppliesHealsAndLogs: faults happen in time order, each
 // healed after its for; HealAll heals what is left; every event is logged
 // with a time no earlier than scheduled.
@@ -185,6 +190,7 @@ func TestScheduleAppliesHealsAndLogs(t *testing.T) {
 		{At: 20 * ms, Node: "e1", Do: "kill"},
 		{At: 60 * ms, For: 10 * ms, Node: "e2", Do: "pause"},
 		{At: 70 * ms, For: 10 * ms, Node: "e3", Do: "stop"},
+		{At: 82 * ms, For: 5 * ms, Node: "e3", Stage: "replicat", Do: "kill"},
 	}
 	var logged []Event
 	var mu sync.Mutex
@@ -198,6 +204,8 @@ func TestScheduleAppliesHealsAndLogs(t *testing.T) {
 		"node e2 pause", // fails: nothing to heal
 		"node e3 stop",
 		"node e3 start",
+		"stage e3 replicat kill", // a stage, not the server
+		"stage e3 replicat start",
 		"restore a->b down=false", "restore b->a down=false",
 		"node e1 start", // HealAll: the kill without for
 	}
@@ -205,7 +213,7 @@ func TestScheduleAppliesHealsAndLogs(t *testing.T) {
 		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(r.calls, "\n"), strings.Join(want, "\n"))
 	}
 	ev := s.Events()
-	if len(ev) != 7 || len(logged) != 7 {
+	if len(ev) != 9 || len(logged) != 9 {
 		t.Fatalf("%d events, %d logged: %+v", len(ev), len(logged), ev)
 	}
 	for _, e := range ev {
@@ -220,6 +228,9 @@ func TestScheduleAppliesHealsAndLogs(t *testing.T) {
 	}
 	if ev[2].What != "node e2 pause" || ev[2].Err == "" {
 		t.Errorf("the failed pause: %+v", ev[2])
+	}
+	if ev[5].What != "node e3 replicat kill" {
+		t.Errorf("the stage fault is logged as %q, want %q", ev[5].What, "node e3 replicat kill")
 	}
 	last := ev[len(ev)-1]
 	if last.Action != ActionHeal || !strings.Contains(last.What, "at the end of the run") {

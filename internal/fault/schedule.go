@@ -25,10 +25,16 @@ type Target interface {
 	RestoreLink(from, to string, p linkem.Params) error
 	// Node does one of spec.FaultDos to a node.
 	Node(ctx context.Context, node, do string) error
+	// Stage does one of spec.FaultDos (not promote) to a node's
+	// replication stage (spec.Fault.Stage).
+	Stage(ctx context.Context, node, stage, do string) error
 }
 
 // Describe is a fault in a few words, as the log and the report say it.
 func Describe(f spec.Fault) string {
+	if f.Node != "" && f.Stage != "" {
+		return "node " + f.Node + " " + f.Stage + " " + f.Do
+	}
 	if f.Node != "" {
 		return "node " + f.Node + " " + f.Do
 	}
@@ -113,9 +119,15 @@ func (s *Schedule) apply(ctx context.Context, i int) {
 	var err error
 	var heal func(context.Context) error
 	if f.Node != "" {
-		err = s.target.Node(ctx, f.Node, f.Do)
+		do := func(ctx context.Context, what string) error {
+			if f.Stage != "" {
+				return s.target.Stage(ctx, f.Node, f.Stage, what)
+			}
+			return s.target.Node(ctx, f.Node, what)
+		}
+		err = do(ctx, f.Do)
 		if h := spec.FaultHeal(f.Do); h != "" && err == nil {
-			heal = func(ctx context.Context) error { return s.target.Node(ctx, f.Node, h) }
+			heal = func(ctx context.Context) error { return do(ctx, h) }
 		}
 	} else {
 		heal, err = s.applyLink(f)

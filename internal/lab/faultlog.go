@@ -46,15 +46,19 @@ func (r FaultRecord) String() string {
 	return s
 }
 
-// NodeControlFunc performs do (one of spec.FaultDos) on a node.
-type NodeControlFunc func(ctx context.Context, node, do string) error
+// NodeControlFunc performs do (one of spec.FaultDos) on a node, or with
+// stage on one of its replication stages.
+type NodeControlFunc func(ctx context.Context, node, stage, do string) error
 
 // NodeRequest is the body of POST /node. With Heal, the lab undoes Do
 // instead: kill and stop are healed by start, pause by resume.
 type NodeRequest struct {
 	Node string `json:"node"`
-	Do   string `json:"do"`
-	Heal bool   `json:"heal,omitempty"`
+	// Stage, when set, is one of the node's replication stages (the
+	// pipeline's extract, pump, collector, replicat) to act on.
+	Stage string `json:"stage,omitempty"`
+	Do    string `json:"do"`
+	Heal  bool   `json:"heal,omitempty"`
 }
 
 // LinkFault is the answer to POST /link/fault: the change is applied and
@@ -209,8 +213,12 @@ func (l *Lab) NodeAction(ctx context.Context, req NodeRequest) (FaultRecord, err
 		}
 		do, action = h, FaultHeal
 	}
-	err := f(ctx, req.Node, do)
-	rec := l.logFault("node "+req.Node+" "+req.Do, action, err)
+	err := f(ctx, req.Node, req.Stage, do)
+	what := "node " + req.Node + " " + req.Do
+	if req.Stage != "" {
+		what = "node " + req.Node + " " + req.Stage + " " + req.Do
+	}
+	rec := l.logFault(what, action, err)
 	return rec, err
 }
 

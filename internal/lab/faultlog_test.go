@@ -63,9 +63,12 @@ func TestFaultsThroughControlSocket(t *testing.T) {
 	var mu sync.Mutex
 	var calls []string
 	l.SetNodes([]NodeStatus{{Name: "e1", Site: "a"}, {Name: "e2", Site: "b"}})
-	l.SetNodeControl(func(ctx context.Context, node, do string) error {
+	l.SetNodeControl(func(ctx context.Context, node, stage, do string) error {
 		if do == "pause" {
 			return errors.New("engine test cannot pause nodes")
+		}
+		if stage != "" {
+			node += "/" + stage
 		}
 		mu.Lock()
 		calls = append(calls, node+" "+do)
@@ -90,7 +93,10 @@ func TestFaultsThroughControlSocket(t *testing.T) {
 	if _, err := c.Node(NodeRequest{Node: "e2", Do: "pause"}); err == nil || err.Error() != "engine test cannot pause nodes" {
 		t.Errorf("failing action: %v", err)
 	}
-	if want := []string{"e1 kill", "e1 start"}; !reflect.DeepEqual(calls, want) {
+	if _, err := c.Node(NodeRequest{Node: "e2", Stage: "replicat", Do: "stop", Heal: true}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"e1 kill", "e1 start", "e2/replicat start"}; !reflect.DeepEqual(calls, want) {
 		t.Errorf("handler calls %v, want %v", calls, want)
 	}
 
@@ -163,7 +169,7 @@ func TestFaultsThroughControlSocket(t *testing.T) {
 		t.Errorf("after healing both: %v\nwant what was there before: %v", after, before)
 	}
 
-	want := []string{"apply node e1 kill", "heal node e1 kill", "apply node e2 pause",
+	want := []string{"apply node e1 kill", "heal node e1 kill", "apply node e2 pause", "heal node e2 replicat stop",
 		"apply link a->b set delay=7ms loss=1%", "apply link b->a set down",
 		"apply link a<->b set up delay=300ms rate=1mbit", "heal link a<->b set up delay=300ms rate=1mbit",
 		"apply link a<->b set delay=300ms", "apply link a->b set loss=5%", "heal link a<->b set delay=300ms", "heal link a->b set loss=5%"}

@@ -5,13 +5,18 @@ import (
 	"bytes"
 	"compress/flate"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"replab/internal/pipeline/trail"
 )
@@ -19,10 +24,13 @@ import (
 // The pump and the collector speak a small protocol over one TCP
 // connection (documented in docs/pipeline.md):
 //
+//	(with TLS configured, all of it inside one TLS 1.3 session)
 //	pump → collector: hello: "RPLPUMP1", uvarint name length, name
 //	collector → pump: uint64 LE: the remote trail's end (where to resume)
 //	pump → collector: blocks: uint32 LE raw length, uint32 LE sent length,
-//	                  byte codec (0 none, 1 deflate), the sent bytes
+//	                  byte codec (0 none, 1 deflate, 2 zstd), the sent
+//	                  bytes (deflate: a raw RFC 1951 stream; zstd: one
+//	                  zstd frame)
 //	collector → pump: uint64 LE after each block made durable: the
 //	                  remote trail's end
 //
@@ -36,6 +44,13 @@ const pumpMagic = "RPLPUMP1"
 const (
 	codecNone    = 0
 	codecDeflate = 1
+	codecZstd    = 2
+)
+
+// Codec names as PumpConfig.Codec takes them.
+const (
+	CodecDeflate = "deflate"
+	CodecZstd    = "zstd"
 )
 
 // maxBlock bounds a block's raw and sent size (a guard against garbage).
@@ -46,9 +61,12 @@ type PumpConfig struct {
 	Name  string // names the pump to the collector (and in errors)
 	Trail string // the local trail to ship
 	Addr  string // the collector's address
-	// Compress is the deflate level (1–9, what gzip uses); 0 sends blocks
-	// as they are (GoldenGate's COMPRESS off).
+	// Compress is the compression level (1–9); 0 sends blocks as they
+	// are (GoldenGate's COMPRESS off).
 	Compress int
+	// Codec compresses blocks: "" or "deflate" (what gzip uses, the
+	// default) or "zstd" (level 1–9 mapped by zstd.EncoderLevelFromZstd).
+	Codec string `json:"codec"`
 	// CompressMin: blocks smaller than this are sent uncompressed
 	// (GoldenGate's COMPRESSTHRESHOLD; default 512 bytes).
 	CompressMin int
@@ -62,6 +80,10 @@ type PumpConfig struct {
 	// SocketBuffer sets SO_SNDBUF (and the collector's SO_RCVBUF is its
 	// own option); 0 leaves the kernel's default and autotuning.
 	SocketBuffer int
+	// TLS, when set, encrypts the connection (GoldenGate's ENCRYPT): the
+	// collector's certificate must verify against TLS.CA for the host of
+	// Addr.
+	TLS *TLSFiles `json:"tls,omitempty"`
 	// Dial, when set, opens the connection (a lab site's dialer).
 	Dial DialFunc `json:"-"`
 }
@@ -91,22 +113,51 @@ func Pump(ctx context.Context, cfg PumpConfig, c *PumpCounters) error {
 	if cfg.Compress < 0 || cfg.Compress > 9 {
 		return fmt.Errorf("pump %s: compression level %d: want 0 (off) to 9", cfg.Name, cfg.Compress)
 	}
+	switch cfg.Codec {
+	case "", CodecDeflate, CodecZstd:
+	default:
+		return fmt.Errorf("pump %s: codec %q: want %q (the default) or %q", cfg.Name, cfg.Codec, CodecDeflate, CodecZstd)
+	}
+	var tlsConf *tls.Config
+	if cfg.TLS != nil {
+		var err error
+		if tlsConf, err = cfg.TLS.clientConfig(cfg.Addr); err != nil {
+			return fmt.Errorf("pump %s: %w", cfg.Name, err)
+		}
+	}
 	dial := cfg.Dial
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
 	}
-	conn, err := dial(ctx, "tcp", cfg.Addr)
+	tcp, err := dial(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("pump %s: connect to the collector at %s: %w", cfg.Name, cfg.Addr, err)
 	}
-	defer conn.Close()
-	if tc, ok := conn.(*net.TCPConn); ok && cfg.SocketBuffer > 0 {
+	// Closing the socket (not the TLS session) also ends a handshake or a
+	// read in flight.
+	defer tcp.Close()
+	if tc, ok := tcp.(*net.TCPConn); ok && cfg.SocketBuffer > 0 {
 		if err := tc.SetWriteBuffer(cfg.SocketBuffer); err != nil {
 			return fmt.Errorf("pump %s: socket buffer: %w", cfg.Name, err)
 		}
 	}
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	stop := context.AfterFunc(ctx, func() { tcp.Close() })
 	defer stop()
+	conn := tcp
+	if tlsConf != nil {
+		tc := tls.Client(tcp, tlsConf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if closedByPeer(err) {
+				// A plain collector drops a TLS hello without a word.
+				err = fmt.Errorf("the collector closed the connection (does it use TLS?): %w", err)
+			}
+			return fmt.Errorf("pump %s: TLS handshake with the collector at %s: %w", cfg.Name, cfg.Addr, err)
+		}
+		conn = tc
+	}
 
 	hello := binary.AppendUvarint([]byte(pumpMagic), uint64(len(cfg.Name)))
 	hello = append(hello, cfg.Name...)
@@ -115,6 +166,10 @@ func Pump(ctx context.Context, cfg PumpConfig, c *PumpCounters) error {
 	}
 	var b8 [8]byte
 	if _, err := io.ReadFull(conn, b8[:]); err != nil {
+		if tlsConf == nil && closedByPeer(err) {
+			// A TLS collector drops a plain hello without a word.
+			err = fmt.Errorf("the collector closed the connection (does it want TLS?): %w", err)
+		}
 		return pumpErr(ctx, cfg, "read the collector's position", err)
 	}
 	from := trail.Pos(binary.LittleEndian.Uint64(b8[:]))
@@ -141,8 +196,19 @@ func Pump(ctx context.Context, cfg PumpConfig, c *PumpCounters) error {
 
 	var raw, out bytes.Buffer
 	var zw *flate.Writer
+	var zenc *zstd.Encoder
+	var zbuf []byte
 	if cfg.Compress > 0 {
-		zw, _ = flate.NewWriter(&out, cfg.Compress) // the level was checked
+		if cfg.Codec == CodecZstd {
+			// EncodeAll on one goroutine: no encoder goroutines to leak.
+			zenc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(cfg.Compress)), zstd.WithEncoderConcurrency(1))
+			if err != nil {
+				return fmt.Errorf("pump %s: zstd: %w", cfg.Name, err)
+			}
+			defer zenc.Close()
+		} else {
+			zw, _ = flate.NewWriter(&out, cfg.Compress) // the level was checked
+		}
 	}
 	w := bufio.NewWriterSize(conn, 64<<10)
 	var commitLSN uint64
@@ -152,15 +218,24 @@ func Pump(ctx context.Context, cfg PumpConfig, c *PumpCounters) error {
 			return nil
 		}
 		codec, body := byte(codecNone), raw.Bytes()
-		if zw != nil && raw.Len() >= cfg.CompressMin {
+		if (zw != nil || zenc != nil) && raw.Len() >= cfg.CompressMin {
 			start := time.Now()
-			out.Reset()
-			zw.Reset(&out)
-			zw.Write(raw.Bytes()) // writes to a bytes.Buffer do not fail
-			zw.Close()
+			var packed []byte
+			var pc byte
+			if zenc != nil {
+				zbuf = zenc.EncodeAll(raw.Bytes(), zbuf[:0])
+				packed, pc = zbuf, codecZstd
+			} else {
+				out.Reset()
+				zw.Reset(&out)
+				zw.Write(raw.Bytes()) // writes to a bytes.Buffer do not fail
+				zw.Close()
+				packed, pc = out.Bytes(), codecDeflate
+			}
 			c.CPUNs.Add(int64(time.Since(start)))
-			if out.Len() < raw.Len() {
-				codec, body = codecDeflate, out.Bytes()
+			// Incompressible data goes as it is.
+			if len(packed) < raw.Len() {
+				codec, body = pc, packed
 			}
 		}
 		var h [9]byte
@@ -237,6 +312,11 @@ func Pump(ctx context.Context, cfg PumpConfig, c *PumpCounters) error {
 	}
 }
 
+// closedByPeer says whether err is the peer hanging up.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
 func pumpErr(ctx context.Context, cfg PumpConfig, what string, err error) error {
 	if ctx.Err() != nil {
 		return nil
@@ -251,6 +331,9 @@ type CollectorConfig struct {
 	// SocketBuffer sets SO_RCVBUF on accepted connections; 0 leaves the
 	// kernel's default and autotuning.
 	SocketBuffer int
+	// TLS, when set, makes every pump connect with TLS, presenting
+	// TLS.Cert and TLS.Key (TLS.CA is the pumps' to check them).
+	TLS *TLSFiles `json:"tls,omitempty"`
 }
 
 // Collect accepts one pump at a time on l and writes what it ships to the
@@ -259,6 +342,13 @@ type CollectorConfig struct {
 func Collect(ctx context.Context, l net.Listener, cfg CollectorConfig, c *Counters) error {
 	if c == nil {
 		c = new(Counters)
+	}
+	var tlsConf *tls.Config
+	if cfg.TLS != nil {
+		var err error
+		if tlsConf, err = cfg.TLS.serverConfig(); err != nil {
+			return fmt.Errorf("collector: %w", err)
+		}
 	}
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
@@ -270,7 +360,7 @@ func Collect(ctx context.Context, l net.Listener, cfg CollectorConfig, c *Counte
 			}
 			return fmt.Errorf("collector: accept: %w", err)
 		}
-		if err := collectOne(ctx, conn, cfg, c); err != nil && ctx.Err() == nil {
+		if err := collectOne(ctx, conn, tlsConf, cfg, c); err != nil && ctx.Err() == nil {
 			// The pump's connection ended; the trail is consistent, so
 			// wait for the pump to come back. Anything else is fatal.
 			var te *trailError
@@ -288,12 +378,25 @@ type trailError struct{ err error }
 func (e *trailError) Error() string { return e.err.Error() }
 func (e *trailError) Unwrap() error { return e.err }
 
-func collectOne(ctx context.Context, conn net.Conn, cfg CollectorConfig, c *Counters) error {
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+func collectOne(ctx context.Context, tcp net.Conn, tlsConf *tls.Config, cfg CollectorConfig, c *Counters) error {
+	defer tcp.Close()
+	stop := context.AfterFunc(ctx, func() { tcp.Close() })
 	defer stop()
-	if tc, ok := conn.(*net.TCPConn); ok && cfg.SocketBuffer > 0 {
+	if tc, ok := tcp.(*net.TCPConn); ok && cfg.SocketBuffer > 0 {
 		tc.SetReadBuffer(cfg.SocketBuffer)
+	}
+	conn := tcp
+	if tlsConf != nil {
+		tc := tls.Server(tcp, tlsConf)
+		// Bounded: one pump at a time, so a silent peer must not hold the
+		// collector.
+		hctx, cancel := context.WithTimeout(ctx, tlsHandshakeWithin)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("collector: TLS handshake with %s: %w", tcp.RemoteAddr(), err)
+		}
+		conn = tc
 	}
 	br := bufio.NewReaderSize(conn, 64<<10)
 	magic := make([]byte, len(pumpMagic))
@@ -325,6 +428,12 @@ func collectOne(ctx context.Context, conn net.Conn, cfg CollectorConfig, c *Coun
 	var raw []byte
 	var h [9]byte
 	var zr io.ReadCloser
+	var zdec *zstd.Decoder
+	defer func() {
+		if zdec != nil {
+			zdec.Close()
+		}
+	}()
 	for {
 		if _, err := io.ReadFull(br, h[:]); err != nil {
 			return err
@@ -348,10 +457,23 @@ func collectOne(ctx context.Context, conn net.Conn, cfg CollectorConfig, c *Coun
 			}
 			raw = raw[:0]
 			buf := bytes.NewBuffer(raw)
-			if _, err := io.Copy(buf, zr); err != nil {
+			// One byte past rawLen is enough to see a lying block.
+			if _, err := io.Copy(buf, io.LimitReader(zr, int64(rawLen)+1)); err != nil {
 				return fmt.Errorf("collector: inflate a block: %w", err)
 			}
 			raw = buf.Bytes()
+		case codecZstd:
+			if zdec == nil {
+				zdec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxBlock), zstd.WithDecodeAllCapLimit(true))
+				if err != nil {
+					return fmt.Errorf("collector: zstd: %w", err)
+				}
+			}
+			// The cap limit stops a block from decoding past rawLen.
+			dst := slices.Grow(raw[:0], int(rawLen))[:0:rawLen]
+			if raw, err = zdec.DecodeAll(body, dst); err != nil {
+				return fmt.Errorf("collector: zstd-decode a block: %w", err)
+			}
 		default:
 			return fmt.Errorf("collector: unknown codec %d", h[8])
 		}

@@ -106,6 +106,10 @@ func (t faultTarget) Node(ctx context.Context, node, do string) error {
 	return err
 }
 
+func (t faultTarget) Stage(ctx context.Context, node, stage, do string) error {
+	return engine.DoStage(ctx, t.r.cluster, node, stage, do)
+}
+
 // fillFaults writes faults.csv and measures the run around each scheduled
 // fault into the summary.
 func (r *run) fillFaults(dir *report.Dir, events []fault.Event) error {

@@ -69,7 +69,7 @@ var wantInError = map[string][]string{
 	"capture-bad.toml":          {`capture-bad.toml:10: link[1].capture = "yes": want true or false`, `capture-bad.toml:15: link[2].capture_bytes = 10: must be between 20 and 65535 bytes`, `capture-bad.toml:19: link[3].capture_bytes = 128: has no effect without capture = true`},
 	"fault-link.toml": {
 		`fault-link.toml:20: fault[1].link: a link fault needs set`,
-		`fault-link.toml:21: fault[1].fro: unknown key (did you mean "for"?); accepted in [[fault]]: at, for, link, set, node, do`,
+		`fault-link.toml:21: fault[1].fro: unknown key (did you mean "for"?); accepted in [[fault]]: at, for, link, set, node, stage, do`,
 		`fault-link.toml:23: fault[2]: say what the fault acts on`,
 		`fault-link.toml:25: fault[2].set: set changes a link`,
 		`fault-link.toml:29: fault[3].link = "primary-eu": want "A<->B"`,
@@ -100,6 +100,9 @@ var wantInError = map[string][]string{
 		`fault-node.toml:82: fault[10].for = "5s": do = "start" is instantaneous`,
 		`fault-node.toml:95: fault[12].node: overlaps fault[11] (line 86) on node e1`,
 		`fault-node.toml:100: fault[13].node: overlaps fault[11] (line 86) on node e1`,
+		`fault-node.toml:112: fault[15].stage: stage names one of a node's replication stages: it goes with node = "NAME"`,
+		`fault-node.toml:118: fault[16].do = "promote": a stage is a process, not a server`,
+		`fault-node.toml:123: fault[17].stage = "re plicat": want a stage name like "extract", "pump", "collector" or "replicat"`,
 	},
 	"fault-no-engine.toml": {`fault-no-engine.toml:19: fault[2].node = "n1": node faults need an engine`},
 	"fault-not-array.toml": {`fault-not-array.toml:7: fault = {…}: want a list of faults: write each one as [[fault]]`},

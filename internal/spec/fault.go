@@ -22,8 +22,12 @@ import (
 //	at = "15s"
 //	node = "e1"
 //	do = "kill"
+//
+// With stage, a node fault acts on one of the node's replication stages
+// (the pipeline scheme's extract, pump, collector or replicat) instead of
+// its server; the engine says which stages a node has.
 
-var faultKeys = []string{"at", "for", "link", "set", "node", "do"}
+var faultKeys = []string{"at", "for", "link", "set", "node", "stage", "do"}
 
 // maxFaultTime bounds at and for (as [run] bounds its phases).
 const maxFaultTime = 30 * 24 * time.Hour
@@ -130,7 +134,10 @@ func (c *decoder) fault(s *Spec, p path, m map[string]any) *faultIn {
 		} else {
 			c.failAt(p.child("node"), "a node fault needs do: one of %s", strings.Join(FaultDos, ", "))
 		}
-		fi.target = nodeOK && doOK && !hasLink
+		stageOK := c.faultStage(p, m, f, doOK)
+		fi.target = nodeOK && doOK && stageOK && !hasLink
+	} else if _, hasStage := m["stage"]; hasStage {
+		c.failAt(p.child("stage"), `stage names one of a node's replication stages: it goes with node = "NAME" and do = "kill" (or stop, restart, pause, …)`)
 	}
 
 	// When.
@@ -407,6 +414,30 @@ func (c *decoder) faultNode(s *Spec, p path, m map[string]any, f *Fault) bool {
 	return false
 }
 
+// faultStage reads stage = "NAME": one of a node's replication stages,
+// which the engine checks. A stage is a process, not a server: it cannot
+// be promoted.
+func (c *decoder) faultStage(p path, m map[string]any, f *Fault, doOK bool) bool {
+	if _, present := m["stage"]; !present {
+		return true
+	}
+	v, ok := c.get(p, m, "stage", kString, `a stage name like "replicat"`)
+	if !ok {
+		return false
+	}
+	st := strings.TrimSpace(v.(string))
+	if !identRE.MatchString(st) {
+		c.fail(p.child("stage"), v, `want a stage name like "extract", "pump", "collector" or "replicat"`)
+		return false
+	}
+	f.Stage = st
+	if doOK && f.Do == FaultPromote {
+		c.fail(p.child("do"), f.Do, "a stage is a process, not a server: it can be killed, stopped, started, restarted, paused or resumed, not promoted")
+		return false
+	}
+	return true
+}
+
 // faultDo reads do: one of FaultDos.
 func (c *decoder) faultDo(p path, m map[string]any, f *Fault) bool {
 	v, ok := c.get(p, m, "do", kString, "one of "+strings.Join(quoted(FaultDos), ", "))
@@ -443,9 +474,9 @@ func (c *decoder) checkOverlaps(in []*faultIn) {
 			if !a.timed || !a.target || !(a.start < b.end && b.start < a.end) {
 				continue
 			}
-			if b.f.Node != "" && a.f.Node == b.f.Node {
-				c.failAt(b.p.child("node"), "overlaps %s (line %d) on node %s: %s is %s, this one %s; faults on one node must not overlap in time%s",
-					a.p, a.f.Line, b.f.Node, a.p, a.span(), b.span(), a.hint())
+			if b.f.Node != "" && a.f.Node == b.f.Node && a.f.Stage == b.f.Stage {
+				c.failAt(b.p.child("node"), "overlaps %s (line %d) on %s: %s is %s, this one %s; faults on one node must not overlap in time%s",
+					a.p, a.f.Line, b.f.NodeTarget(), a.p, a.span(), b.span(), a.hint())
 				break
 			}
 			if b.f.Node == "" && a.f.Node == "" {

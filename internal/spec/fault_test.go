@@ -167,6 +167,12 @@ func TestFaultOverlaps(t *testing.T) {
 			"node = \"e1\"\nat = \"1s\"\nfor = \"4s\"\ndo = \"stop\"\n", "node = \"e1\"\nat = \"5s\"\ndo = \"start\"\n"},
 		{"two nodes",
 			"node = \"e1\"\nat = \"1s\"\ndo = \"kill\"\n", "node = \"p1\"\nat = \"1s\"\ndo = \"kill\"\n"},
+		{"a node's server and its stage",
+			"node = \"e1\"\nat = \"1s\"\ndo = \"kill\"\n", "node = \"e1\"\nstage = \"replicat\"\nat = \"1s\"\ndo = \"kill\"\n"},
+		{"two stages of a node",
+			"node = \"e1\"\nstage = \"pump\"\nat = \"1s\"\ndo = \"kill\"\n", "node = \"e1\"\nstage = \"replicat\"\nat = \"1s\"\ndo = \"kill\"\n"},
+		{"one stage twice",
+			"node = \"e1\"\nstage = \"replicat\"\nat = \"1s\"\nfor = \"5s\"\ndo = \"pause\"\n", "node = \"e1\"\nstage = \"replicat\"\nat = \"2s\"\ndo = \"restart\"\n"},
 	}
 	wants := map[string]string{
 		"a->b overlaps a<->b":                   `s.toml:36: fault[2].link: overlaps fault[1] (line 29) on eu->primary: fault[1] is from 1s to 6s, this one from 5s to the end of the run; faults on one link direction must not overlap in time`,
@@ -174,6 +180,7 @@ func TestFaultOverlaps(t *testing.T) {
 		"a restart during a kill":               `s.toml:36: fault[2].node: overlaps fault[1] (line 29) on node e1: fault[1] is from 1s to 6s, this one at 3s; faults on one node must not overlap in time`,
 		"a start after a kill without for":      `s.toml:35: fault[2].node: overlaps fault[1] (line 29) on node e1: fault[1] is from 1s to the end of the run, this one at 20s; faults on one node must not overlap in time (a fault without for lasts to the end of the run: give fault[1] a for)`,
 		"a restart at the same time as another": `s.toml:35: fault[2].node: overlaps fault[1] (line 29) on node e1: fault[1] is at 1s, this one at 1s`,
+		"one stage twice":                       `s.toml:37: fault[2].node: overlaps fault[1] (line 29) on the replicat of node e1: fault[1] is from 1s to 6s, this one at 2s`,
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -150,8 +150,21 @@ type Fault struct {
 	// followed by a start, a pause by a resume.
 	Node string
 	Do   string
+	// Stage, when set, is one of the node's replication stages (the
+	// pipeline's "extract", "pump", "collector", "replicat"): Do acts on
+	// that stage's processes instead of the node's server.
+	Stage string
 
 	Line int // of the [[fault]] header
+}
+
+// NodeTarget is what a node fault acts on, in words: "node e1" or "the
+// replicat of node t1".
+func (f Fault) NodeTarget() string {
+	if f.Stage != "" {
+		return "the " + f.Stage + " of node " + f.Node
+	}
+	return "node " + f.Node
 }
 
 // What a node fault does (Fault.Do).

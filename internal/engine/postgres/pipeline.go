@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -33,7 +34,9 @@ import (
 // pipePlan is the [scheme] options of the pipeline.
 type pipePlan struct {
 	pump         bool          // false: the "remote" configuration
-	compress     int           // deflate level, 0 = off (COMPRESS)
+	compress     int           // compression level, 0 = off (COMPRESS)
+	codec        string        // "deflate" or "zstd"
+	tls          bool          // TLS between pump and collector (ENCRYPT)
 	compressMin  int           // COMPRESSTHRESHOLD
 	flushBytes   int           // TCPFLUSHBYTES
 	flushEvery   time.Duration // how long a partial block may wait
@@ -50,6 +53,13 @@ func readPipePlan(o *spec.Options) *pipePlan {
 		pp.pump = *b
 	}
 	pp.compress = int(o.Int("compress", 0, 0, 9))
+	pp.codec = o.String("codec", pipeline.CodecDeflate, pipeline.CodecDeflate, pipeline.CodecZstd)
+	if b := o.Bool("tls"); b != nil {
+		pp.tls = *b
+	}
+	if o.Has("codec") && pp.compress == 0 {
+		o.Errorf("codec", "codec says how the pump compresses; set compress = 1 to 9 (the level) too")
+	}
 	pp.compressMin = int(o.Size("compress_min", 512, 0, 64<<20))
 	pp.flushBytes = int(o.Size("flush_bytes", 65519, 1, 64<<20))
 	pp.flushEvery = o.Duration("flush_interval", 0, 0, time.Minute)
@@ -64,7 +74,7 @@ func readPipePlan(o *spec.Options) *pipePlan {
 		o.Errorf("split", "split says how several replicats share a replica's changes; set replicats = 2 or more")
 	}
 	if !pp.pump {
-		for _, k := range []string{"compress", "compress_min", "flush_bytes", "flush_interval", "socket_buffer"} {
+		for _, k := range []string{"compress", "codec", "compress_min", "flush_bytes", "flush_interval", "socket_buffer", "tls"} {
 			if o.Has(k) {
 				o.Errorf(k, "%s is a pump option; with pump = false (the \"remote\" configuration) there is no pump", k)
 			}
@@ -83,6 +93,7 @@ const collectorPort = 7809
 // pipeState is the running stages.
 type pipeState struct {
 	mu     sync.Mutex
+	bin    string // the binary stage processes run
 	dir    string // the primary's pipeline directory (local trail)
 	stages []*pipeStage
 }
@@ -93,6 +104,9 @@ type pipeStage struct {
 	site string
 	cfg  pipeline.StageConfig
 	proc *engine.Proc
+	// held: a fault stopped, killed or paused it on purpose, so its exit
+	// is not a failure.
+	held bool
 }
 
 // upPipeline builds the primary and the replicas, the publication and
@@ -122,7 +136,7 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ps := &pipeState{dir: dir}
+	ps := &pipeState{bin: bin, dir: dir}
 	c.pipe = ps
 	local := filepath.Join(dir, "local.trail")
 	pp := c.plan.pipe
@@ -156,15 +170,25 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 		}
 		remote := filepath.Join(rdir, "remote.trail")
 		listen := net.JoinHostPort(r.site.Address.String(), strconv.Itoa(collectorPort))
+		var serverTLS, clientTLS *pipeline.TLSFiles
+		if pp.tls {
+			// A CA of its own per collector: the pump trusts that
+			// collector's certificate (for its site's address) only.
+			files, err := pipeline.MakeTLS(filepath.Join(rdir, "tls"), []string{r.site.Address.String()})
+			if err != nil {
+				return fmt.Errorf("pipeline: TLS for %s: %w", r.Name, err)
+			}
+			serverTLS, clientTLS = &files, &pipeline.TLSFiles{CA: files.CA}
+		}
 		add(r.Name, r.Site, pipeline.StageConfig{Kind: pipeline.KindCollector, Stats: filepath.Join(rdir, "collector.json"),
-			Collector: &pipeline.CollectorConfig{Trail: remote, SocketBuffer: pp.socketBuffer}, Listen: listen})
+			Collector: &pipeline.CollectorConfig{Trail: remote, SocketBuffer: pp.socketBuffer, TLS: serverTLS}, Listen: listen})
 		add(r.Name, primary.Site, pipeline.StageConfig{Kind: pipeline.KindPump, Stats: filepath.Join(dir, "pump-"+r.Name+".json"),
-			Pump: &pipeline.PumpConfig{Name: r.Name, Trail: local, Addr: listen, Compress: pp.compress, CompressMin: pp.compressMin,
-				FlushBytes: pp.flushBytes, FlushEvery: pp.flushEvery, SocketBuffer: pp.socketBuffer}})
+			Pump: &pipeline.PumpConfig{Name: r.Name, Trail: local, Addr: listen, Compress: pp.compress, Codec: pp.codec, CompressMin: pp.compressMin,
+				FlushBytes: pp.flushBytes, FlushEvery: pp.flushEvery, SocketBuffer: pp.socketBuffer, TLS: clientTLS}})
 		replicats(r, r.Site, remote, rdir, "replicat")
 	}
 	for _, s := range ps.stages {
-		if err := c.startStage(bin, s); err != nil {
+		if err := c.startStage(s); err != nil {
 			return err
 		}
 	}
@@ -175,8 +199,15 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	if pp.replicats > 1 {
 		mode += fmt.Sprintf(", %d replicats per replica split by %s", pp.replicats, pp.split)
 	}
-	c.logf("pipeline: %d stages (%s); batch %t, group_ops %d, compress %d, flush_bytes %s\n",
-		len(ps.stages), mode, pp.batch, pp.groupOps, pp.compress, units.Bytes(float64(pp.flushBytes)))
+	compress := "off"
+	if pp.compress > 0 {
+		compress = fmt.Sprintf("%s %d", pp.codec, pp.compress)
+	}
+	if pp.pump && pp.tls {
+		mode += ", TLS between pumps and collectors"
+	}
+	c.logf("pipeline: %d stages (%s); batch %t, group_ops %d, compress %s, flush_bytes %s\n",
+		len(ps.stages), mode, pp.batch, pp.groupOps, compress, units.Bytes(float64(pp.flushBytes)))
 	return nil
 }
 
@@ -196,8 +227,8 @@ func (c *cluster) pipeDir(n *node) (string, error) {
 
 // startStage starts one stage process in its site; its stderr goes to the
 // cluster's log.
-func (c *cluster) startStage(bin string, s *pipeStage) error {
-	cmd, err := pipeline.Command(bin, s.cfg)
+func (c *cluster) startStage(s *pipeStage) error {
+	cmd, err := pipeline.Command(c.pipe.bin, s.cfg)
 	if err != nil {
 		return err
 	}
@@ -382,8 +413,8 @@ func (e *pipeStageError) Error() string {
 }
 
 // pipeDown is the first stage that exited on its own, nil while all run
-// (or without the pipeline scheme). Node control stops stages on purpose
-// only through Close, so an exited stage is a failure.
+// (or without the pipeline scheme). Stages stopped on purpose (Close, or
+// a fault through DoStage) do not count.
 func (c *cluster) pipeDown() error {
 	if c.pipe == nil {
 		return nil
@@ -391,7 +422,7 @@ func (c *cluster) pipeDown() error {
 	c.pipe.mu.Lock()
 	defer c.pipe.mu.Unlock()
 	for _, s := range c.pipe.stages {
-		if s.proc == nil {
+		if s.proc == nil || s.held {
 			continue
 		}
 		if st := s.proc.ExitStatus(); st != "" {
@@ -403,4 +434,146 @@ func (c *cluster) pipeDown() error {
 		}
 	}
 	return nil
+}
+
+// Stages implements engine.StageControl: the stages that serve node.
+func (c *cluster) Stages(node string) []string {
+	if c.pipe == nil {
+		return nil
+	}
+	return c.plan.stages(node)
+}
+
+// DoStage implements engine.StageControl: a fault on every process of a
+// node's stage (a replica's replicats together). A killed or stopped
+// stage resumes where it left off when started again: the extract from
+// its trail's end, a pump from the collector's, a replicat from its
+// checkpoint at the target.
+func (c *cluster) DoStage(ctx context.Context, node, stage, do string) error {
+	if c.pipe == nil {
+		return fmt.Errorf("node %s has no replication stages", node)
+	}
+	c.pipe.mu.Lock()
+	var of []*pipeStage
+	for _, s := range c.pipe.stages {
+		if s.node == node && s.cfg.Kind == stage {
+			of = append(of, s)
+		}
+	}
+	c.pipe.mu.Unlock()
+	if len(of) == 0 {
+		return fmt.Errorf("node %s has no %s", node, stage)
+	}
+	if do == "restart" {
+		if err := c.DoStage(ctx, node, stage, "stop"); err != nil {
+			return err
+		}
+		do = "start"
+	}
+	for _, s := range of {
+		if err := c.doStage(ctx, s, do); err != nil {
+			return err
+		}
+	}
+	c.logf("pipeline: the %s for %s: %s\n", stage, node, do)
+	return nil
+}
+
+func (c *cluster) doStage(ctx context.Context, s *pipeStage, do string) error {
+	c.pipe.mu.Lock()
+	p := s.proc
+	c.pipe.mu.Unlock()
+	running := p.PID() != 0
+	what := fmt.Sprintf("the %s for %s", s.cfg.Kind, s.node)
+	hold := func(h bool) {
+		c.pipe.mu.Lock()
+		s.held = h
+		c.pipe.mu.Unlock()
+	}
+	switch do {
+	case "kill", "stop":
+		if !running {
+			return fmt.Errorf("%s is not running", what)
+		}
+		hold(true)
+		if do == "stop" {
+			p.Stop(syscall.SIGTERM, 15*time.Second) // it finishes what it holds
+			return nil
+		}
+		if err := p.Signal(ctx, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("%s: kill: %w", what, err)
+		}
+	case "start":
+		if running {
+			return fmt.Errorf("%s is running", what)
+		}
+		if err := c.startStage(s); err != nil {
+			return err
+		}
+		hold(false)
+	case "pause", "resume":
+		if !running {
+			return fmt.Errorf("%s is not running", what)
+		}
+		sig := syscall.SIGSTOP
+		if do == "resume" {
+			sig = syscall.SIGCONT
+		}
+		hold(do == "pause")
+		if err := syscall.Kill(p.PID(), sig); err != nil {
+			return fmt.Errorf("%s: %s: %w", what, do, err)
+		}
+	default:
+		return fmt.Errorf("%s: cannot %s a stage", what, do)
+	}
+	return nil
+}
+
+// pipeWaitApplied waits, after a marker arrived, until every replicat has
+// applied the trail as far as it held the marker. With several
+// replicats per replica the marker passes through one of them only; the
+// others may still be behind.
+func (c *cluster) pipeWaitApplied(ctx context.Context) error {
+	if c.pipe == nil || c.plan.pipe.replicats < 2 {
+		return nil
+	}
+	c.pipe.mu.Lock()
+	stages := c.pipe.stages
+	c.pipe.mu.Unlock()
+	var extract *pipeStage
+	for _, s := range stages {
+		if s.cfg.Kind == pipeline.KindExtract {
+			extract = s
+		}
+	}
+	// The trail holds the marker by now (it was applied from it), and
+	// the extract's counters do once they were written again.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2 * pipeline.StatsEvery):
+	}
+	end, err := pipeline.ReadStats(extract.cfg.Stats)
+	if err != nil {
+		return fmt.Errorf("pipeline: the extract's counters: %w", err)
+	}
+	var stageErr *pipeStageError
+	return engine.Each(stages, func(s *pipeStage) error {
+		if s.cfg.Kind != pipeline.KindReplicat {
+			return nil
+		}
+		_, err := engine.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+			st, err := pipeline.ReadStats(s.cfg.Stats)
+			if err != nil || st.Bytes < end.Bytes {
+				if down := c.pipeDown(); down != nil {
+					return false, "", down
+				}
+			}
+			return err == nil && st.Bytes >= end.Bytes, fmt.Sprintf("applied to trail byte %d of %d", st.Bytes, end.Bytes), nil
+		})
+		if err != nil {
+			return fmt.Errorf("node %s: replicat %s: %w", s.node, s.cfg.Replicat.Name, err)
+		}
+		return nil
+	})
 }

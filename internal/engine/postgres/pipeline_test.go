@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -34,7 +35,7 @@ func TestPipelineScheme(t *testing.T) {
 	}{
 		{"normal", "batch = true\ncompress = 6\n", []string{"extract", "collector", "pump", "replicat"}},
 		{"remote", "pump = false\nbatch = true\n", []string{"extract", "replicat"}},
-		{"parallel", "batch = true\nreplicats = 3\n", []string{"extract", "collector", "pump", "replicat", "replicat", "replicat"}},
+		{"parallel", "batch = true\nreplicats = 3\ncompress = 3\ncodec = \"zstd\"\ntls = true\n", []string{"extract", "collector", "pump", "replicat", "replicat", "replicat"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, c, _ := testCluster(t, "pipe"+tc.name[:1], `
@@ -114,6 +115,66 @@ replication = "pipeline"
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
+			// A compressing pump (deflate, or zstd over TLS) sends fewer
+			// bytes than the trail holds.
+			if strings.Contains(tc.scheme, "compress") {
+				gs, err := c.Gauges(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g := map[string]float64{}
+				for _, x := range gs {
+					g[x.Name] = x.Value
+				}
+				if g["pump_trail_bytes"] == 0 || g["pump_sent_bytes"] >= g["pump_trail_bytes"] {
+					t.Errorf("the pump sent %.0f bytes for %.0f trail bytes; compressed, want fewer", g["pump_sent_bytes"], g["pump_trail_bytes"])
+				}
+			}
+			// Faults on stages (engine.DoStage): each stage is killed while
+			// rows are written, then started; a pause and a restart too.
+			// Every change arrives: the copies agree afterwards.
+			for i, st := range append(c.Stages("src"), c.Stages("dst")...) {
+				node := "dst"
+				if st == pipeline.KindExtract {
+					node = "src"
+				}
+				if err := engine.DoStage(ctx, c, node, st, "kill"); err != nil {
+					t.Fatalf("kill the %s: %v", st, err)
+				}
+				if err := c.pipeDown(); err != nil {
+					t.Errorf("a stage killed on purpose is taken for a failure: %v", err)
+				}
+				run(t, src, fmt.Sprintf("INSERT INTO acct SELECT g, g FROM generate_series(%d, %d) g", 1000+100*i, 1099+100*i),
+					"UPDATE acct SET bal = bal * 2 WHERE id % 5 = 0")
+				if err := engine.DoStage(ctx, c, node, st, "start"); err != nil {
+					t.Fatalf("start the %s: %v", st, err)
+				}
+				if err := engine.DoStage(ctx, c, node, st, "pause"); err != nil {
+					t.Fatalf("pause the %s: %v", st, err)
+				}
+				run(t, src, fmt.Sprintf("DELETE FROM acct WHERE id = %d", 1000+100*i))
+				if err := engine.DoStage(ctx, c, node, st, "resume"); err != nil {
+					t.Fatalf("resume the %s: %v", st, err)
+				}
+				if err := engine.DoStage(ctx, c, node, st, "restart"); err != nil {
+					t.Fatalf("restart the %s: %v", st, err)
+				}
+				if err := c.WaitFlowing(ctx); err != nil {
+					t.Fatalf("after faults on the %s: %v", st, err)
+				}
+				if err := src.QueryRow("SELECT count(*), sum(bal) FROM acct").Scan(&wn, &wsum); err != nil {
+					t.Fatal(err)
+				}
+				if err := dst.QueryRow("SELECT count(*), coalesce(sum(bal), 0) FROM acct").Scan(&n, &sum); err != nil {
+					t.Fatal(err)
+				}
+				if n != wn || sum != wsum {
+					t.Errorf("after faults on the %s: replica %d rows summing to %d, primary %d summing to %d", st, n, sum, wn, wsum)
+				}
+			}
+			if err := engine.DoStage(ctx, c, "src", "pump", "kill"); err == nil || !strings.Contains(err.Error(), `node src has no stage "pump"; its stages: extract`) {
+				t.Errorf("a stage the node does not have: %v", err)
+			}
 			// A stage that dies stops the wait for a marker at once, with
 			// the stage named, instead of after the minute a stalled
 			// replication is given.
@@ -163,6 +224,10 @@ replication = "pipeline"
 		{"refresh = \"10s\"\n", "scheme.refresh"},
 		{"split = \"table\"\n", "set replicats = 2 or more"},
 		{"replicats = 2\nsplit = \"row\"\n", "scheme.split"},
+		{"compress = 3\ncodec = \"lz4\"\n", "scheme.codec"},
+		{"codec = \"zstd\"\n", "set compress = 1 to 9"},
+		{"pump = false\ntls = true\n", "tls is a pump option"},
+		{"tls = \"yes\"\n", "scheme.tls"},
 	} {
 		s, err := spec.Parse("p.toml", []byte(base+tc.extra))
 		if err != nil {

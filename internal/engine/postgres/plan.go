@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"replab/internal/pipeline"
 	"replab/internal/spec"
 )
 
@@ -221,10 +222,40 @@ func makePlan(s *spec.Spec) (*plan, error) {
 			errs.Add("scheme.conflict", "unknown conflict resolution %q; pglogical offers %s", p.conflict, strings.Join(conflicts, ", "))
 		}
 	}
+	for i, f := range s.Faults {
+		if f.Stage == "" {
+			continue
+		}
+		field := fmt.Sprintf("fault[%d].stage", i+1)
+		if p.replication != Pipeline {
+			errs.Add(field, "stage faults act on the pipeline's stages; replication = %q has none (use replication = \"pipeline\", or leave stage out to act on the server)", p.replication)
+			continue
+		}
+		if st := p.stages(f.Node); !slices.Contains(st, f.Stage) {
+			errs.Add(field, "node %s has no stage %q%s; its stages: %s", f.Node, f.Stage, spec.DidYouMean(f.Stage, st), strings.Join(st, ", "))
+		}
+	}
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// stages are the pipeline stages that serve node: the primary's extract;
+// a replica's pump, collector and replicats (the "remote" configuration
+// has no pump or collector, and its replicats run in the primary's site
+// but still serve the replica).
+func (p *plan) stages(node string) []string {
+	if p.pipe == nil {
+		return nil
+	}
+	if slices.Contains(p.primaries, node) {
+		return []string{pipeline.KindExtract}
+	}
+	if !p.pipe.pump {
+		return []string{pipeline.KindReplicat}
+	}
+	return []string{pipeline.KindPump, pipeline.KindCollector, pipeline.KindReplicat}
 }
 
 // syncStandbyNames checks and normalises a synchronous_standby_names

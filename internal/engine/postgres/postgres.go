@@ -317,7 +317,10 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 			}
 		}
 	}
-	return engine.Each(trips, func(t trip) error { return c.waitMarker(ctx, t.n, t.src, seq) })
+	if err := engine.Each(trips, func(t trip) error { return c.waitMarker(ctx, t.n, t.src, seq) }); err != nil {
+		return err
+	}
+	return c.pipeWaitApplied(ctx)
 }
 
 // writeMarker upserts the source's marker. It is bounded: under a
