@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -8,10 +10,19 @@ import (
 // TestPipelineExample: examples/pg-pipeline.toml through replab run: the
 // copies agree, every stage worked at each replica (its gauges rose over
 // the measure phase), the pump compressed what it shipped, and each
-// replica's catch-up and lag are reported.
+// replica's catch-up and lag are reported; a stage fault is applied,
+// healed and measured.
 func TestPipelineExample(t *testing.T) {
 	requireRoot(t)
 	spec, _ := writeExample(t, "pg-pipeline", "pipe")
+	// A stage fault on top of the example: asgc1's replicat is killed
+	// for 3 s, and nothing is lost (convergence, below).
+	f, err := os.OpenFile(spec, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(f, "\n[[fault]]\nat = \"3s\"\nfor = \"3s\"\nnode = \"asgc1\"\nstage = \"replicat\"\ndo = \"kill\"\n")
+	f.Close()
 	dir := openDir(t)
 	res := filepath.Join(dir, "run")
 	out, code := replab(t, "", "run", spec, "--out", res)
@@ -24,6 +35,14 @@ func TestPipelineExample(t *testing.T) {
 	}
 	if c := sum.Convergence; c == nil || !c.Converged || c.Nodes != 3 || c.Tables != 3 {
 		t.Errorf("convergence %+v, want 3 tables the same at 3 nodes", c)
+	}
+	if len(sum.Faults) != 1 || sum.Faults[0].What != "node asgc1 replicat kill" || sum.Faults[0].HealS == nil || sum.Faults[0].Err != "" {
+		t.Errorf("faults %+v, want the replicat's kill, healed", sum.Faults)
+	} else if peak := sum.Faults[0].LagPeakMs["asgc1"]; peak < 2000 {
+		t.Errorf("asgc1's lag peaked at %.0f ms around its replicat's 3 s kill, want more than 2 s", peak)
+	} else {
+		t.Logf("asgc1's replicat killed for 3 s: lag peak %.0f ms (before %.0f ms), backlog peak %.0f %s", peak,
+			sum.Faults[0].LagBeforeMs["asgc1"], sum.Faults[0].BacklogPeak["asgc1"], sum.Faults[0].BacklogUnit["asgc1"])
 	}
 	inc := func(node, gauge string) float64 {
 		g, ok := sum.Gauges[node][gauge]
