@@ -32,10 +32,18 @@ type Config struct {
 	Duration   time.Duration
 	Cooldown   time.Duration
 	RatePerSec float64 // > 0: open loop
-	Poisson    bool    // open loop arrivals: Poisson (true) or regular
-	ThinkMin   time.Duration
-	ThinkMax   time.Duration
-	Seed       int64
+	// Transactions > 0 ends the measure phase once that many transactions
+	// started in it have finished, committed or not (pgbench's -t, over
+	// all users), or at Duration if that comes first; the cooldown
+	// follows. Closed loop only.
+	Transactions int64
+	// MeasureEnded, when set, is called once when Transactions ended the
+	// measure phase before Duration, with the moment it ended.
+	MeasureEnded func(at time.Time)
+	Poisson      bool // open loop arrivals: Poisson (true) or regular
+	ThinkMin     time.Duration
+	ThinkMax     time.Duration
+	Seed         int64
 	// MaxErrorPct stops the run when, in one second with at least 20
 	// attempts, more than this share failed.
 	MaxErrorPct float64
@@ -161,12 +169,17 @@ type Result struct {
 	Users          int     `json:"users"`
 	TargetRate     float64 `json:"target_rate_per_s,omitempty"`
 	MeasureSeconds float64 `json:"measure_s"`
-	Transactions   int64   `json:"transactions"`
-	RowsChanged    int64   `json:"rows_changed"`
-	TPM            float64 `json:"tpm"`
-	TPS            float64 `json:"tps"`
-	Errors         int64   `json:"errors"`
-	Retries        int64   `json:"retries"`
+	// With a count (Config.Transactions): the count, and how many of its
+	// transactions finished; fewer when the duration ended the measure
+	// phase first.
+	TransactionsTarget int64   `json:"transactions_target,omitempty"`
+	TransactionsDone   int64   `json:"transactions_done,omitempty"`
+	Transactions       int64   `json:"transactions"`
+	RowsChanged        int64   `json:"rows_changed"`
+	TPM                float64 `json:"tpm"`
+	TPS                float64 `json:"tps"`
+	Errors             int64   `json:"errors"`
+	Retries            int64   `json:"retries"`
 	// Conflicts counts attempts that lost to a concurrent transaction
 	// (serialization failures, deadlocks, certification failures), retried
 	// or not.
@@ -268,6 +281,9 @@ func Run(ctx context.Context, cfg Config, types []workload.TxType, targets Targe
 	if targets == nil && !workload.OpsOnly(types) {
 		return nil, errors.New("driver: SQL transaction types need connections")
 	}
+	if cfg.Transactions > 0 && cfg.RatePerSec > 0 {
+		return nil, errors.New("driver: a count of transactions is for closed loop; with a rate the duration decides")
+	}
 	if cfg.Now == nil {
 		cfg.Now = clock.Now
 	}
@@ -296,8 +312,16 @@ type run struct {
 	types []workload.TxType
 	rec   *recorder
 	start int64 // ns
-	end   int64 // ns: when the last phase ends
 	stop  atomic.Pointer[string]
+	// end is when the last phase ends, measureEnd when the measure phase
+	// does (ns); both move earlier once Config.Transactions are done.
+	end        atomic.Int64
+	measureEnd atomic.Int64
+	// With Config.Transactions: how many measure-phase transactions users
+	// took and finished; measureDone closes when the count ends the phase.
+	claimed     atomic.Int64
+	finished    atomic.Int64
+	measureDone chan struct{}
 
 	// The lag sample's N: fixed before the users start (LagEvery ≥ 1, or
 	// open loop), or chosen once by the first user to start a transaction
@@ -345,10 +369,10 @@ func (d *run) lagSampleEvery() int64 {
 }
 
 func (d *run) phaseAt(t int64) string {
-	switch el := time.Duration(t - d.start); {
-	case el < d.cfg.Warmup:
+	switch {
+	case time.Duration(t-d.start) < d.cfg.Warmup:
 		return Warmup
-	case el < d.cfg.Warmup+d.cfg.Duration:
+	case t < d.measureEnd.Load():
 		return Measure
 	default:
 		return Cooldown
@@ -356,6 +380,42 @@ func (d *run) phaseAt(t int64) string {
 }
 
 func (d *run) total() time.Duration { return d.cfg.Warmup + d.cfg.Duration + d.cfg.Cooldown }
+
+// measureSeconds is how long the measure phase lasted (or is to last).
+func (d *run) measureSeconds() float64 {
+	return time.Duration(d.measureEnd.Load() - d.start - int64(d.cfg.Warmup)).Seconds()
+}
+
+// claim takes one of Config.Transactions for a transaction starting at t:
+// counted says it is one of them, ok false that none is left (the user
+// waits for the measure phase to end).
+func (d *run) claim(t int64) (counted, ok bool) {
+	if d.cfg.Transactions <= 0 || d.phaseAt(t) != Measure {
+		return false, true
+	}
+	if d.claimed.Add(1) > d.cfg.Transactions {
+		return false, false
+	}
+	return true, true
+}
+
+// finish counts a claimed transaction done; the last one ends the
+// measure phase now and moves the cooldown's end with it.
+func (d *run) finish() {
+	if d.finished.Add(1) != d.cfg.Transactions {
+		return
+	}
+	now := d.cfg.Now()
+	if now >= d.measureEnd.Load() {
+		return // the duration ended it first
+	}
+	d.measureEnd.Store(now)
+	d.end.Store(now + int64(d.cfg.Cooldown))
+	close(d.measureDone)
+	if d.cfg.MeasureEnded != nil {
+		d.cfg.MeasureEnded(time.Now()) // wall time, as the runner's marks are
+	}
+}
 
 func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 	// Connections and prepared statements first, so the clock starts
@@ -380,7 +440,9 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 	defer cancel()
 	d.start = d.cfg.Now()
 	end := d.start + int64(d.total())
-	d.end = end
+	d.end.Store(end)
+	d.measureEnd.Store(d.start + int64(d.cfg.Warmup+d.cfg.Duration))
+	d.measureDone = make(chan struct{})
 	var wg sync.WaitGroup
 	var open *scheduler
 	if d.cfg.RatePerSec > 0 {
@@ -394,10 +456,10 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 	} else {
 		for _, u := range users {
 			wg.Add(1)
-			go func() { defer wg.Done(); u.closedLoop(rctx, end) }()
+			go func() { defer wg.Done(); u.closedLoop(rctx) }()
 		}
 	}
-	d.monitor(rctx, cancel, end)
+	d.monitor(rctx, cancel)
 	// At the natural end users finish the transaction they are in (so the
 	// server and the counts agree); only a stuck server is cut short.
 	done := make(chan struct{})
@@ -434,6 +496,9 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 		}
 	}
 	res.Reconnects = d.reconnects.Load()
+	if d.cfg.Transactions > 0 {
+		res.TransactionsTarget, res.TransactionsDone = d.cfg.Transactions, min(d.finished.Load(), d.cfg.Transactions)
+	}
 	d.rec.mu.Lock()
 	for _, g := range d.rec.gaps {
 		res.Gaps = append(res.Gaps, Gap{From: g.From - d.start, To: g.To - d.start})
@@ -455,10 +520,11 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 
 // monitor ticks once a second: progress, the per-second series and the
 // error threshold.
-func (d *run) monitor(ctx context.Context, cancel context.CancelFunc, end int64) {
+func (d *run) monitor(ctx context.Context, cancel context.CancelFunc) {
 	tk := time.NewTicker(time.Second)
 	defer tk.Stop()
 	for sec := 1; ; sec++ {
+		end := d.end.Load() // earlier once a count of transactions is done
 		var deadline <-chan time.Time
 		if rem := time.Duration(end - d.cfg.Now()); rem < time.Second {
 			deadline = time.After(max(rem, 0))
@@ -491,13 +557,29 @@ func (d *run) monitor(ctx context.Context, cancel context.CancelFunc, end int64)
 	}
 }
 
-func (u *user) closedLoop(ctx context.Context, end int64) {
+func (u *user) closedLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		start := u.d.cfg.Now()
-		if start >= end {
+		if start >= u.d.end.Load() {
 			return
 		}
+		counted, ok := u.d.claim(start)
+		if !ok {
+			// The count is taken: wait for the measure phase to end
+			// (its last transactions finishing, or the duration).
+			t := time.NewTimer(time.Duration(u.d.measureEnd.Load() - start))
+			select {
+			case <-ctx.Done():
+			case <-u.d.measureDone:
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
 		u.do(ctx, start)
+		if counted {
+			u.d.finish()
+		}
 		if think := u.think(); think > 0 {
 			select {
 			case <-ctx.Done():

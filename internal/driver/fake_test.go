@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,5 +354,60 @@ func TestOpTypesCarryLagStamps(t *testing.T) {
 		if js[u].seq != int64(len(s.seqs)) {
 			t.Errorf("user %d: the journal gave %d seqs for %d puts", u, js[u].seq, len(s.seqs))
 		}
+	}
+}
+
+// With a count, the measure phase holds exactly that many transactions
+// (committed or failed) and ends when the last finishes; the cooldown
+// follows. A duration that comes first ends it instead.
+func TestTransactionsEndTheMeasurePhase(t *testing.T) {
+	var n atomic.Int64
+	op := func(ctx context.Context, call workload.OpCall, r *rand.Rand) (int64, error) {
+		if n.Add(1)%7 == 0 {
+			return 0, errors.New("every seventh fails")
+		}
+		return 1, nil
+	}
+	types := []workload.TxType{{Name: "op", Weight: 1, Op: op}}
+	var ended []time.Time
+	cfg := Config{Users: 3, Warmup: 100 * time.Millisecond, Duration: time.Hour, Cooldown: 200 * time.Millisecond,
+		Transactions: 500, MaxErrorPct: 100, MeasureEnded: func(at time.Time) { ended = append(ended, at) }}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := Run(ctx, cfg, types, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Complete {
+		t.Fatalf("not complete (%s): the count did not end the hour-long measure phase", res.StopReason)
+	}
+	if got := res.Transactions + res.Errors; got != 500 || res.TransactionsDone != 500 || res.TransactionsTarget != 500 {
+		t.Errorf("measure phase: %d committed + %d failed, done %d of %d; want exactly 500", res.Transactions, res.Errors, res.TransactionsDone, res.TransactionsTarget)
+	}
+	if res.Errors == 0 {
+		t.Error("no failed transaction counted")
+	}
+	if len(ended) != 1 || res.MeasureSeconds <= 0 || res.MeasureSeconds >= 60 {
+		t.Errorf("MeasureEnded called %d times, measure phase %.3f s", len(ended), res.MeasureSeconds)
+	}
+	if want := float64(res.Transactions) / res.MeasureSeconds; math.Abs(res.TPS-want) > 1e-9*want {
+		t.Errorf("tps %.1f, want committed / measure seconds = %.1f", res.TPS, want)
+	}
+	if total := n.Load(); total <= 500 {
+		t.Errorf("%d calls in all: the warmup and cooldown ran none", total)
+	}
+
+	// The duration first: fewer done than the count.
+	cfg.Duration, cfg.Transactions, cfg.Cooldown = 200*time.Millisecond, 1e12, 0
+	ended = nil
+	res, err = Run(ctx, cfg, types, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.TransactionsDone >= res.TransactionsTarget || res.MeasureSeconds != 0.2 || len(ended) != 0 {
+		t.Errorf("done %d of %d in %.3f s, MeasureEnded called %d times; want the duration to end it", res.TransactionsDone, res.TransactionsTarget, res.MeasureSeconds, len(ended))
+	}
+	if _, err := Run(ctx, Config{Users: 1, Duration: time.Second, RatePerSec: 10, Transactions: 5}, types, nil); err == nil {
+		t.Error("a count with a rate was accepted")
 	}
 }

@@ -121,8 +121,8 @@ func (u *user) lost() {
 // c stays down and the next wait doubles.
 func (u *user) reconnect(ctx context.Context, c *userConn) error {
 	until := u.retryAt
-	if u.d.end > 0 {
-		until = min(until, u.d.end)
+	if end := u.d.end.Load(); end > 0 {
+		until = min(until, end)
 	}
 	if wait := time.Duration(until - u.d.cfg.Now()); wait > 0 {
 		t := time.NewTimer(wait)

@@ -149,7 +149,7 @@ func (r *recorder) lastError() string {
 func (r *recorder) result(d *run) *Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	secs := d.cfg.Duration.Seconds()
+	secs := d.measureSeconds()
 	res := &Result{
 		MeasureSeconds: secs,
 		Transactions:   r.committed,

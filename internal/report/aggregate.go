@@ -196,7 +196,7 @@ var foldRules = []struct {
 	// Counts of events, and time measured. (A count behind a summary, such
 	// as a percentile summary's count or the monitors' samples, is a mean
 	// like the figures it stands beside.)
-	{"measure_s", sum}, {"transactions", sum}, {"rows_changed", sum}, {"errors", sum}, {"retries", sum},
+	{"measure_s", sum}, {"transactions", sum}, {"transactions_done", sum}, {"transactions_target", same}, {"rows_changed", sum}, {"errors", sum}, {"retries", sum},
 	{"conflicts", sum}, {"skipped", sum}, {"types.*.errors.*", sum}, {"types.*.retries", sum}, {"types.*.conflicts", sum},
 	{"replicas.*.not_visible_at_end", sum}, {"replicas.*.tracked", sum}, {"replicas.*.polls", sum},
 	{"replicas.*.window_hits", sum}, {"replicas.*.visible_before_watch", sum},

@@ -39,22 +39,26 @@ type Summary struct {
 	Scheme     string    `json:"scheme"`
 	Workload   string    `json:"workload"`
 
-	Mode             string                        `json:"mode"`
-	Users            int                           `json:"users"`
-	TargetRate       float64                       `json:"target_rate_per_s,omitempty"`
-	MeasureSeconds   float64                       `json:"measure_s"`
-	TPM              float64                       `json:"tpm"`
-	TPS              float64                       `json:"tps"`
-	Transactions     int64                         `json:"transactions"`
-	RowsChanged      int64                         `json:"rows_changed"`
-	Errors           int64                         `json:"errors"`
-	Retries          int64                         `json:"retries"`
-	Conflicts        int64                         `json:"conflicts"`
-	CommitLatency    stats.Percentiles             `json:"commit_latency_ms"`
-	Types            map[string]*driver.TypeResult `json:"types"`
-	BehindScheduleMs *stats.Percentiles            `json:"behind_schedule_ms,omitempty"`
-	Skipped          int64                         `json:"skipped,omitempty"`
-	SkippedLatencyMs *stats.Percentiles            `json:"skipped_latency_ms,omitempty"`
+	Mode           string  `json:"mode"`
+	Users          int     `json:"users"`
+	TargetRate     float64 `json:"target_rate_per_s,omitempty"`
+	MeasureSeconds float64 `json:"measure_s"`
+	// [run] transactions: the count, and how many of its transactions
+	// finished (fewer when the duration ended the measure phase first).
+	TransactionsTarget int64                         `json:"transactions_target,omitempty"`
+	TransactionsDone   int64                         `json:"transactions_done,omitempty"`
+	TPM                float64                       `json:"tpm"`
+	TPS                float64                       `json:"tps"`
+	Transactions       int64                         `json:"transactions"`
+	RowsChanged        int64                         `json:"rows_changed"`
+	Errors             int64                         `json:"errors"`
+	Retries            int64                         `json:"retries"`
+	Conflicts          int64                         `json:"conflicts"`
+	CommitLatency      stats.Percentiles             `json:"commit_latency_ms"`
+	Types              map[string]*driver.TypeResult `json:"types"`
+	BehindScheduleMs   *stats.Percentiles            `json:"behind_schedule_ms,omitempty"`
+	Skipped            int64                         `json:"skipped,omitempty"`
+	SkippedLatencyMs   *stats.Percentiles            `json:"skipped_latency_ms,omitempty"`
 
 	Replicas map[string]*Replica `json:"replicas"`
 
@@ -327,6 +331,15 @@ func PrintSummary(w io.Writer, s *Summary) {
 	measured := fmt.Sprintf("measured %.0f s", s.MeasureSeconds)
 	if agg && n > 0 {
 		measured = fmt.Sprintf("measured %.0f s × %d repetitions", s.MeasureSeconds/float64(n), n)
+	}
+	if s.TransactionsTarget > 0 {
+		if agg && n > 0 {
+			measured += fmt.Sprintf(" (%d transactions each)", s.TransactionsTarget)
+		} else if s.TransactionsDone < s.TransactionsTarget {
+			measured += fmt.Sprintf(": the duration ended it after %d of [run] transactions = %d", s.TransactionsDone, s.TransactionsTarget)
+		} else {
+			measured += fmt.Sprintf(": [run] transactions = %d", s.TransactionsTarget)
+		}
 	}
 	fmt.Fprintf(w, "  %s, %s\n", loop, measured)
 	if agg {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,6 +126,31 @@ func TestFakeRunWritesTheSummaryContract(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("results file %s missing or empty", f)
 		}
+	}
+}
+
+// With [run] transactions the measure phase is the count, not the
+// duration (an hour here): exactly that many transactions are measured,
+// every one tracked, and the summary says how long they took.
+func TestFakeTransactionsEndTheMeasurePhase(t *testing.T) {
+	text := strings.Replace(fakeSpec("", "transactions = 300\n"), `duration = "1s"`, `duration = "1h"`, 1)
+	sum, _, log, err := fakeRun(t, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := num(t, sum, "transactions")
+	if sum["complete"] != true || tx != 300 || num(t, sum, "transactions_target") != 300 || num(t, sum, "transactions_done") != 300 {
+		t.Fatalf("complete %v, %v transactions, done %v of %v; want 300", sum["complete"], tx, num(t, sum, "transactions_done"), num(t, sum, "transactions_target"))
+	}
+	ms := num(t, sum, "measure_s")
+	if ms <= 0 || ms > 60 || math.Abs(num(t, sum, "tps")-tx/ms) > 1e-6*tx/ms {
+		t.Errorf("measure phase %.3f s, tps %v; want the count's time and tps = transactions / it", ms, num(t, sum, "tps"))
+	}
+	if tr := num(t, sum, "replicas", "s", "tracked"); tr != 300 {
+		t.Errorf("tracked %v of 300 measured transactions", tr)
+	}
+	if !strings.Contains(log, "measure phase: 300 transactions done after") {
+		t.Errorf("the log does not say the count ended the measure phase:\n%s", log)
 	}
 }
 

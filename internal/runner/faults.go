@@ -145,7 +145,7 @@ func (r *run) fillFaults(dir *report.Dir, events []fault.Event) error {
 			}
 		}
 	}
-	end := (r.s.Run.Duration + r.s.Run.Cooldown).Seconds()
+	end := r.res.MeasureSeconds + r.s.Run.Cooldown.Seconds() // a count may end the measure phase early
 	var gaps []fault.Gap
 	for _, g := range r.res.Gaps {
 		gaps = append(gaps, fault.Gap{FromS: float64(g.From)/1e9 - warm, ToS: float64(g.To)/1e9 - warm})

@@ -82,14 +82,40 @@ type closingLoader struct {
 
 func (l *closingLoader) Close() error { return l.db.Close() }
 
+// transactions is the measure phase's count of transactions: [run]
+// transactions, or what the workload asks for (dml-stream's operations);
+// 0 measures for the duration.
+func (r *run) transactions() int64 {
+	if r.s.Run.Transactions > 0 {
+		return r.s.Run.Transactions
+	}
+	if c, ok := r.wl.(workload.Counted); ok {
+		return c.MeasureTransactions()
+	}
+	return 0
+}
+
 func (r *run) driverConfig() driver.Config {
 	rs := r.s.Run
 	cfg := driver.Config{
 		Users: rs.Users, Warmup: rs.Warmup, Duration: rs.Duration, Cooldown: rs.Cooldown,
 		RatePerSec: rs.RatePerSec, Poisson: rs.Arrival != "regular", ThinkMin: rs.ThinkMin, ThinkMax: rs.ThinkMax,
 		Seed: rs.Seed, MaxErrorPct: rs.MaxErrorPct, MaxRetries: 3,
-		Classify: func(err error) engine.ErrorClass { return engine.Classify(r.cluster, err) },
-		LagEvery: rs.LagSample,
+		Classify:     func(err error) engine.ErrorClass { return engine.Classify(r.cluster, err) },
+		LagEvery:     rs.LagSample,
+		Transactions: r.transactions(),
+	}
+	cfg.MeasureEnded = func(at time.Time) {
+		// The count ended the measure phase: it is shorter than the
+		// duration the monitors and the faults were told.
+		r.phaseMu.Lock()
+		from := r.phaseFrom
+		r.phaseTo = at
+		r.phaseMu.Unlock()
+		if r.mon != nil {
+			r.mon.MarkMeasure(from, at)
+		}
+		fmt.Fprintf(r.log, "\nmeasure phase: %d transactions done after %.1f s; cooldown %s\n", cfg.Transactions, at.Sub(from).Seconds(), rs.Cooldown)
 	}
 	if sc, ok := r.cluster.(engine.SQL); ok && r.s.VerifyOn() {
 		// Journal every writing transaction, under writers of this

@@ -35,6 +35,7 @@ func (r *run) fillDriver() {
 	s := r.sum
 	s.Complete, s.StopReason = res.Complete, res.StopReason
 	s.Mode, s.Users, s.TargetRate, s.MeasureSeconds = res.Mode, res.Users, res.TargetRate, res.MeasureSeconds
+	s.TransactionsTarget, s.TransactionsDone = res.TransactionsTarget, res.TransactionsDone
 	s.TPM, s.TPS, s.Transactions, s.RowsChanged = res.TPM, res.TPS, res.Transactions, res.RowsChanged
 	s.Errors, s.Retries, s.Conflicts, s.CommitLatency, s.Types = res.Errors, res.Retries, res.Conflicts, res.CommitLatency, res.Types
 	s.BehindScheduleMs, s.Skipped, s.SkippedLatencyMs = res.BehindScheduleMs, res.Skipped, res.SkippedLatencyMs

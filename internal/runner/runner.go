@@ -474,7 +474,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	r.sum.Steady = steadiness(r.res.Series)
 	if r.res.Complete {
 		r.sum.SyncFallbacks = r.fallbacks()
-		r.sum.ReplicationConflicts = r.conflicts.result(ctx, (r.s.Run.Duration + r.s.Run.Cooldown).Seconds())
+		r.sum.ReplicationConflicts = r.conflicts.result(ctx, r.res.MeasureSeconds+r.s.Run.Cooldown.Seconds())
 		r.sum.Convergence = r.checkConvergence(ctx, stopped)
 		r.sum.Verification = r.checkJournal(ctx, stopped)
 	}

@@ -10,7 +10,7 @@ import (
 
 var (
 	workloadKeyRE = identRE
-	runKeys       = []string{"users", "warmup", "duration", "cooldown", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval",
+	runKeys       = []string{"users", "warmup", "duration", "cooldown", "transactions", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval",
 		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample", "provision", "verify",
 		"search", "search_steps", "search_min_efficiency", "search_max_p99", "search_max_error_pct", "metrics"}
 	provisions = []string{ProvisionAuto, ProvisionFast, ProvisionLink}
@@ -97,6 +97,18 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 			c.fail(p.child("rate"), v, "%s", msg)
 		} else {
 			r.RatePerSec = rate
+		}
+	}
+	if v, ok := c.get(p, m, "transactions", kInt, "a whole number of transactions, like 100000"); ok {
+		c.remember(s, p.child("transactions"))
+		n := v.(int64)
+		switch _, hasRate := m["rate"]; {
+		case n < 1 || n > 1e12:
+			c.fail(p.child("transactions"), v, "want between 1 and 1000000000000 transactions")
+		case hasRate:
+			c.fail(p.child("transactions"), v, "a count of transactions runs as fast as the users go (closed loop); with a rate the duration decides how many: remove one of them")
+		default:
+			r.Transactions = n
 		}
 	}
 	if v, ok := c.get(p, m, "arrival", kString, `"poisson" or "regular"`); ok {

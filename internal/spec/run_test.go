@@ -81,3 +81,30 @@ func mustParse(t *testing.T, src string) *Spec {
 	}
 	return s
 }
+
+// TestRunTransactions: [run] transactions is a whole count, closed loop
+// only, and not with a saturation search.
+func TestRunTransactions(t *testing.T) {
+	const line = "r.toml:18: run.transactions = "
+	for _, tc := range []struct {
+		extra   string
+		want    int64
+		wantErr string
+	}{
+		{"transactions = 100000\n", 100000, ""},
+		{"transactions = 0\n", 0, line + "0: want between 1 and 1000000000000 transactions"},
+		{"transactions = \"1M\"\n", 0, line + `"1M": want a whole number of transactions, like 100000`},
+		{"transactions = 10\nrate = \"5/s\"\n", 0, line + "10: a count of transactions runs as fast as the users go (closed loop); with a rate the duration decides how many: remove one of them"},
+		{"transactions = 10\nsearch = \"users\"\nsearch_steps = [1, 2]\n", 0, "a saturation search measures each step for the same duration: remove transactions"},
+	} {
+		s, err := Parse("r.toml", []byte(sweepBase+tc.extra))
+		switch {
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%q: error %v, want %q", tc.extra, err, tc.wantErr)
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%q: %v", tc.extra, err)
+		case tc.wantErr == "" && s.Run.Transactions != tc.want:
+			t.Errorf("%q: transactions %d, want %d", tc.extra, s.Run.Transactions, tc.want)
+		}
+	}
+}

@@ -22,6 +22,9 @@ func (c *decoder) search(s *Spec, p path, m map[string]any) {
 	by := strings.TrimSpace(v.(string))
 	sr := &Search{By: by, MinEfficiency: DefaultSearchMinEfficiency, MaxErrorPct: DefaultSearchMaxErrorPct, Line: c.d.line(sp)}
 	_, hasRate := m["rate"]
+	if _, hasCount := m["transactions"]; hasCount {
+		c.fail(sp, v, "a saturation search measures each step for the same duration: remove transactions")
+	}
 	switch by {
 	case SearchUsers:
 		if hasRate {

@@ -207,6 +207,10 @@ type Run struct {
 	Warmup   time.Duration // not measured
 	Duration time.Duration // the measure phase
 	Cooldown time.Duration // not measured; replicas keep catching up
+	// Transactions > 0 ends the measure phase once that many transactions
+	// started in it have finished (pgbench's -t, over all users), or at
+	// Duration if that comes first. Closed loop only.
+	Transactions int64
 	// RatePerSec > 0 switches to open loop: transactions start on a
 	// schedule, and latency counts from the scheduled start.
 	RatePerSec float64

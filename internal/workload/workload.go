@@ -40,6 +40,13 @@ type Sizer interface {
 	DataBytes() int64
 }
 
+// Counted is a workload that asks for a count of transactions in the
+// measure phase instead of a duration (dml-stream's operations); [run]
+// transactions, when written, wins.
+type Counted interface {
+	MeasureTransactions() int64 // 0: none asked for
+}
+
 // Loader is the engine's bulk path (COPY for PostgreSQL, multi-row
 // INSERTs without one: see InsertLoader).
 type Loader = engine.Loader

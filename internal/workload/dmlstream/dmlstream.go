@@ -35,6 +35,9 @@ type Workload struct {
 	rowBytes int
 	seed     uint64
 	dialect  string
+	// operations > 0: the measure phase runs this many operations
+	// (rounded up to whole transactions), as the study's 1M, 3M, 6M.
+	operations int64
 
 	// next numbers inserted rows beyond the loaded ones, per table, so
 	// that every insert has a fresh key whichever user makes it.
@@ -42,16 +45,17 @@ type Workload struct {
 }
 
 // New reads the options: tables, rows, ops_per_tx, insert, update,
-// delete (weights) and row_bytes.
+// delete (weights), row_bytes and operations.
 func New(o *workload.Options) (workload.Workload, error) {
 	w := &Workload{
-		tables:   int(o.Int("tables", 3, 1, MaxTables)),
-		rows:     o.Int("rows", 10_000, 0, MaxRows),
-		opsPerTx: int(o.Int("ops_per_tx", 10, 1, MaxOpsPerTx)),
-		weights:  [3]int{int(o.Int("insert", 50, 0, 100)), int(o.Int("update", 40, 0, 100)), int(o.Int("delete", 10, 0, 100))},
-		rowBytes: int(o.Int("row_bytes", 100, 1, MaxRowBytes)),
-		seed:     uint64(o.Seed),
-		dialect:  o.Dialect,
+		tables:     int(o.Int("tables", 3, 1, MaxTables)),
+		rows:       o.Int("rows", 10_000, 0, MaxRows),
+		opsPerTx:   int(o.Int("ops_per_tx", 10, 1, MaxOpsPerTx)),
+		weights:    [3]int{int(o.Int("insert", 50, 0, 100)), int(o.Int("update", 40, 0, 100)), int(o.Int("delete", 10, 0, 100))},
+		rowBytes:   int(o.Int("row_bytes", 100, 1, MaxRowBytes)),
+		operations: o.Int("operations", 0, 0, 1e12),
+		seed:       uint64(o.Seed),
+		dialect:    o.Dialect,
 	}
 	if w.weights[0]+w.weights[1]+w.weights[2] == 0 {
 		o.Errorf("insert", "insert, update and delete are all 0: give at least one a weight")
@@ -71,6 +75,12 @@ func New(o *workload.Options) (workload.Workload, error) {
 
 // Name implements workload.Workload.
 func (w *Workload) Name() string { return "dml-stream" }
+
+// MeasureTransactions implements workload.Counted: operations in whole
+// transactions of ops_per_tx.
+func (w *Workload) MeasureTransactions() int64 {
+	return (w.operations + int64(w.opsPerTx) - 1) / int64(w.opsPerTx)
+}
 
 func table(i int) string { return "dml_" + strconv.Itoa(i+1) }
 

@@ -28,10 +28,34 @@ func TestOptionErrors(t *testing.T) {
 		{"insert = 0\nupdate = 0\ndelete = 0\n", "all 0"},
 		{"rows = 0\ninsert = 0\n", "find nothing to change"},
 		{"row_bytes = 0\n", "workload.row_bytes"},
+		{"operations = -1\n", "workload.operations"},
 	} {
 		_, err := newWorkload(t, tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "unit.toml:") {
 			t.Errorf("%q: %v, want an error naming %s with its line", tc.opts, err, tc.want)
+		}
+	}
+}
+
+// TestOperations: operations asks the run for whole transactions of
+// ops_per_tx, rounded up; none without it.
+func TestOperations(t *testing.T) {
+	for _, tc := range []struct {
+		opts string
+		want int64
+	}{
+		{"", 0},
+		{"operations = 1000000\n", 100_000},
+		{"operations = 1000001\n", 100_001},
+		{"operations = 7\nops_per_tx = 3\n", 3},
+		{"operations = 5\nops_per_tx = 100\n", 1},
+	} {
+		w, err := newWorkload(t, tc.opts)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.opts, err)
+		}
+		if got := w.MeasureTransactions(); got != tc.want {
+			t.Errorf("%q: %d transactions, want %d", tc.opts, got, tc.want)
 		}
 	}
 }
