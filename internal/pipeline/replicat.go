@@ -22,7 +22,13 @@ type ReplicatConfig struct {
 	// Trail is the trail to apply (local to the replicat's site, or the
 	// source's in the "remote" configuration).
 	Trail string
-	// DSN is the target database's connection string (libpq form).
+	// Engine is the target's kind: EnginePostgres (also "") or
+	// EngineMariaDB (heterogeneous replication: PostgreSQL to MariaDB).
+	Engine string `json:"engine,omitempty"`
+	// DSN is the target database's connection string: libpq form for
+	// PostgreSQL; go-sql-driver/mysql form for MariaDB
+	// ("user:pass@tcp(host:port)/db?…"), which must name the database
+	// (see replicat_mysql.go).
 	DSN string
 	// Name keys the replicat's checkpoint row at the target.
 	Name string
@@ -51,6 +57,12 @@ type ReplicatConfig struct {
 	// Dial, when set, opens the connection (a lab site's dialer).
 	Dial DialFunc `json:"-"`
 }
+
+// Target engines (ReplicatConfig.Engine).
+const (
+	EnginePostgres = "postgres"
+	EngineMariaDB  = "mariadb"
+)
 
 // owns says whether this replicat applies r.
 func (cfg *ReplicatConfig) owns(r *trail.Record) bool {
@@ -84,6 +96,10 @@ type ReplicatCounters struct {
 	Counters
 	RoundTrips atomic.Int64 // round trips to the target (statements or batches)
 	Statements atomic.Int64 // SQL statements executed for changes
+	// Retries counts target transactions begun again after the target
+	// chose them as a deadlock's victim (MariaDB); their round trips
+	// count in RoundTrips, their statements once.
+	Retries atomic.Int64
 }
 
 // Replicat applies the trail to the target until ctx ends (it then returns
@@ -95,20 +111,22 @@ func Replicat(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) erro
 	if cfg.Name == "" {
 		return errors.New("replicat: no name for its checkpoint")
 	}
-	pc, err := pgconn.ParseConfig(cfg.DSN)
+	var t target
+	var err error
+	switch cfg.Engine {
+	case "", EnginePostgres:
+		t, err = connectPostgres(ctx, cfg, c)
+	case EngineMariaDB:
+		t, err = connectMariaDB(ctx, cfg, c)
+	default:
+		return fmt.Errorf("replicat %s: unknown target engine %q (want %q or %q)", cfg.Name, cfg.Engine, EnginePostgres, EngineMariaDB)
+	}
 	if err != nil {
-		return fmt.Errorf("replicat %s: target connection string: %w", cfg.Name, err)
+		return err
 	}
-	if cfg.Dial != nil {
-		pc.DialFunc = pgconn.DialFunc(cfg.Dial)
-	}
-	conn, err := pgconn.ConnectConfig(ctx, pc)
-	if err != nil {
-		return fmt.Errorf("replicat %s: connect to the target: %w", cfg.Name, err)
-	}
-	defer conn.Close(context.Background())
-	a := &applier{cfg: cfg, conn: conn, c: c, prepared: map[string]string{}}
-	from, err := a.checkpoint(ctx)
+	defer t.close()
+	a := &applier{t: t, c: c}
+	from, err := t.checkpoint(ctx)
 	if err != nil {
 		return stopped(ctx, err)
 	}
@@ -239,17 +257,57 @@ func stopped(ctx context.Context, err error) error {
 	return err
 }
 
-// applier is Replicat's connection and statement cache.
+// target is a target database as a replicat uses it: what differs between
+// engines (connection, SQL dialect, round trips) stays behind it, while
+// reading, partitioning and grouping the trail are shared.
+type target interface {
+	// checkpoint creates the checkpoint table and this replicat's row if
+	// needed, and reads where the replicat stopped.
+	checkpoint(ctx context.Context) (trail.Pos, error)
+	// apply runs changes and moves the checkpoint to end (source commit
+	// last) as one target transaction, rolled back if anything fails. It
+	// counts its round trips and returns the number of statements the
+	// changes took; its errors name the replicat.
+	apply(ctx context.Context, changes []trail.Record, last trail.Record, end trail.Pos) (int, error)
+	// close ends the connection.
+	close()
+}
+
+// applier applies groups to the target and keeps the counters.
 type applier struct {
+	t target
+	c *ReplicatCounters
+}
+
+// pgTarget is a PostgreSQL target: its connection and statement cache.
+type pgTarget struct {
 	cfg      ReplicatConfig
 	conn     *pgconn.PgConn
 	c        *ReplicatCounters
 	prepared map[string]string // SQL text -> prepared statement name
 }
 
+// connectPostgres connects to a PostgreSQL target.
+func connectPostgres(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) (target, error) {
+	pc, err := pgconn.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("replicat %s: target connection string: %w", cfg.Name, err)
+	}
+	if cfg.Dial != nil {
+		pc.DialFunc = pgconn.DialFunc(cfg.Dial)
+	}
+	conn, err := pgconn.ConnectConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("replicat %s: connect to the target: %w", cfg.Name, err)
+	}
+	return &pgTarget{cfg: cfg, conn: conn, c: c, prepared: map[string]string{}}, nil
+}
+
+func (a *pgTarget) close() { a.conn.Close(context.Background()) }
+
 // checkpoint creates the checkpoint table if needed and reads where this
 // replicat stopped.
-func (a *applier) checkpoint(ctx context.Context) (trail.Pos, error) {
+func (a *pgTarget) checkpoint(ctx context.Context) (trail.Pos, error) {
 	// Several replicats may start at once: CREATE TABLE IF NOT EXISTS is
 	// not safe against itself, so they take turns.
 	sql := "BEGIN; SELECT pg_advisory_xact_lock(hashtext(" + quoteLiteral(checkpointTable) + "));" +
@@ -278,6 +336,20 @@ type stmt struct {
 // apply runs the changes of txs source transactions, ending with commit
 // record last at trail position end, as one target transaction.
 func (a *applier) apply(ctx context.Context, changes []trail.Record, txs int, last trail.Record, end trail.Pos) error {
+	n, err := a.t.apply(ctx, changes, last, end)
+	if err != nil {
+		return err
+	}
+	a.c.Statements.Add(int64(n))
+	a.c.Records.Add(int64(len(changes)))
+	a.c.Syncs.Add(1)
+	a.advance(txs, last, end)
+	return nil
+}
+
+// apply is target's: the whole transaction in one pgconn batch, or
+// statement by statement.
+func (a *pgTarget) apply(ctx context.Context, changes []trail.Record, last trail.Record, end trail.Pos) (int, error) {
 	stmts := statements(changes, a.cfg.Batch)
 	ck := stmt{
 		sql:  "UPDATE " + checkpointTable + " SET pos = $1, lsn = $2, applied_at = now() WHERE name = $3",
@@ -285,7 +357,7 @@ func (a *applier) apply(ctx context.Context, changes []trail.Record, txs int, la
 	}
 	for _, s := range append(stmts, ck) {
 		if _, err := a.prepare(ctx, s.sql); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if a.cfg.Batch {
@@ -307,29 +379,25 @@ func (a *applier) apply(ctx context.Context, changes []trail.Record, txs int, la
 			}
 		}
 		if err != nil {
-			return a.failed(ctx, last, err)
+			return 0, a.failed(ctx, last, err)
 		}
 	} else {
 		// Statement by statement: BEGIN, each change, the checkpoint and
 		// COMMIT are a round trip each.
 		if err := a.exec(ctx, "BEGIN"); err != nil {
-			return a.failed(ctx, last, err)
+			return 0, a.failed(ctx, last, err)
 		}
 		for _, s := range append(stmts, ck) {
 			a.c.RoundTrips.Add(1)
 			if _, err := a.conn.ExecPrepared(ctx, a.prepared[s.sql], s.args, nil, nil).Close(); err != nil {
-				return a.failed(ctx, last, err)
+				return 0, a.failed(ctx, last, err)
 			}
 		}
 		if err := a.exec(ctx, "COMMIT"); err != nil {
-			return a.failed(ctx, last, err)
+			return 0, a.failed(ctx, last, err)
 		}
 	}
-	a.c.Statements.Add(int64(len(stmts)))
-	a.c.Records.Add(int64(len(changes)))
-	a.c.Syncs.Add(1)
-	a.advance(txs, last, end)
-	return nil
+	return len(stmts), nil
 }
 
 // advance counts txs source transactions done with, up to commit record
@@ -342,7 +410,7 @@ func (a *applier) advance(txs int, last trail.Record, end trail.Pos) {
 }
 
 // exec runs one statement without parameters as a round trip of its own.
-func (a *applier) exec(ctx context.Context, sql string) error {
+func (a *pgTarget) exec(ctx context.Context, sql string) error {
 	a.c.RoundTrips.Add(1)
 	_, err := a.conn.Exec(ctx, sql).ReadAll()
 	return err
@@ -350,7 +418,7 @@ func (a *applier) exec(ctx context.Context, sql string) error {
 
 // failed rolls back what a failed apply began and says which source
 // transaction it was.
-func (a *applier) failed(ctx context.Context, last trail.Record, err error) error {
+func (a *pgTarget) failed(ctx context.Context, last trail.Record, err error) error {
 	if a.conn.TxStatus() != 'I' && !a.conn.IsClosed() {
 		_ = a.conn.Exec(ctx, "ROLLBACK").Close()
 	}
@@ -358,7 +426,7 @@ func (a *applier) failed(ctx context.Context, last trail.Record, err error) erro
 }
 
 // prepare prepares sql once per connection.
-func (a *applier) prepare(ctx context.Context, sql string) (string, error) {
+func (a *pgTarget) prepare(ctx context.Context, sql string) (string, error) {
 	if name, ok := a.prepared[sql]; ok {
 		return name, nil
 	}
@@ -374,11 +442,21 @@ func (a *applier) prepare(ctx context.Context, sql string) (string, error) {
 // statement texts the cache can hold per table: one per row count).
 const maxRows = 64
 
-// statements turns changes into SQL. With batch, runs of inserts (or
-// deletes) into one table with the same columns become multi-row
-// statements, up to maxRows rows each.
+// statements turns changes into PostgreSQL's SQL. With batch, runs of
+// inserts (or deletes) into one table with the same columns become
+// multi-row statements, up to maxRows rows each.
 func statements(changes []trail.Record, batch bool) []stmt {
 	var out []stmt
+	for _, rows := range runs(changes, batch) {
+		out = append(out, pgDialect.statement(rows))
+	}
+	return out
+}
+
+// runs cuts changes into the rows of one statement each: one change, or
+// with batch a run of inserts (or deletes) of one shape, up to maxRows.
+func runs(changes []trail.Record, batch bool) [][]trail.Record {
+	var out [][]trail.Record
 	for i := 0; i < len(changes); {
 		r := &changes[i]
 		n := 1
@@ -387,10 +465,28 @@ func statements(changes []trail.Record, batch bool) []stmt {
 				n++
 			}
 		}
-		out = append(out, statement(changes[i:i+n]))
+		out = append(out, changes[i:i+n])
 		i += n
 	}
 	return out
+}
+
+// dialect is how a target's SQL spells the statements statement builds.
+type dialect struct {
+	ident func(name string) string         // a quoted identifier
+	table func(schema, name string) string // a table's name at the target
+	param func(n int) string               // the nth parameter's placeholder, from 1
+	// orKeys: a multi-row delete finds its rows by "k IN (…)" for a
+	// one-column key and by OR-ed conditions for a composite key, rather
+	// than by a row constructor "(k1, k2) IN ((…), …)".
+	orKeys bool
+}
+
+// pgDialect is PostgreSQL's: "schema"."table", $n.
+var pgDialect = dialect{
+	ident: quoteIdent,
+	table: func(schema, name string) string { return quoteIdent(schema) + "." + quoteIdent(name) },
+	param: func(n int) string { return "$" + strconv.Itoa(n) },
 }
 
 // sameShape says whether two changes can share one multi-row statement.
@@ -400,7 +496,7 @@ func sameShape(a, b *trail.Record) bool {
 
 // statement builds one statement for rows (one row unless they are
 // inserts or deletes of the same shape).
-func statement(rows []trail.Record) stmt {
+func (d dialect) statement(rows []trail.Record) stmt {
 	r := &rows[0]
 	var b strings.Builder
 	var args [][]byte
@@ -410,18 +506,17 @@ func statement(rows []trail.Record) stmt {
 		} else {
 			args = append(args, []byte(v.Text))
 		}
-		b.WriteString("$")
-		b.WriteString(strconv.Itoa(len(args)))
+		b.WriteString(d.param(len(args)))
 	}
-	table := quoteIdent(r.Schema) + "." + quoteIdent(r.Table)
+	table := d.table(r.Schema, r.Table)
 	// whereKey finds r's row by its key as the target has it: an update
 	// that changed the key carries the old one.
-	whereKey := func() {
+	whereKey := func(r *trail.Record) {
 		for j, k := range r.Key {
 			if j > 0 {
 				b.WriteString(" AND ")
 			}
-			b.WriteString(quoteIdent(r.Columns[k]) + " = ")
+			b.WriteString(d.ident(r.Columns[k]) + " = ")
 			if r.Old != nil {
 				param(r.Old[j])
 			} else {
@@ -436,7 +531,7 @@ func statement(rows []trail.Record) stmt {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(quoteIdent(c))
+			b.WriteString(d.ident(c))
 		}
 		b.WriteString(")")
 	}
@@ -467,15 +562,31 @@ func statement(rows []trail.Record) stmt {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(quoteIdent(c) + " = ")
+			b.WriteString(d.ident(c) + " = ")
 			param(r.Values[i])
 		}
 		b.WriteString(" WHERE ")
-		whereKey()
+		whereKey(r)
 	case trail.OpDelete:
 		b.WriteString("DELETE FROM " + table + " WHERE ")
 		if len(rows) == 1 {
-			whereKey()
+			whereKey(r)
+			break
+		}
+		if d.orKeys && len(r.Key) > 1 {
+			for j := range rows {
+				if j > 0 {
+					b.WriteString(" OR ")
+				}
+				b.WriteString("(")
+				whereKey(&rows[j])
+				b.WriteString(")")
+			}
+			break
+		}
+		if d.orKeys {
+			b.WriteString(d.ident(r.Columns[r.Key[0]]) + " IN ")
+			tuple(keyOf(rows, 0))
 			break
 		}
 		keyCols := make([]string, len(r.Key))
@@ -497,6 +608,15 @@ func statement(rows []trail.Record) stmt {
 		b.WriteString(")")
 	}
 	return stmt{sql: b.String(), args: args}
+}
+
+// keyOf is the values of key column j of rows.
+func keyOf(rows []trail.Record, j int) []trail.Value {
+	out := make([]trail.Value, len(rows))
+	for i := range rows {
+		out[i] = rows[i].Values[rows[i].Key[j]]
+	}
+	return out
 }
 
 func quoteLiteral(s string) string {
