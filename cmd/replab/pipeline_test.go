@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"replab/internal/report"
 )
 
 // TestPipelineExample: examples/pg-pipeline.toml through replab run: the
@@ -23,19 +25,7 @@ func TestPipelineExample(t *testing.T) {
 	}
 	fmt.Fprint(f, "\n[[fault]]\nat = \"3s\"\nfor = \"3s\"\nnode = \"asgc1\"\nstage = \"replicat\"\ndo = \"kill\"\n")
 	f.Close()
-	dir := openDir(t)
-	res := filepath.Join(dir, "run")
-	out, code := replab(t, "", "run", spec, "--out", res)
-	if code != 0 {
-		t.Fatalf("replab run: exit %d\n%s", code, out)
-	}
-	sum := readSummary(t, res)
-	if !sum.Complete || sum.Transactions == 0 || sum.Errors != 0 {
-		t.Fatalf("run: complete %v, %d transactions, %d errors\n%s", sum.Complete, sum.Transactions, sum.Errors, out)
-	}
-	if c := sum.Convergence; c == nil || !c.Converged || c.Nodes != 3 || c.Tables != 3 {
-		t.Errorf("convergence %+v, want 3 tables the same at 3 nodes", c)
-	}
+	sum := runConverged(t, spec)
 	if len(sum.Faults) != 1 || sum.Faults[0].What != "node asgc1 replicat kill" || sum.Faults[0].HealS == nil || sum.Faults[0].Err != "" {
 		t.Errorf("faults %+v, want the replicat's kill, healed", sum.Faults)
 	} else if peak := sum.Faults[0].LagPeakMs["asgc1"]; peak < 2000 {
@@ -75,4 +65,50 @@ func TestPipelineExample(t *testing.T) {
 	if b, a := sum.Replicas["bnl1"], sum.Replicas["asgc1"]; b != nil && a != nil && a.LagMs.P50 <= b.LagMs.P50 {
 		t.Errorf("lag p50: asgc1 %.1f ms, bnl1 %.1f ms; want asgc1's larger", a.LagMs.P50, b.LagMs.P50)
 	}
+}
+
+// TestPipelineToMariaDBExample: examples/pg-to-mariadb.toml through replab
+// run: PostgreSQL replicated into MariaDB servers; the copies compare equal
+// across the engines, lag is measured to each MariaDB replica, and the
+// MariaDB servers' threads are in "where the time goes".
+func TestPipelineToMariaDBExample(t *testing.T) {
+	requireRoot(t)
+	if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
+		t.Skip("integration test skipped: mariadbd is not installed (scripts/deps.sh test, or apt-get install mariadb-server)")
+	}
+	spec, _ := writeExample(t, "pg-to-mariadb", "pgmy")
+	sum := runConverged(t, spec)
+	for _, r := range []string{"bnl1", "asgc1"} {
+		rep := sum.Replicas[r]
+		if rep == nil || rep.Tracked == 0 || rep.LagMs.P50 <= 0 || rep.NotVisibleAtEnd != 0 {
+			t.Errorf("%s: %+v, want lag into MariaDB", r, rep)
+			continue
+		}
+		if g, ok := sum.Gauges[r]["replicat_records"]; !ok || g.Increase == nil || *g.Increase <= 0 {
+			t.Errorf("%s: the replicat applied nothing in the measure phase: %v", r, sum.Gauges[r])
+		}
+		if _, ok := sum.Roles[r]["innodb"]; !ok {
+			t.Errorf("%s: no MariaDB (innodb) role among %v", r, sum.Roles[r])
+		}
+		t.Logf("%s: lag p50 %.1f ms, %d tracked", r, rep.LagMs.P50, rep.Tracked)
+	}
+}
+
+// runConverged runs a pipeline example's spec (a primary, two replicas,
+// three tables): complete, without errors, the copies the same.
+func runConverged(t *testing.T, spec string) *report.Summary {
+	t.Helper()
+	res := filepath.Join(openDir(t), "run")
+	out, code := replab(t, "", "run", spec, "--out", res)
+	if code != 0 {
+		t.Fatalf("replab run: exit %d\n%s", code, out)
+	}
+	sum := readSummary(t, res)
+	if !sum.Complete || sum.Transactions == 0 || sum.Errors != 0 {
+		t.Fatalf("run: complete %v, %d transactions, %d errors\n%s", sum.Complete, sum.Transactions, sum.Errors, out)
+	}
+	if c := sum.Convergence; c == nil || !c.Converged || c.Nodes != 3 || c.Tables != 3 {
+		t.Errorf("convergence %+v, want 3 tables the same at 3 nodes", c)
+	}
+	return sum
 }

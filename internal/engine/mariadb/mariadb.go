@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -108,21 +109,10 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if err != nil {
 		return nil, err
 	}
-	version, err := findVersion(ctx)
+	c, err := newCluster(ctx, l, p, log)
 	if err != nil {
 		return nil, err
 	}
-	uid, gid, err := engine.ServerCredentials(ctx)
-	if err != nil {
-		return nil, err
-	}
-	pw := make([]byte, 12)
-	if _, err := rand.Read(pw); err != nil {
-		return nil, err
-	}
-	c := &cluster{lab: l, plan: p, version: version, password: hex.EncodeToString(pw), uid: uid, gid: gid,
-		log: engine.NewLockedWriter(log), byName: map[string]*node{}}
-	c.ProcNodes = c.procNodes()
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -163,6 +153,27 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if err := c.WaitFlowing(ctx); err != nil {
 		return nil, err
 	}
+	return c, nil
+}
+
+// newCluster is a cluster of no nodes yet: the installed version, the
+// servers' OS user and a fresh password for replab's SQL user.
+func newCluster(ctx context.Context, l *lab.Lab, p *plan, log io.Writer) (*cluster, error) {
+	version, err := findVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	uid, gid, err := engine.ServerCredentials(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pw := make([]byte, 12)
+	if _, err := rand.Read(pw); err != nil {
+		return nil, err
+	}
+	c := &cluster{lab: l, plan: p, version: version, password: hex.EncodeToString(pw), uid: uid, gid: gid,
+		log: engine.NewLockedWriter(log), byName: map[string]*node{}}
+	c.ProcNodes = c.procNodes()
 	return c, nil
 }
 
@@ -216,8 +227,8 @@ const markerDDL = `CREATE TABLE IF NOT EXISTS replab_marker (source VARCHAR(64) 
 	at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB`
 
 // layout assigns each node its address, port and files: on its storage
-// (lab.NodeDataDir).
-func (c *cluster) layout() error {
+// (lab.NodeDataDir). With only, just those nodes of the spec.
+func (c *cluster) layout(only ...string) error {
 	addrs, err := engine.NodeAddresses(c.lab, DefaultPort)
 	if err != nil {
 		return err
@@ -227,6 +238,9 @@ func (c *cluster) layout() error {
 		return err
 	}
 	for i, sn := range c.lab.Spec.Nodes {
+		if len(only) > 0 && !slices.Contains(only, sn.Name) {
+			continue
+		}
 		site := c.lab.Site(sn.Site)
 		ap := addrs[sn.Name]
 		data, err := c.lab.NodeDataDir(sn.Name)

@@ -45,6 +45,7 @@ type pipePlan struct {
 	groupOps     int           // GROUPTRANSOPS
 	replicats    int           // replicats per replica ("more replicats", @RANGE)
 	split        string        // how they share the changes: "key" or "table"
+	target       string        // the replicas' engine: "postgres" or "mariadb"
 }
 
 func readPipePlan(o *spec.Options) *pipePlan {
@@ -70,6 +71,7 @@ func readPipePlan(o *spec.Options) *pipePlan {
 	pp.groupOps = int(o.Int("group_ops", 1000, 1, 1_000_000)) // GoldenGate's GROUPTRANSOPS default
 	pp.replicats = int(o.Int("replicats", 1, 1, 16))
 	pp.split = o.String("split", "key", "key", "table")
+	pp.target = o.String("target", targetPostgres, targetPostgres, targetMariaDB)
 	if o.Has("split") && pp.replicats == 1 {
 		o.Errorf("split", "split says how several replicats share a replica's changes; set replicats = 2 or more")
 	}
@@ -125,7 +127,11 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	if err := pipeline.CreateSlot(ctx, primary.conninfo(""), pipeSlot, primary.site.DialContext); err != nil {
 		return fmt.Errorf("node %s: %w", primary.Name, err)
 	}
-	if err := engine.Each(c.replicas(), func(r *node) error { return c.createPrimary(ctx, r) }); err != nil {
+	if pp := c.plan.pipe; pp.target == targetMariaDB {
+		if err := c.startMyTargets(ctx); err != nil {
+			return err
+		}
+	} else if err := engine.Each(c.replicas(), func(r *node) error { return c.createPrimary(ctx, r) }); err != nil {
 		return err
 	}
 	bin, err := os.Executable()
@@ -150,6 +156,9 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	replicats := func(r *node, site, trailPath, statsDir, prefix string) {
 		for i := 0; i < pp.replicats; i++ {
 			rc := &pipeline.ReplicatConfig{DSN: r.conninfo("replab_replicat"), Name: r.Name, Trail: trailPath, Batch: pp.batch, GroupOps: pp.groupOps}
+			if c.isMy(r.Name) {
+				rc.Engine, rc.DSN = pipeline.EngineMariaDB, c.my.DSN(r.Name)
+			}
 			stats := prefix + ".json"
 			if pp.replicats > 1 {
 				rc.Parts, rc.Part, rc.SplitBy = pp.replicats, i, pp.split
@@ -198,6 +207,9 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	}
 	if pp.replicats > 1 {
 		mode += fmt.Sprintf(", %d replicats per replica split by %s", pp.replicats, pp.split)
+	}
+	if c.my != nil {
+		mode += ", replicas on MariaDB " + c.my.Version()
 	}
 	compress := "off"
 	if pp.compress > 0 {

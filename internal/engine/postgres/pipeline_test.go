@@ -36,8 +36,15 @@ func TestPipelineScheme(t *testing.T) {
 		{"normal", "batch = true\ncompress = 6\n", []string{"extract", "collector", "pump", "replicat"}},
 		{"remote", "pump = false\nbatch = true\n", []string{"extract", "replicat"}},
 		{"parallel", "batch = true\nreplicats = 3\ncompress = 3\ncodec = \"zstd\"\ntls = true\n", []string{"extract", "collector", "pump", "replicat", "replicat", "replicat"}},
+		// Heterogeneous: the replica is a MariaDB server.
+		{"mariadb", "batch = true\ntarget = \"mariadb\"\n", []string{"extract", "collector", "pump", "replicat"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "mariadb" {
+				if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
+					t.Skip("integration test skipped: mariadbd is not installed (scripts/deps.sh test, or apt-get install mariadb-server)")
+				}
+			}
 			_, c, _ := testCluster(t, "pipe"+tc.name[:1], `
 [lab]
 name = "NAME"
@@ -66,7 +73,8 @@ replication = "pipeline"
 `+tc.scheme)
 			ctx := context.Background()
 			if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "acct",
-				Create: map[string]string{"postgres": "CREATE TABLE acct (id int PRIMARY KEY, bal bigint)"}}}}); err != nil {
+				Create: map[string]string{"postgres": "CREATE TABLE acct (id int PRIMARY KEY, bal bigint)",
+					"mysql": "CREATE TABLE acct (id INT PRIMARY KEY, bal BIGINT) ENGINE=InnoDB"}}}}); err != nil {
 				t.Fatal(err)
 			}
 			src, dst := open(t, c, "src", "cern"), open(t, c, "dst", "far")
@@ -172,6 +180,39 @@ replication = "pipeline"
 					t.Errorf("after faults on the %s: replica %d rows summing to %d, primary %d summing to %d", st, n, sum, wn, wsum)
 				}
 			}
+			if tc.name == "mariadb" {
+				// The copies compare across engines, and a change made
+				// at the target alone shows.
+				sums, err := c.Checksums(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s, d := sums["src"]["acct"], sums["dst"]["acct"]; s == 0 || s != d {
+					t.Errorf("checksums of acct: src %d, dst %d; want equal", s, d)
+				}
+				run(t, dst, "UPDATE acct SET bal = bal + 1 WHERE id = 7")
+				if sums, err = c.Checksums(ctx); err != nil || sums["src"]["acct"] == sums["dst"]["acct"] {
+					t.Errorf("a row changed at the MariaDB target alone: checksums %v (%v), want them to differ", sums, err)
+				}
+				for _, n := range c.Nodes() {
+					if n.Name == "dst" && (!strings.HasPrefix(n.Version, "MariaDB") || !strings.Contains(n.DSN, "@tcp(")) {
+						t.Errorf("node dst: version %q, dsn %q; want MariaDB's", n.Version, n.DSN)
+					}
+				}
+				procs, err := c.Processes(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var mine int
+				for _, p := range procs {
+					if p.Node == "dst" && !slices.Contains([]string{"collector", "replicat"}, p.Role) {
+						mine++
+					}
+				}
+				if mine == 0 {
+					t.Errorf("no MariaDB process at dst among %+v", procs)
+				}
+			}
 			if err := engine.DoStage(ctx, c, "src", "pump", "kill"); err == nil || !strings.Contains(err.Error(), `node src has no stage "pump"; its stages: extract`) {
 				t.Errorf("a stage the node does not have: %v", err)
 			}
@@ -228,6 +269,7 @@ replication = "pipeline"
 		{"codec = \"zstd\"\n", "set compress = 1 to 9"},
 		{"pump = false\ntls = true\n", "tls is a pump option"},
 		{"tls = \"yes\"\n", "scheme.tls"},
+		{"target = \"oracle\"\n", "scheme.target"},
 	} {
 		s, err := spec.Parse("p.toml", []byte(base+tc.extra))
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/engine/mariadb"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -88,6 +89,9 @@ type cluster struct {
 	markerSeq int64
 	lg        *logicalState // logical and snapshot schemes (logical.go)
 	pipe      *pipeState    // the pipeline scheme (pipeline.go)
+	// my are the pipeline's MariaDB targets (pipetarget.go), nil
+	// without target = "mariadb".
+	my *mariadb.Servers
 }
 
 // Up implements engine.Engine.
@@ -263,6 +267,9 @@ func (c *cluster) Nodes() []engine.Node {
 	for _, n := range c.nodes {
 		en := engine.Node{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, Addr: n.addr, DSN: n.dsn(), Version: c.inst.Version,
 			Writable: slices.Contains(c.plan.primaries, n.Name)}
+		if c.isMy(n.Name) {
+			en.DSN, en.Version = c.my.DSN(n.Name), "MariaDB "+c.my.Version()
+		}
 		switch {
 		case n.From != "":
 			en.Upstreams = []string{n.From}
@@ -342,7 +349,12 @@ func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64
 	var stageErr *pipeStageError
 	_, err := engine.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		var got int64
-		err := n.query1(ctx, "", `SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = $1`, &got, src)
+		var err error
+		if c.isMy(n.Name) {
+			got, err = c.my.QueryInt64(ctx, n.Name, "SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = ?", src)
+		} else {
+			err = n.query1(ctx, "", `SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = $1`, &got, src)
+		}
 		if err == nil && got < seq {
 			err = c.pipeDown() // a stage that died carries nothing more
 		}
@@ -369,6 +381,9 @@ func (c *cluster) Close() error {
 		}
 		c.bg.Wait()
 		c.stopPipeline() // before the servers: a stage finishes what it holds
+		if c.my != nil {
+			c.my.Close()
+		}
 		var wg sync.WaitGroup
 		for _, n := range c.nodes {
 			if n.From != "" {

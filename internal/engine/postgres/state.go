@@ -21,7 +21,12 @@ func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 	case Pipeline:
 		// DDL is not carried: the tables are created at every node, and
 		// the publication (FOR ALL TABLES) takes them in.
-		return engine.Each(c.nodes, func(n *node) error { return createTables(ctx, n, s) })
+		return engine.Each(c.nodes, func(n *node) error {
+			if c.isMy(n.Name) {
+				return c.createMyTables(ctx, n.Name, s)
+			}
+			return createTables(ctx, n, s)
+		})
 	}
 	// Physical: DDL at the primary replicates to every standby.
 	p := c.byName[c.plan.primaries[0]]
@@ -121,6 +126,13 @@ func lsns(sent, write, flush, replay string) []engine.Position {
 // down (stopped or killed) has none.
 func (c *cluster) Processes(ctx context.Context) ([]engine.Process, error) {
 	var out []engine.Process
+	if c.my != nil {
+		my, err := c.my.Processes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, my...)
+	}
 	children := childrenByParent()
 	for _, n := range c.nodes {
 		pm := n.pid()
