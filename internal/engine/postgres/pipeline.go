@@ -283,7 +283,8 @@ func (c *cluster) stopPipeline() {
 }
 
 // pipeProcesses are the stage processes for the monitors: a replicat and
-// a collector receive or apply changes for their replica.
+// a collector receive or apply changes for their replica, and its pump
+// ships them.
 func (c *cluster) pipeProcesses() []engine.Process {
 	if c.pipe == nil {
 		return nil
@@ -293,7 +294,10 @@ func (c *cluster) pipeProcesses() []engine.Process {
 	var out []engine.Process
 	for _, s := range c.pipe.stages {
 		if pid := s.proc.PID(); pid != 0 {
-			apply := s.cfg.Kind == pipeline.KindReplicat || s.cfg.Kind == pipeline.KindCollector
+			// A replica's own stages are on its path alone: one that
+			// saturates a core is named by its verdict. The extract
+			// serves every replica.
+			apply := s.cfg.Kind != pipeline.KindExtract
 			out = append(out, engine.Process{Node: s.node, Role: s.cfg.Kind, PID: pid, Apply: apply})
 		}
 	}
