@@ -279,6 +279,7 @@ replication = "pipeline"
 		{"pump = false\ntls = true\n", "tls is a pump option"},
 		{"tls = \"yes\"\n", "scheme.tls"},
 		{"target = \"oracle\"\n", "scheme.target"},
+		{"target = \"mariadb\"\n[workload]\nkind = \"personnel\"\nreads_at = \"replica\"\n", "workload.reads_at: the replicas are MariaDB servers"},
 	} {
 		s, err := spec.Parse("p.toml", []byte(base+tc.extra))
 		if err != nil {

@@ -222,6 +222,13 @@ func makePlan(s *spec.Spec) (*plan, error) {
 			errs.Add("scheme.conflict", "unknown conflict resolution %q; pglogical offers %s", p.conflict, strings.Join(conflicts, ", "))
 		}
 	}
+	if p.pipe != nil && p.pipe.target == targetMariaDB && s.Workload != nil {
+		// The workload's SQL is PostgreSQL's: reads sent to a replica
+		// would reach MariaDB.
+		if v, _ := s.Workload.Options["reads_at"].(string); strings.TrimSpace(v) == "replica" {
+			errs.Add("workload.reads_at", "the replicas are MariaDB servers (scheme target = \"mariadb\") and the workload speaks PostgreSQL's SQL: read at the source (reads_at = \"source\"), or replicate to PostgreSQL")
+		}
+	}
 	for i, f := range s.Faults {
 		if f.Stage == "" {
 			continue
