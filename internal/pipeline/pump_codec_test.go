@@ -168,6 +168,19 @@ type running struct {
 	done   chan error
 }
 
+// stopAndCompare stops a pump and its collector, and checks the remote
+// trail is the local one.
+func stopAndCompare(t *testing.T, pmp, col *running, local, remote string) {
+	t.Helper()
+	if err := pmp.stop(t); err != nil {
+		t.Errorf("pump: %v", err)
+	}
+	if err := col.stop(t); err != nil {
+		t.Errorf("collector: %v", err)
+	}
+	sameFiles(t, local, remote)
+}
+
 func run(t *testing.T, f func(ctx context.Context) error) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -299,13 +312,7 @@ func TestPumpCodecs(t *testing.T) {
 			col := run(t, func(ctx context.Context) error { return pipeline.Collect(ctx, ln, ccfg, &co) })
 			pmp := run(t, func(ctx context.Context) error { return pipeline.Pump(ctx, pcfg, &pu) })
 			waitCopied(t, info.size, &co, &pu, col, pmp)
-			if err := pmp.stop(t); err != nil {
-				t.Errorf("pump: %v", err)
-			}
-			if err := col.stop(t); err != nil {
-				t.Errorf("collector: %v", err)
-			}
-			sameFiles(t, local, remote)
+			stopAndCompare(t, pmp, col, local, remote)
 
 			if n := co.Transactions.Load(); n != info.transactions {
 				t.Errorf("collector counted %d transactions, want %d", n, info.transactions)

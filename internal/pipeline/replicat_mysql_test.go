@@ -31,15 +31,7 @@ import (
 // connection's database, a one-column key's deletes as IN, a composite
 // key's OR-ed), and how a batched transaction becomes one text.
 func TestMariaDBStatements(t *testing.T) {
-	ins := func(id, note string) trail.Record {
-		return trail.Record{Op: trail.OpInsert, Schema: "public", Table: "acct", Columns: []string{"id", "note"}, Key: []int{0},
-			Values: []trail.Value{{Text: id}, {Text: note, Null: note == ""}}}
-	}
-	del := func(id string) trail.Record {
-		return trail.Record{Op: trail.OpDelete, Schema: "public", Table: "acct", Columns: []string{"id"}, Key: []int{0}, Values: []trail.Value{{Text: id}}}
-	}
-	upd := trail.Record{Op: trail.OpUpdate, Schema: "public", Table: "item", Columns: []string{"a", "b", "v"}, Key: []int{0, 1},
-		Values: []trail.Value{{Text: "1"}, {Text: "k-new"}, {Text: "7"}}, Old: []trail.Value{{Text: "1"}, {Text: "k"}}}
+	ins, del, upd := insAcct, delAcct, updItem
 	delItem := func(a, b string) trail.Record {
 		return trail.Record{Op: trail.OpDelete, Schema: "public", Table: "item", Columns: []string{"a", "b"}, Key: []int{0, 1},
 			Values: []trail.Value{{Text: a}, {Text: b}}}

@@ -12,15 +12,7 @@ import (
 // table and shape, updates one by one, found by the old key when the key
 // changed, NULL as a nil parameter.
 func TestStatements(t *testing.T) {
-	ins := func(id, note string) trail.Record {
-		return trail.Record{Op: trail.OpInsert, Schema: "public", Table: "acct", Columns: []string{"id", "note"}, Key: []int{0},
-			Values: []trail.Value{{Text: id}, {Text: note, Null: note == ""}}}
-	}
-	del := func(id string) trail.Record {
-		return trail.Record{Op: trail.OpDelete, Schema: "public", Table: "acct", Columns: []string{"id"}, Key: []int{0}, Values: []trail.Value{{Text: id}}}
-	}
-	upd := trail.Record{Op: trail.OpUpdate, Schema: "public", Table: "item", Columns: []string{"a", "b", "v"}, Key: []int{0, 1},
-		Values: []trail.Value{{Text: "1"}, {Text: "k-new"}, {Text: "7"}}, Old: []trail.Value{{Text: "1"}, {Text: "k"}}}
+	ins, del, upd := insAcct, delAcct, updItem
 	changes := []trail.Record{ins("1", "x"), ins("2", ""), upd, del("1"), del("2"), ins("3", "y")}
 	b := func(ss ...string) [][]byte {
 		out := make([][]byte, len(ss))
@@ -67,3 +59,18 @@ func TestStatements(t *testing.T) {
 		t.Errorf("%d inserts batched into %d statements, want %d rows and 1", maxRows+1, len(got), maxRows)
 	}
 }
+
+// Records both dialects' statement tests build on: an insert into acct
+// (an empty note is NULL), a delete from it, and an update of item that
+// changes its composite key.
+func insAcct(id, note string) trail.Record {
+	return trail.Record{Op: trail.OpInsert, Schema: "public", Table: "acct", Columns: []string{"id", "note"}, Key: []int{0},
+		Values: []trail.Value{{Text: id}, {Text: note, Null: note == ""}}}
+}
+
+func delAcct(id string) trail.Record {
+	return trail.Record{Op: trail.OpDelete, Schema: "public", Table: "acct", Columns: []string{"id"}, Key: []int{0}, Values: []trail.Value{{Text: id}}}
+}
+
+var updItem = trail.Record{Op: trail.OpUpdate, Schema: "public", Table: "item", Columns: []string{"a", "b", "v"}, Key: []int{0, 1},
+	Values: []trail.Value{{Text: "1"}, {Text: "k-new"}, {Text: "7"}}, Old: []trail.Value{{Text: "1"}, {Text: "k"}}}

@@ -175,13 +175,7 @@ func TestPlainPumpToTLSCollector(t *testing.T) {
 	var pu pipeline.PumpCounters
 	pmp := run(t, func(ctx context.Context) error { return pipeline.Pump(ctx, pcfg, &pu) })
 	waitCopied(t, info.size, &co, &pu, col, pmp)
-	if err := pmp.stop(t); err != nil {
-		t.Errorf("pump: %v", err)
-	}
-	if err := col.stop(t); err != nil {
-		t.Errorf("collector: %v", err)
-	}
-	sameFiles(t, local, remote)
+	stopAndCompare(t, pmp, col, local, remote)
 }
 
 // TestTLSWrongHost: a collector certificate made for another host is
