@@ -65,9 +65,9 @@ type lagRun struct {
 	Errors        int64   `json:"errors"`
 	LatencyMeanMs float64 `json:"latency_mean_ms"`
 	LatencyP99Ms  float64 `json:"latency_p99_ms"`
-	// CPU over the whole driver run (warmup included), per transaction
-	// committed in it and in cores: this process (driver, watcher, link
-	// emulator carrying the WAL stream), the primary, the standby.
+	// CPU over the measure phase, per transaction committed in it and in
+	// cores: this process (driver, watcher, link emulator carrying the
+	// WAL stream), the primary, the standby.
 	BenchCPUUsPerTx   float64            `json:"bench_process_cpu_us_per_tx"`
 	PrimaryCPUUsPerTx float64            `json:"primary_cpu_us_per_tx"`
 	StandbyCPUUsPerTx float64            `json:"standby_cpu_us_per_tx"`
@@ -80,7 +80,7 @@ type lagRun struct {
 	// Probe is the watcher's view, SampleEvery the N the driver used
 	// (every Nth transaction of each user tracked), TrackedPerS the
 	// tracked transactions per measured second, PollsPerS the watcher's
-	// polls per second of the run (warmup included).
+	// polls per second of the measure phase.
 	Probe       *lagprobe.Result `json:"probe,omitempty"`
 	SampleEvery int              `json:"sample_every,omitempty"`
 	TrackedPerS float64          `json:"tracked_per_s,omitempty"`
@@ -245,20 +245,38 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, t lagTarget, variant strin
 			cfg.LagEvery = 1
 		}
 	}
-	self0, pri0, sb0, meter, t0 := benchkit.SelfCPU(), nodeCPU(ctx, p.cluster, "db"), nodeCPU(ctx, p.cluster, "sb"), benchkit.StartCPU(), time.Now()
+	// CPU is read from the end of the warmup, as TPS is: the automatic
+	// sample's warmup tracks every transaction in its first half, which
+	// the measure phase does not pay for. driver.Run starts its clock a
+	// few ms after this timer's, so the window holds at most those ms of
+	// warmup.
+	type cpuAt struct {
+		self, pri, sb float64
+		meter         benchkit.CPUMeter
+		t             time.Time
+		polls         int64 // the watcher's so far
+	}
+	measureCPU := make(chan cpuAt, 1)
+	timer := time.AfterFunc(lagWarmup, func() {
+		measureCPU <- cpuAt{benchkit.SelfCPU(), nodeCPU(ctx, p.cluster, "db"), nodeCPU(ctx, p.cluster, "sb"), benchkit.StartCPU(), time.Now(), probe.Results()["sb"].Polls}
+	})
+	defer timer.Stop()
 	res, err := driver.Run(ctx, cfg, []workload.TxType{t.tx}, driver.Sources(db))
-	wall := time.Since(t0).Seconds()
-	self, pri, sb, cpu := benchkit.SelfCPU()-self0, nodeCPU(ctx, p.cluster, "db")-pri0, nodeCPU(ctx, p.cluster, "sb")-sb0, meter.Read()
 	if err != nil {
 		return run, err
 	}
 	if !res.Complete {
 		return run, fmt.Errorf("driver: %s", res.StopReason)
 	}
-	var all int64
-	for _, s := range res.Series {
-		all += s.Commits
+	var c0 cpuAt
+	select {
+	case c0 = <-measureCPU:
+	default:
+		return run, errors.New("the driver ended before its warmup did")
 	}
+	wall := time.Since(c0.t).Seconds()
+	self, pri, sb, cpu := benchkit.SelfCPU()-c0.self, nodeCPU(ctx, p.cluster, "db")-c0.pri, nodeCPU(ctx, p.cluster, "sb")-c0.sb, c0.meter.Read()
+	all := res.Transactions
 	run.TPS, run.Transactions, run.Errors = benchkit.Round(res.TPS, 1), res.Transactions, res.Errors
 	run.LatencyMeanMs, run.LatencyP99Ms = benchkit.Round(res.CommitLatency.Mean, 3), benchkit.Round(res.CommitLatency.P99, 3)
 	run.BenchCPUUsPerTx, run.PrimaryCPUUsPerTx, run.StandbyCPUUsPerTx = perTxUs(self, all), perTxUs(pri, all), perTxUs(sb, all)
@@ -283,7 +301,7 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, t lagTarget, variant strin
 		run.Probe = &r
 		run.SampleEvery = res.LagSampleEvery
 		run.TrackedPerS = benchkit.Round(float64(r.Tracked)/res.MeasureSeconds, 1)
-		run.PollsPerS = benchkit.Round(float64(r.Polls)/wall, 1)
+		run.PollsPerS = benchkit.Round(float64(r.Polls-c0.polls)/wall, 1) // the measure phase's
 	}
 	return run, nil
 }

@@ -103,7 +103,7 @@ type Observer interface {
 
 // DefaultLagBudget is how many transactions per second, across all users,
 // the automatic lag sample tracks at most.
-const DefaultLagBudget = 25
+const DefaultLagBudget = 10
 
 // maxLagEvery bounds the automatic sample's N (as the spec bounds
 // lag_sample).

@@ -645,7 +645,7 @@ func catchUpNote(s *Summary) string {
 
 // LagSampleNote says which transactions the lag figures come from when
 // they are a sample ("" when every transaction was tracked): "lag tracked
-// for every 11th transaction of each user (auto: ≤ 25 tracked/s at the
+// for every 11th transaction of each user (auto: ≤ 10 tracked/s at the
 // warmup's rate)".
 func LagSampleNote(s *Summary) string {
 	var r *Replica
