@@ -100,6 +100,9 @@ func (c *cluster) Kill(ctx context.Context, name string) error {
 			}
 		}
 	}
+	if err := n.releaseIPC(pid); err != nil {
+		fmt.Fprintf(c.log, "node %s: warning: %v\n", name, err)
+	}
 	fmt.Fprintf(c.log, "node %s: killed (%d processes)\n", name, len(procs))
 	return nil
 }

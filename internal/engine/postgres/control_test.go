@@ -2,12 +2,16 @@ package postgres
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestKillAndStartAgain: a primary killed with SIGKILL leaves no process
-// behind and refuses clients; started again it recovers every committed
+// and no shared memory behind and refuses clients; started again it recovers every committed
 // row from its WAL, and its standby streams again. A standby stopped and
 // restarted catches up.
 func TestKillAndStartAgain(t *testing.T) {
@@ -27,8 +31,24 @@ from = "p1"
 		t.Fatal(err)
 	}
 	pid := p1.pid()
+	// Its shared memory, which the kill must not leave behind.
+	shmid, ok, err := lockFileShmid(filepath.Join(p1.dataDir, "postmaster.pid"), pid)
+	if err != nil || !ok {
+		t.Fatalf("no shared memory segment in postmaster.pid: %v", err)
+	}
+	control := dsmControlOf(shmid)
+	if _, err := os.Stat(filepath.Join(dsmDir, dsmName(control))); control == 0 || err != nil {
+		t.Fatalf("no dynamic shared memory control segment (handle %d): %v", control, err)
+	}
 	if err := c.Kill(ctx, "p1"); err != nil {
 		t.Fatal(err)
+	}
+	var ds unix.SysvShmDesc
+	if _, err := unix.SysvShmCtl(shmid, unix.IPC_STAT, &ds); err == nil {
+		t.Errorf("the killed server's shared memory segment %d is still there (%d attached)", shmid, ds.Nattch)
+	}
+	if _, err := os.Stat(filepath.Join(dsmDir, dsmName(control))); err == nil {
+		t.Errorf("the killed server's %s is still there", dsmName(control))
 	}
 	procs, _ := c.Processes(ctx)
 	for _, p := range procs {
@@ -80,7 +100,7 @@ from = "p1"
 		t.Fatal(err)
 	}
 	qctx, cancel := context.WithTimeout(ctx, time.Second)
-	err := sqlOn(t, qctx, c, "p1", "SELECT 1")
+	err = sqlOn(t, qctx, c, "p1", "SELECT 1")
 	cancel()
 	if err == nil {
 		t.Error("a paused node answered a query")

@@ -236,6 +236,9 @@ func (n *node) stop(timeout time.Duration) {
 	}
 	_ = n.signalAll(syscall.SIGCONT) // a paused node would not see the SIGINT
 	engine.StopServer(pm.cmd, pm.exited, syscall.SIGINT, timeout)
+	// A server that had to be killed, or was killed before, left its
+	// shared memory (nothing to do after a clean shutdown).
+	_ = n.releaseIPC(pm.cmd.Process.Pid)
 }
 
 // exec runs SQL on the node as the superuser in the replab database, with
