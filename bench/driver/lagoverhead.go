@@ -8,9 +8,11 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"replab/bench/internal/benchkit"
+	"replab/internal/clock"
 	"replab/internal/driver"
 	"replab/internal/engine"
 	"replab/internal/engine/postgres"
@@ -19,72 +21,151 @@ import (
 	"replab/internal/workload"
 )
 
-// The lag probe's cost: the same closed-loop run with the probe off, as
-// replab runs it by default (the automatic sample, lag_sample = "auto",
-// and a watcher at the standby polling while a tracked transaction may
-// have become visible), and tracking every transaction (lag_sample = 1).
+// The lag probe's cost, measured inside each run: the machine's speed
+// wanders by ±10–15 % between runs a few seconds apart (the servers'
+// CPU per transaction changes with it: other virtual machines share the
+// host), so comparing a run with the probe against one without, as the
+// step did until 2026-11-27, could not resolve a few per cent. Each run
+// instead alternates slices with the probe on and off — on, off, off,
+// on, on, off, … 2 s each — and compares the transactions
+// committed (and the CPU used) in its on slices with its off slices: both
+// see the same machine within seconds of each other. "On" is what replab
+// run does by default (the automatic sample, lag_sample = "auto": every
+// Nth transaction of each user tracked, N chosen from the warmup, and the
+// watcher at the replica polling while a tracked transaction may have
+// become visible); an every run tracks every transaction in its on slices
+// (lag_sample = 1). In off slices no transaction is tracked: the watcher
+// has nothing to look for and waits without polling, its connection open.
 const (
 	lagUsers    = 8
 	lagWarmup   = time.Second
-	lagMeasure  = 8 * time.Second
-	lagReps     = 12 // off/auto pairs
-	lagEveryRep = 3  // repetitions that also run every
+	lagSlice    = 2 * time.Second
+	lagSlices   = 8
+	lagLead     = 500 * time.Millisecond // of the measure phase before the first slice
+	lagMeasure  = lagLead + lagSlices*lagSlice + lagLead
+	lagReps     = 20 // auto runs
+	lagEveryRep = 3  // every runs, one after each of the first three auto runs
 	lagInterval = lagprobe.DefaultInterval
 	lagDelay    = "10ms"
 )
 
 const (
-	variantOff   = "off"   // no probe
 	variantAuto  = "auto"  // the default: automatic sample, adaptive watcher
 	variantEvery = "every" // every transaction tracked, adaptive watcher
 )
 
-var lagVariants = []string{variantOff, variantAuto, variantEvery}
+var lagVariants = []string{variantAuto, variantEvery}
 
-// lagOrder alternates which of off and auto goes first; the first
-// lagEveryRep repetitions also run every, in turn first, middle and last.
-// The headline is the off/auto difference, so most of the time goes to
-// their pairs: the machine drifts by several per cent over minutes.
-func lagOrder(rep int) []string {
-	out := []string{variantOff, variantAuto}
-	if rep%2 == 1 {
-		out[0], out[1] = out[1], out[0]
+// slicer places instants of one run in its slices.
+type slicer struct {
+	first int64 // clock ns: the first slice's start
+	flip  bool  // the run starts with an off slice
+}
+
+// on says whether slice k has the probe on: on, off, off, on, … (off,
+// on, on, off, … when flipped), so that a drift that is linear over four
+// slices weighs on both alike; runs alternate the two, so that what
+// happens at the same point of every run (the first seconds after the
+// warmup run faster or slower) weighs on both alike too.
+func (s slicer) on(k int) bool { return (k%4 == 0 || k%4 == 3) != s.flip }
+
+// at is the slice holding now, or -1 outside them (the warmup, the
+// measure phase's lead and tail).
+func (s slicer) at(now int64) int {
+	if now < s.first {
+		return -1
 	}
-	if rep < lagEveryRep {
-		out = append(out[:rep%3], append([]string{variantEvery}, out[rep%3:]...)...)
+	k := int((now - s.first) / int64(lagSlice))
+	if k >= lagSlices {
+		return -1
 	}
-	return out
+	return k
+}
+
+// slicedJournal is a user's lag journal that tracks nothing in off
+// slices: Next returns 0 there, which the driver takes as "not tracked".
+type slicedJournal struct {
+	driver.LagJournal
+	s       slicer
+	tracked *[lagSlices]atomic.Int64
+}
+
+func (j slicedJournal) Next() int64 {
+	k := j.s.at(clock.Now())
+	if k >= 0 && !j.s.on(k) {
+		return 0
+	}
+	seq := j.LagJournal.Next()
+	if k >= 0 {
+		j.tracked[k].Add(1)
+	}
+	return seq
+}
+
+// sliceCounter counts commits per slice (driver.Observer).
+type sliceCounter struct {
+	s       slicer
+	commits [lagSlices]atomic.Int64
+}
+
+func (c *sliceCounter) Committed(string, int64) {
+	if k := c.s.at(clock.Now()); k >= 0 {
+		c.commits[k].Add(1)
+	}
+}
+
+func (c *sliceCounter) Failed(string, string) {}
+
+// lagSliceRun is one slice of a run.
+type lagSliceRun struct {
+	On      bool    `json:"on"`
+	Seconds float64 `json:"seconds"`
+	Commits int64   `json:"commits"`
+	Tracked int64   `json:"tracked"`
+	Polls   int64   `json:"polls"`
+	// CPU in the slice, in seconds: this process, the primary, the
+	// replica.
+	BenchCPUS   float64 `json:"bench_process_cpu_s"`
+	PrimaryCPUS float64 `json:"primary_cpu_s"`
+	StandbyCPUS float64 `json:"standby_cpu_s"`
 }
 
 // lagRun is one run of one variant.
 type lagRun struct {
 	Variant       string  `json:"variant"`
 	Rep           int     `json:"rep"`
-	TPS           float64 `json:"tps"`
+	TPS           float64 `json:"tps"`          // the whole measure phase
 	Transactions  int64   `json:"transactions"` // measure phase
 	Errors        int64   `json:"errors"`
 	LatencyMeanMs float64 `json:"latency_mean_ms"`
 	LatencyP99Ms  float64 `json:"latency_p99_ms"`
-	// CPU over the measure phase, per transaction committed in it and in
-	// cores: this process (driver, watcher, link emulator carrying the
-	// WAL stream), the primary, the standby.
-	BenchCPUUsPerTx   float64            `json:"bench_process_cpu_us_per_tx"`
-	PrimaryCPUUsPerTx float64            `json:"primary_cpu_us_per_tx"`
-	StandbyCPUUsPerTx float64            `json:"standby_cpu_us_per_tx"`
-	BenchCores        float64            `json:"bench_process_cores"`
-	PrimaryCores      float64            `json:"primary_cores"`
-	StandbyCores      float64            `json:"standby_cores"`
-	MachineBusy       float64            `json:"machine_busy_fraction"`
-	UnrelatedCores    float64            `json:"unrelated_cores"` // the rest of the machine, in cores
-	Quiet             benchkit.QuietWait `json:"wait_for_quiet_machine"`
-	// Probe is the watcher's view, SampleEvery the N the driver used
-	// (every Nth transaction of each user tracked), TrackedPerS the
-	// tracked transactions per measured second, PollsPerS the watcher's
-	// polls per second of the measure phase.
-	Probe       *lagprobe.Result `json:"probe,omitempty"`
-	SampleEvery int              `json:"sample_every,omitempty"`
-	TrackedPerS float64          `json:"tracked_per_s,omitempty"`
-	PollsPerS   float64          `json:"polls_per_s,omitempty"`
+	// The slices taken together: TPS and CPU per transaction committed
+	// (this process — driver, watcher, link emulator carrying the
+	// replication stream —, primary, replica) with the probe on and off,
+	// and what the two say of its cost in %.
+	TPSOn          float64 `json:"tps_on"`
+	TPSOff         float64 `json:"tps_off"`
+	OverheadPct    float64 `json:"overhead_pct"`     // 1 − TPSOn / TPSOff
+	CPUOverheadPct float64 `json:"cpu_overhead_pct"` // 1 − CPU per tx off / on
+	BenchCPUOnUs   float64 `json:"bench_process_cpu_on_us_per_tx"`
+	BenchCPUOffUs  float64 `json:"bench_process_cpu_off_us_per_tx"`
+	PrimaryOnUs    float64 `json:"primary_cpu_on_us_per_tx"`
+	PrimaryOffUs   float64 `json:"primary_cpu_off_us_per_tx"`
+	StandbyOnUs    float64 `json:"standby_cpu_on_us_per_tx"`
+	StandbyOffUs   float64 `json:"standby_cpu_off_us_per_tx"`
+	// Polls and tracked transactions per second in the on slices, polls
+	// per second in the off ones (those still looking for a transaction
+	// tracked just before the slice began).
+	PollsPerSOn   float64 `json:"polls_per_s_on"`
+	PollsPerSOff  float64 `json:"polls_per_s_off"`
+	TrackedPerSOn float64 `json:"tracked_per_s_on"`
+	MachineBusy   float64 `json:"machine_busy_fraction"` // the measure phase
+	// Slices lists each slice; Probe is the watcher's view of the whole
+	// run, SampleEvery the N the driver used.
+	Slices      []lagSliceRun      `json:"slices"`
+	Quiet       benchkit.QuietWait `json:"wait_for_quiet_machine"`
+	Probe       *lagprobe.Result   `json:"probe,omitempty"`
+	SampleEvery int                `json:"sample_every,omitempty"`
 }
 
 // lagTarget is the system the lag step measures the probe on: a
@@ -167,26 +248,27 @@ rate = "1gbit"
 
 	var runs []lagRun
 	for rep := range lagReps {
-		for _, v := range lagOrder(rep) {
+		variants := []string{variantAuto}
+		if rep < lagEveryRep {
+			variants = append(variants, variantEvery)
+		}
+		for _, v := range variants {
 			r, err := b.lagRun(ctx, p, t, v, rep+1)
 			if err != nil {
 				return fmt.Errorf("%s run %d: %w", v, rep+1, err)
 			}
 			runs = append(runs, r)
-			line := fmt.Sprintf("      %-9s run %d: %7.0f tps, latency %.3f ms; CPU µs/tx: bench %.1f, primary %.1f, standby %.1f; machine busy %.0f%%, unrelated %.2f cores",
-				v, rep+1, r.TPS, r.LatencyMeanMs, r.BenchCPUUsPerTx, r.PrimaryCPUUsPerTx, r.StandbyCPUUsPerTx, 100*r.MachineBusy, r.UnrelatedCores)
-			if r.Probe != nil {
-				line += fmt.Sprintf("; every %d tracked (%.0f/s), %.0f polls/s every %.3f ms (p99 %.3f) from %.1f ms after COMMIT, %d window hits, poll p99 %.3f ms, lag p50 %.1f ms",
-					r.SampleEvery, r.TrackedPerS, r.PollsPerS, r.Probe.ResolutionMs, r.Probe.IntervalP99Ms, r.Probe.FloorMs, r.Probe.WindowHits, r.Probe.PollP99Ms, r.Probe.LagMs.P50)
-			}
-			logf("%s", line)
+			logf("      %-5s run %2d: %5.0f tps on, %5.0f off: %+6.2f %%; CPU µs/tx on/off: bench %.1f/%.1f, primary %.1f/%.1f, replica %.1f/%.1f (%+.2f %%); machine busy %.0f%%; every %d tracked (%.0f/s on), %.0f polls/s on, %.0f off, every %.3f ms (p99 %.3f) from %.1f ms after COMMIT, %d window hits, lag p50 %.1f ms",
+				v, rep+1, r.TPSOn, r.TPSOff, r.OverheadPct, r.BenchCPUOnUs, r.BenchCPUOffUs, r.PrimaryOnUs, r.PrimaryOffUs, r.StandbyOnUs, r.StandbyOffUs, r.CPUOverheadPct, 100*r.MachineBusy,
+				r.SampleEvery, r.TrackedPerSOn, r.PollsPerSOn, r.PollsPerSOff, r.Probe.ResolutionMs, r.Probe.IntervalP99Ms, r.Probe.FloorMs, r.Probe.WindowHits, r.Probe.LagMs.P50)
 		}
 	}
 	b.addLag(t, runs, alone)
 	return nil
 }
 
-// lagRun resets the database to the same state, then runs one variant.
+// lagRun resets the database to the same state, then runs one variant,
+// its slices alternating the probe on and off.
 func (b *bench) lagRun(ctx context.Context, p *pgLab, t lagTarget, variant string, rep int) (lagRun, error) {
 	probe := lagprobe.New(lagprobe.Config{Writers: lagUsers, Interval: lagInterval})
 	seed, err := engine.LagSeedSQL(t.dialect, lagUsers)
@@ -201,29 +283,26 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, t lagTarget, variant strin
 		return lagRun{}, err
 	}
 	run := lagRun{Variant: variant, Rep: rep}
-	stopWatch := func() error { return nil }
-	if variant != variantOff {
-		q, err := p.lagReader(ctx, "sb")
-		if err != nil {
-			return run, err
+	q, err := p.lagReader(ctx, "sb")
+	if err != nil {
+		return run, err
+	}
+	defer q.Close()
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- probe.Watch(wctx, "sb", q) }()
+	stopped := false
+	stopWatch := func() error {
+		if stopped {
+			return nil
 		}
-		defer q.Close()
-		wctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- probe.Watch(wctx, "sb", q) }()
-		stopped := false
-		stopWatch = func() error {
-			if stopped {
-				return nil
-			}
-			stopped = true
-			cancel()
-			return <-done
-		}
-		defer stopWatch()
-		if err := probe.WaitWatching(ctx, "sb"); err != nil {
-			return run, err
-		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	defer stopWatch()
+	if err := probe.WaitWatching(ctx, "sb"); err != nil {
+		return run, err
 	}
 	db, err := p.sql().Open(ctx, "db", "db")
 	if err != nil {
@@ -235,74 +314,108 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, t lagTarget, variant strin
 		return run, err
 	}
 	cfg := p.driverConfig(driver.Config{Users: lagUsers, Warmup: lagWarmup, Duration: lagMeasure, Seed: int64(rep), MaxRetries: 3})
-	if variant != variantOff {
-		cfg.Lag = func(i int) driver.LagJournal { return probe.Writer(i) }
-		if cfg.LagStatement, err = engine.LagUpdateSQL(t.dialect); err != nil {
-			return run, err
-		}
-		cfg.LagEvery = 0 // automatic, as replab run by default
-		if variant == variantEvery {
-			cfg.LagEvery = 1
-		}
+	if cfg.LagStatement, err = engine.LagUpdateSQL(t.dialect); err != nil {
+		return run, err
 	}
-	// CPU is read from the end of the warmup, as TPS is: the automatic
-	// sample's warmup tracks every transaction in its first half, which
-	// the measure phase does not pay for. driver.Run starts its clock a
-	// few ms after this timer's, so the window holds at most those ms of
-	// warmup.
-	type cpuAt struct {
+	cfg.LagEvery = 0 // automatic, as replab run by default
+	if variant == variantEvery {
+		cfg.LagEvery = 1
+	}
+	// The slices are placed from now; driver.Run starts its own clock a
+	// few ms later, so they begin a little less than lagLead into its
+	// measure phase.
+	sl := slicer{first: clock.Now() + int64(lagWarmup+lagLead), flip: rep%2 == 0}
+	var tracked [lagSlices]atomic.Int64
+	cfg.Lag = func(i int) driver.LagJournal { return slicedJournal{probe.Writer(i), sl, &tracked} }
+	counter := &sliceCounter{s: sl}
+	cfg.Observer = counter
+
+	// Sample the CPU, the polls and the time at each slice boundary.
+	type mark struct {
+		at            int64
 		self, pri, sb float64
-		meter         benchkit.CPUMeter
-		t             time.Time
-		polls         int64 // the watcher's so far
+		polls         int64
 	}
-	measureCPU := make(chan cpuAt, 1)
-	timer := time.AfterFunc(lagWarmup, func() {
-		measureCPU <- cpuAt{benchkit.SelfCPU(), nodeCPU(ctx, p.cluster, "db"), nodeCPU(ctx, p.cluster, "sb"), benchkit.StartCPU(), time.Now(), probe.Results()["sb"].Polls}
-	})
-	defer timer.Stop()
+	marks := make([]mark, 0, lagSlices+1)
+	sctx, stopMarks := context.WithCancel(ctx)
+	defer stopMarks()
+	marked := make(chan struct{})
+	var meter benchkit.CPUMeter
+	go func() {
+		defer close(marked)
+		sleeper := clock.NewSleeper()
+		for k := 0; k <= lagSlices; k++ {
+			if !sleeper.UntilCtx(sctx, sl.first+int64(k)*int64(lagSlice)) {
+				return
+			}
+			if k == 0 {
+				meter = benchkit.StartCPU()
+			}
+			marks = append(marks, mark{clock.Now(), benchkit.SelfCPU(), nodeCPU(ctx, p.cluster, "db"), nodeCPU(ctx, p.cluster, "sb"), probe.Results()["sb"].Polls})
+		}
+	}()
 	res, err := driver.Run(ctx, cfg, []workload.TxType{t.tx}, driver.Sources(db))
+	<-marked
 	if err != nil {
 		return run, err
 	}
 	if !res.Complete {
 		return run, fmt.Errorf("driver: %s", res.StopReason)
 	}
-	var c0 cpuAt
-	select {
-	case c0 = <-measureCPU:
-	default:
-		return run, errors.New("the driver ended before its warmup did")
+	if len(marks) != lagSlices+1 {
+		return run, fmt.Errorf("the driver ended %d slices early", lagSlices+1-len(marks))
 	}
-	wall := time.Since(c0.t).Seconds()
-	self, pri, sb, cpu := benchkit.SelfCPU()-c0.self, nodeCPU(ctx, p.cluster, "db")-c0.pri, nodeCPU(ctx, p.cluster, "sb")-c0.sb, c0.meter.Read()
-	all := res.Transactions
+	run.MachineBusy = meter.Read().MachineBusy
 	run.TPS, run.Transactions, run.Errors = benchkit.Round(res.TPS, 1), res.Transactions, res.Errors
 	run.LatencyMeanMs, run.LatencyP99Ms = benchkit.Round(res.CommitLatency.Mean, 3), benchkit.Round(res.CommitLatency.P99, 3)
-	run.BenchCPUUsPerTx, run.PrimaryCPUUsPerTx, run.StandbyCPUUsPerTx = perTxUs(self, all), perTxUs(pri, all), perTxUs(sb, all)
-	run.BenchCores, run.PrimaryCores, run.StandbyCores = benchkit.Round(self/wall, 3), benchkit.Round(pri/wall, 3), benchkit.Round(sb/wall, 3)
-	run.MachineBusy = cpu.MachineBusy
-	run.UnrelatedCores = unrelated(cpu, self, pri+sb, wall)
-	if variant != variantOff {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := probe.WaitCaughtUp(cctx)
-		cancel()
-		if err != nil {
-			return run, err
+
+	var on, off lagSliceRun // sums
+	for k := range lagSlices {
+		a, z := marks[k], marks[k+1]
+		sr := lagSliceRun{On: sl.on(k), Seconds: float64(z.at-a.at) / 1e9, Commits: counter.commits[k].Load(), Tracked: tracked[k].Load(),
+			Polls: z.polls - a.polls, BenchCPUS: z.self - a.self, PrimaryCPUS: z.pri - a.pri, StandbyCPUS: z.sb - a.sb}
+		run.Slices = append(run.Slices, sr)
+		sum := &off
+		if sr.On {
+			sum = &on
 		}
-		if err := stopWatch(); err != nil {
-			return run, fmt.Errorf("lag watcher: %w", err)
-		}
-		r, ok := probe.Results()["sb"]
-		if !ok {
-			return run, errors.New("lag probe: no result for the standby")
-		}
-		r.Series, r.Histogram = nil, nil // too long for the JSON; the summary stays
-		run.Probe = &r
-		run.SampleEvery = res.LagSampleEvery
-		run.TrackedPerS = benchkit.Round(float64(r.Tracked)/res.MeasureSeconds, 1)
-		run.PollsPerS = benchkit.Round(float64(r.Polls-c0.polls)/wall, 1) // the measure phase's
+		sum.Seconds += sr.Seconds
+		sum.Commits += sr.Commits
+		sum.Tracked += sr.Tracked
+		sum.Polls += sr.Polls
+		sum.BenchCPUS += sr.BenchCPUS
+		sum.PrimaryCPUS += sr.PrimaryCPUS
+		sum.StandbyCPUS += sr.StandbyCPUS
 	}
+	if on.Commits == 0 || off.Commits == 0 {
+		return run, fmt.Errorf("no commits in the on or off slices (%d, %d)", on.Commits, off.Commits)
+	}
+	run.TPSOn, run.TPSOff = benchkit.Round(float64(on.Commits)/on.Seconds, 1), benchkit.Round(float64(off.Commits)/off.Seconds, 1)
+	run.OverheadPct = benchkit.Round(100*(1-run.TPSOn/run.TPSOff), 2)
+	run.BenchCPUOnUs, run.BenchCPUOffUs = perTxUs(on.BenchCPUS, on.Commits), perTxUs(off.BenchCPUS, off.Commits)
+	run.PrimaryOnUs, run.PrimaryOffUs = perTxUs(on.PrimaryCPUS, on.Commits), perTxUs(off.PrimaryCPUS, off.Commits)
+	run.StandbyOnUs, run.StandbyOffUs = perTxUs(on.StandbyCPUS, on.Commits), perTxUs(off.StandbyCPUS, off.Commits)
+	cpuOn, cpuOff := run.BenchCPUOnUs+run.PrimaryOnUs+run.StandbyOnUs, run.BenchCPUOffUs+run.PrimaryOffUs+run.StandbyOffUs
+	run.CPUOverheadPct = benchkit.Round(100*(1-cpuOff/cpuOn), 2)
+	run.PollsPerSOn, run.PollsPerSOff = benchkit.Round(float64(on.Polls)/on.Seconds, 1), benchkit.Round(float64(off.Polls)/off.Seconds, 1)
+	run.TrackedPerSOn = benchkit.Round(float64(on.Tracked)/on.Seconds, 1)
+
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	err = probe.WaitCaughtUp(cctx)
+	ccancel()
+	if err != nil {
+		return run, err
+	}
+	if err := stopWatch(); err != nil {
+		return run, fmt.Errorf("lag watcher: %w", err)
+	}
+	r, ok := probe.Results()["sb"]
+	if !ok {
+		return run, errors.New("lag probe: no result for the standby")
+	}
+	r.Series, r.Histogram = nil, nil // too long for the JSON; the summary stays
+	run.Probe = &r
+	run.SampleEvery = res.LagSampleEvery
 	return run, nil
 }
 
@@ -335,74 +448,41 @@ func spreadOf(xs []float64, decimals int) spread {
 }
 
 func (b *bench) addLag(t lagTarget, runs []lagRun, alone watcherCost) {
-	byVariant := map[string]map[int]lagRun{}
+	per := map[string]map[string][]float64{variantAuto: {}, variantEvery: {}} // variant → stat → per run
 	for _, r := range runs {
-		if byVariant[r.Variant] == nil {
-			byVariant[r.Variant] = map[int]lagRun{}
-		}
-		byVariant[r.Variant][r.Rep] = r
+		ps := per[r.Variant]
+		add := func(k string, v float64) { ps[k] = append(ps[k], v) }
+		add("overhead_pct", r.OverheadPct)
+		add("cpu_overhead_pct", r.CPUOverheadPct)
+		add("tps_on", r.TPSOn)
+		add("tps_off", r.TPSOff)
+		add("cpu_on_us_per_tx", r.BenchCPUOnUs+r.PrimaryOnUs+r.StandbyOnUs)
+		add("cpu_off_us_per_tx", r.BenchCPUOffUs+r.PrimaryOffUs+r.StandbyOffUs)
+		add("bench_process_cpu_on_us_per_tx", r.BenchCPUOnUs)
+		add("bench_process_cpu_off_us_per_tx", r.BenchCPUOffUs)
+		add("primary_cpu_on_us_per_tx", r.PrimaryOnUs)
+		add("primary_cpu_off_us_per_tx", r.PrimaryOffUs)
+		add("standby_cpu_on_us_per_tx", r.StandbyOnUs)
+		add("standby_cpu_off_us_per_tx", r.StandbyOffUs)
+		add("polls_per_s_on", r.PollsPerSOn)
+		add("polls_per_s_off", r.PollsPerSOff)
+		add("tracked_per_s_on", r.TrackedPerSOn)
+		add("machine_busy_fraction", r.MachineBusy)
+		add("sample_every", float64(r.SampleEvery))
+		add("resolution_ms", r.Probe.ResolutionMs)
+		add("interval_p99_ms", r.Probe.IntervalP99Ms)
+		add("poll_p50_ms", r.Probe.PollP50Ms)
+		add("poll_p99_ms", r.Probe.PollP99Ms)
+		add("floor_ms", r.Probe.FloorMs)
+		add("window_hits", float64(r.Probe.WindowHits))
+		add("lag_p50_ms", r.Probe.LagMs.P50)
+		add("lag_p99_ms", r.Probe.LagMs.P99)
 	}
-	tps := map[string][]float64{}
-	pct := map[string][]float64{} // per repetition, vs off in the same repetition
-	probeStat := map[string]map[string][]float64{variantAuto: {}, variantEvery: {}}
-	for rep := 1; rep <= lagReps; rep++ {
-		off := byVariant[variantOff][rep]
-		for _, v := range lagVariants {
-			r, ok := byVariant[v][rep]
-			if !ok {
-				continue
-			}
-			tps[v] = append(tps[v], r.TPS)
-			if v == variantOff {
-				continue
-			}
-			// Paired within a repetition (runs next to each other in time).
-			pct[v] = append(pct[v], 100*(off.TPS-r.TPS)/off.TPS)
-			if r.Probe != nil {
-				ps := probeStat[v]
-				ps["resolution_ms"] = append(ps["resolution_ms"], r.Probe.ResolutionMs)
-				ps["interval_p99_ms"] = append(ps["interval_p99_ms"], r.Probe.IntervalP99Ms)
-				ps["poll_p50_ms"] = append(ps["poll_p50_ms"], r.Probe.PollP50Ms)
-				ps["poll_p99_ms"] = append(ps["poll_p99_ms"], r.Probe.PollP99Ms)
-				ps["polls_per_s"] = append(ps["polls_per_s"], r.PollsPerS)
-				ps["tracked_per_s"] = append(ps["tracked_per_s"], r.TrackedPerS)
-				ps["sample_every"] = append(ps["sample_every"], float64(r.SampleEvery))
-				ps["floor_ms"] = append(ps["floor_ms"], r.Probe.FloorMs)
-				ps["window_hits"] = append(ps["window_hits"], float64(r.Probe.WindowHits))
-				ps["lag_p50_ms"] = append(ps["lag_p50_ms"], r.Probe.LagMs.P50)
-				ps["lag_p99_ms"] = append(ps["lag_p99_ms"], r.Probe.LagMs.P99)
-			}
-		}
-	}
-	mean := func(v string) float64 { return spreadOf(tps[v], 1).Mean }
-	cpuMean := func(v string, f func(lagRun) float64) float64 {
-		var xs []float64
-		for _, r := range byVariant[v] {
-			xs = append(xs, f(r))
-		}
-		return spreadOf(xs, 2).Mean
-	}
-	// On a machine the run saturates, throughput follows the CPU each
-	// transaction costs everywhere (this process, primary, standby): a
-	// second estimate of the overhead, less sensitive to other work.
-	totalCPU := map[string]float64{}
-	for _, v := range lagVariants {
-		totalCPU[v] = cpuMean(v, func(r lagRun) float64 { return r.BenchCPUUsPerTx + r.PrimaryCPUUsPerTx + r.StandbyCPUUsPerTx })
-	}
-	cpuOverhead := func(v string) float64 { return benchkit.Round(100*(1-totalCPU[variantOff]/totalCPU[v]), 2) }
+	mean := func(v, k string) float64 { return spreadOf(per[v][k], 3).Mean }
 	perVariant := map[string]any{}
 	for _, v := range lagVariants {
-		m := map[string]any{
-			"tps":                         spreadOf(tps[v], 1),
-			"bench_process_cpu_us_per_tx": cpuMean(v, func(r lagRun) float64 { return r.BenchCPUUsPerTx }),
-			"primary_cpu_us_per_tx":       cpuMean(v, func(r lagRun) float64 { return r.PrimaryCPUUsPerTx }),
-			"standby_cpu_us_per_tx":       cpuMean(v, func(r lagRun) float64 { return r.StandbyCPUUsPerTx }),
-			"bench_process_cores":         cpuMean(v, func(r lagRun) float64 { return r.BenchCores }),
-			"standby_cores":               cpuMean(v, func(r lagRun) float64 { return r.StandbyCores }),
-			"machine_busy_fraction":       cpuMean(v, func(r lagRun) float64 { return r.MachineBusy }),
-			"latency_mean_ms":             cpuMean(v, func(r lagRun) float64 { return r.LatencyMeanMs }),
-		}
-		for k, xs := range probeStat[v] {
+		m := map[string]any{}
+		for k, xs := range per[v] {
 			m[k] = spreadOf(xs, 3)
 		}
 		perVariant[v] = m
@@ -411,54 +491,54 @@ func (b *bench) addLag(t lagTarget, runs []lagRun, alone watcherCost) {
 		"users": lagUsers, "link": fmt.Sprintf("db <-> sb, %s each way, 1gbit", lagDelay), "interval_ms": float64(lagInterval) / 1e6,
 		"transaction": t.txText, "client_site": "db", "scheme": t.scheme,
 		"warmup_s": lagWarmup.Seconds(), "measure_s": lagMeasure.Seconds(), "repetitions": lagReps,
-		"variants": "off (no probe); auto (replab's default: lag_sample = \"auto\", at most " + fmt.Sprint(driver.DefaultLagBudget) + " tracked/s, adaptive watcher); every (lag_sample = 1, adaptive watcher)",
-		"order":    fmt.Sprintf("%d repetitions of off and auto, alternating which runs first; the first %d also run every (first, second, last); %s replica caught up before each", lagReps, lagEveryRep, strings.Join(append(t.prep, ""), " + ")),
+		"slices":   fmt.Sprintf("%d of %s from %s into the measure phase: on, off, off, on, … in odd runs, off, on, on, off, … in even ones", lagSlices, lagSlice, lagLead),
+		"variants": "auto in the on slices (replab's default: lag_sample = \"auto\", at most " + fmt.Sprint(driver.DefaultLagBudget) + " tracked/s, adaptive watcher); every in the on slices of the every runs (lag_sample = 1); nothing tracked in the off slices (the watcher idle, its connection open)",
+		"order":    fmt.Sprintf("%d auto runs; the first %d each followed by an every run; %s replica caught up before each", lagReps, lagEveryRep, strings.Join(append(t.prep, ""), " + ")),
 	}
-	logf("      total CPU per transaction (this process + primary + standby): off %.1f µs, auto %.1f µs, every %.1f µs: %.1f %% and %.1f %% of throughput on a saturated machine",
-		totalCPU[variantOff], totalCPU[variantAuto], totalCPU[variantEvery], cpuOverhead(variantAuto), cpuOverhead(variantEvery))
-	autoS, everyS := spreadOf(pct[variantAuto], 2), spreadOf(pct[variantEvery], 2)
+	autoS, everyS := spreadOf(per[variantAuto]["overhead_pct"], 2), spreadOf(per[variantEvery]["overhead_pct"], 2)
+	cpuS := spreadOf(per[variantAuto]["cpu_overhead_pct"], 2)
+	logf("      auto: %.2f %% ± %.2f (95 %% CI) of throughput, %.2f %% of CPU per transaction; every: %.2f %%",
+		autoS.Mean, stats.MeanCI(per[variantAuto]["overhead_pct"], 0.95).HalfWidth, cpuS.Mean, everyS.Mean)
 	b.r.Add(Figure{
 		Name: t.prefix + "lag_overhead_pct", Value: autoS.Mean, Configured: cfg,
 		Target: "<= 3 %", TargetMax: benchkit.Ptr(3.0),
-		Note: fmt.Sprintf("replab's default probe (automatic sample, adaptive watcher): mean over %d adjacent pairs of 1 − TPS with it / TPS without, in %%: %.2f ± %.2f (sd, 95%% CI ± %.2f), from %.2f to %.2f; ratio of the means %.2f",
-			len(pct[variantAuto]), autoS.Mean, autoS.SD, benchkit.Round(stats.MeanCI(pct[variantAuto], 0.95).HalfWidth, 2), autoS.Min, autoS.Max, benchkit.Round(100*(1-mean(variantAuto)/mean(variantOff)), 2)),
-		Details: map[string]any{"per_repetition_pct": pct[variantAuto], "per_repetition": autoS, "variants": perVariant, "runs": runs,
-			"cpu_estimate_pct": cpuOverhead(variantAuto)},
+		Note: fmt.Sprintf("replab's default probe (automatic sample, adaptive watcher): mean over %d runs of 1 − TPS in the run's on slices / TPS in its off slices, in %%: %.2f ± %.2f (sd, 95%% CI ± %.2f), from %.2f to %.2f; from CPU per transaction (this process + primary + replica, on vs off slices) %.2f ± %.2f (sd)",
+			len(per[variantAuto]["overhead_pct"]), autoS.Mean, autoS.SD, benchkit.Round(stats.MeanCI(per[variantAuto]["overhead_pct"], 0.95).HalfWidth, 2), autoS.Min, autoS.Max, cpuS.Mean, cpuS.SD),
+		Details: map[string]any{"per_run_pct": per[variantAuto]["overhead_pct"], "per_run": autoS, "variants": perVariant, "runs": runs,
+			"cpu_estimate_pct": cpuS.Mean, "cpu_per_run_pct": per[variantAuto]["cpu_overhead_pct"]},
 	})
-	// A model less exposed to the machine's drift: the CPU the default
-	// probe takes, from what a poll costs on the idle machine (the watcher
-	// alone) and what a tracked transaction's statement costs (every's
-	// extra CPU per transaction, less its polls' share), at the auto runs'
-	// polls and tracked transactions per second, as a share of the
-	// machine's cores. It leaves out interference (caches, scheduling).
+	// A model from what the probe's parts cost: its polls at what a poll
+	// costs on the idle machine (the watcher alone), and its tracked
+	// transactions at what a tracked statement costs (every's extra CPU
+	// per transaction in its on slices less its polls' share), as a share
+	// of the machine's cores. It leaves out interference (caches,
+	// scheduling).
 	perPollUs := 0.0
 	if alone.PollsPerS > 0 {
 		perPollUs = (alone.BenchCores + alone.StandbyCores) * 1e6 / alone.PollsPerS
 	}
-	mstat := func(v, k string) float64 { return spreadOf(probeStat[v][k], 3).Mean }
-	everyTPS := mean(variantEvery)
 	stmtUs := 0.0
-	if everyTPS > 0 {
-		stmtUs = max(totalCPU[variantEvery]-totalCPU[variantOff]-mstat(variantEvery, "polls_per_s")*perPollUs/everyTPS, 0)
+	if tps := mean(variantEvery, "tps_on"); tps > 0 {
+		stmtUs = max(mean(variantEvery, "cpu_on_us_per_tx")-mean(variantEvery, "cpu_off_us_per_tx")-mean(variantEvery, "polls_per_s_on")*perPollUs/tps, 0)
 	}
 	cores := float64(runtime.NumCPU())
-	modelPct := (mstat(variantAuto, "polls_per_s")*perPollUs + mstat(variantAuto, "tracked_per_s")*stmtUs) / (cores * 1e6) * 100
+	modelPct := (mean(variantAuto, "polls_per_s_on")*perPollUs + mean(variantAuto, "tracked_per_s_on")*stmtUs) / (cores * 1e6) * 100
 	b.r.Add(Figure{
 		Name: t.prefix + "lag_overhead_model_pct", Value: benchkit.Round(modelPct, 2), Configured: cfg,
 		Target: "<= 3 %", TargetMax: benchkit.Ptr(3.0),
-		Note: fmt.Sprintf("CPU the default probe takes, as a share of the %.0f cores: %.1f polls/s × %.1f µs per poll (the watcher alone, this process + standby) + %.1f tracked/s × %.1f µs per tracked statement (every's extra CPU per transaction less its polls); leaves out interference",
-			cores, mstat(variantAuto, "polls_per_s"), perPollUs, mstat(variantAuto, "tracked_per_s"), stmtUs),
+		Note: fmt.Sprintf("CPU the default probe takes, as a share of the %.0f cores: %.1f polls/s × %.1f µs per poll (the watcher alone, this process + replica) + %.1f tracked/s × %.1f µs per tracked statement (every's extra CPU per transaction in its on slices less its polls); leaves out interference",
+			cores, mean(variantAuto, "polls_per_s_on"), perPollUs, mean(variantAuto, "tracked_per_s_on"), stmtUs),
 		Details: map[string]any{"cpu_per_poll_us": benchkit.Round(perPollUs, 1), "cpu_per_tracked_statement_us": benchkit.Round(stmtUs, 1),
-			"polls_per_s": mstat(variantAuto, "polls_per_s"), "tracked_per_s": mstat(variantAuto, "tracked_per_s"), "cores": cores},
+			"polls_per_s": mean(variantAuto, "polls_per_s_on"), "tracked_per_s": mean(variantAuto, "tracked_per_s_on"), "cores": cores},
 	})
 	b.r.Add(Figure{
 		Name: t.prefix + "lag_every_overhead_pct", Value: everyS.Mean, Configured: cfg,
-		Note:    fmt.Sprintf("every transaction tracked (lag_sample = 1): mean over %d repetitions of 1 − TPS(every) / TPS(off) in the same repetition: %.2f ± %.2f (sd)", len(pct[variantEvery]), everyS.Mean, everyS.SD),
-		Details: map[string]any{"per_repetition_pct": pct[variantEvery], "per_repetition": everyS, "cpu_estimate_pct": cpuOverhead(variantEvery)},
+		Note:    fmt.Sprintf("every transaction tracked (lag_sample = 1) in the on slices: mean over %d runs of 1 − TPS(on) / TPS(off): %.2f ± %.2f (sd)", len(per[variantEvery]["overhead_pct"]), everyS.Mean, everyS.SD),
+		Details: map[string]any{"per_run_pct": per[variantEvery]["overhead_pct"], "per_run": everyS, "cpu_estimate_pct": spreadOf(per[variantEvery]["cpu_overhead_pct"], 2).Mean},
 	})
 	b.r.Add(Figure{
 		Name: t.prefix + "lag_watcher_cpu_cores", Value: benchkit.Round(alone.BenchCores+alone.StandbyCores, 3), Configured: cfg,
-		Note: fmt.Sprintf("one watcher polling the idle standby every 1 ms without pause (PollAlways), no workload, %s: CPU above idle of this process (%.3f cores, %.1f µs per poll) plus the standby's (%.3f cores, %.1f µs per poll) — what adaptive polling avoids",
+		Note: fmt.Sprintf("one watcher polling the idle replica every 1 ms without pause (PollAlways), no workload, %s: CPU above idle of this process (%.3f cores, %.1f µs per poll) plus the replica's (%.3f cores, %.1f µs per poll) — what adaptive polling avoids",
 			watcherAloneFor, alone.BenchCores, alone.BenchUsPerPoll, alone.StandbyCores, alone.StandbyUsPerPoll),
 		Details: map[string]any{"watcher_alone": alone},
 	})
@@ -467,26 +547,24 @@ func (b *bench) addLag(t lagTarget, runs []lagRun, alone watcherCost) {
 		Note: fmt.Sprintf("lagprobe ResolutionMs polling without pause and no workload (machine otherwise as busy as it was); interval p99 %.3f ms, poll p50 %.3f ms, poll p99 %.3f ms",
 			alone.IntervalP99Ms, alone.PollP50Ms, alone.PollP99Ms),
 	})
-	if ps := probeStat[variantAuto]; len(ps["resolution_ms"]) > 0 {
-		res := spreadOf(ps["resolution_ms"], 4)
-		b.r.Add(Figure{
-			Name: t.prefix + "lag_resolution_ms", Value: res.Mean, Configured: cfg, Expected: benchkit.Ptr(float64(lagInterval) / 1e6),
-			Target: "<= 1 ms (configured interval)",
-			Note:   "lagprobe Result.ResolutionMs of the default probe's runs: the achieved mean interval between consecutive poll starts (configured 1 ms); details has the interval p99, poll durations, polls/s, the floor and window hits",
-			Details: map[string]any{"resolution_ms": res, "interval_p99_ms": spreadOf(ps["interval_p99_ms"], 4),
-				"poll_p50_ms": spreadOf(ps["poll_p50_ms"], 4), "poll_p99_ms": spreadOf(ps["poll_p99_ms"], 4),
-				"polls_per_s": spreadOf(ps["polls_per_s"], 1), "floor_ms": spreadOf(ps["floor_ms"], 3), "window_hits": spreadOf(ps["window_hits"], 1)},
-		})
-		b.r.Add(Figure{
-			Name: t.prefix + "lag_tracked_per_s", Value: spreadOf(ps["tracked_per_s"], 1).Mean, Configured: cfg,
-			Note:    fmt.Sprintf("transactions tracked per measured second by the default probe: every %.0f-th of each user (mean N)", spreadOf(ps["sample_every"], 1).Mean),
-			Details: map[string]any{"sample_every": spreadOf(ps["sample_every"], 1)},
-		})
-		b.r.Add(Figure{
-			Name: t.prefix + "lag_poll_p99_ms", Value: spreadOf(ps["poll_p99_ms"], 4).Mean, Configured: cfg,
-			Note: "lagprobe Result.PollP99Ms: 99th percentile of one poll's duration (SELECT writer, seq FROM replab_lag at the standby), mean over the default probe's runs; each lag is late by at most one interval plus one poll",
-		})
-	}
+	ps := per[variantAuto]
+	b.r.Add(Figure{
+		Name: t.prefix + "lag_resolution_ms", Value: spreadOf(ps["resolution_ms"], 4).Mean, Configured: cfg, Expected: benchkit.Ptr(float64(lagInterval) / 1e6),
+		Target: "<= 1 ms (configured interval)",
+		Note:   "lagprobe Result.ResolutionMs of the auto runs: the achieved mean interval between consecutive poll starts (configured 1 ms); details has the interval p99, poll durations, polls/s, the floor and window hits",
+		Details: map[string]any{"resolution_ms": spreadOf(ps["resolution_ms"], 4), "interval_p99_ms": spreadOf(ps["interval_p99_ms"], 4),
+			"poll_p50_ms": spreadOf(ps["poll_p50_ms"], 4), "poll_p99_ms": spreadOf(ps["poll_p99_ms"], 4),
+			"polls_per_s_on": spreadOf(ps["polls_per_s_on"], 1), "floor_ms": spreadOf(ps["floor_ms"], 3), "window_hits": spreadOf(ps["window_hits"], 1)},
+	})
+	b.r.Add(Figure{
+		Name: t.prefix + "lag_tracked_per_s", Value: spreadOf(ps["tracked_per_s_on"], 1).Mean, Configured: cfg,
+		Note:    fmt.Sprintf("transactions tracked per second in the auto runs' on slices: every %.0f-th of each user (mean N)", spreadOf(ps["sample_every"], 1).Mean),
+		Details: map[string]any{"sample_every": spreadOf(ps["sample_every"], 1)},
+	})
+	b.r.Add(Figure{
+		Name: t.prefix + "lag_poll_p99_ms", Value: spreadOf(ps["poll_p99_ms"], 4).Mean, Configured: cfg,
+		Note: "lagprobe Result.PollP99Ms: 99th percentile of one poll's duration (SELECT writer, seq FROM replab_lag at the replica), mean over the auto runs; each lag is late by at most one interval plus one poll",
+	})
 }
 
 // watcherCost is what the watcher costs with no workload running: its
