@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -283,27 +284,11 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, t lagTarget, variant strin
 		return lagRun{}, err
 	}
 	run := lagRun{Variant: variant, Rep: rep}
-	q, err := p.lagReader(ctx, "sb")
+	stopWatch, err := watchStandby(ctx, p, probe)
 	if err != nil {
 		return run, err
 	}
-	defer q.Close()
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- probe.Watch(wctx, "sb", q) }()
-	stopped := false
-	stopWatch := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		return <-done
-	}
 	defer stopWatch()
-	if err := probe.WaitWatching(ctx, "sb"); err != nil {
-		return run, err
-	}
 	db, err := p.sql().Open(ctx, "db", "db")
 	if err != nil {
 		return run, err
@@ -603,18 +588,11 @@ func (b *bench) watcherAlone(ctx context.Context, p *pgLab) (watcherCost, error)
 	w.IdleBenchCores, w.IdleStandbyCores = benchkit.Round(self/wall, 3), benchkit.Round(sb/wall, 3)
 
 	probe := lagprobe.New(lagprobe.Config{Writers: lagUsers, Interval: lagInterval, PollAlways: true})
-	q, err := p.lagReader(ctx, "sb")
+	stopWatch, err := watchStandby(ctx, p, probe)
 	if err != nil {
 		return w, err
 	}
-	defer q.Close()
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- probe.Watch(wctx, "sb", q) }()
-	defer func() { cancel(); <-done }()
-	if err := probe.WaitWatching(ctx, "sb"); err != nil {
-		return w, err
-	}
+	defer stopWatch()
 	if err := benchkit.Sleep(ctx, 300*time.Millisecond); err != nil {
 		return w, err
 	}
@@ -634,4 +612,32 @@ func (b *bench) watcherAlone(ctx context.Context, p *pgLab) (watcherCost, error)
 	}
 	w.ResolutionMs, w.IntervalP99Ms, w.PollP50Ms, w.PollP99Ms = r.ResolutionMs, r.IntervalP99Ms, r.PollP50Ms, r.PollP99Ms
 	return w, nil
+}
+
+// watchStandby starts probe's watcher at node sb, as replab run does, and
+// waits for its first poll. stop ends it and says why it ended; it may be
+// called more than once.
+func watchStandby(ctx context.Context, p *pgLab, probe *lagprobe.Probe) (stop func() error, err error) {
+	q, err := p.lagReader(ctx, "sb")
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- probe.Watch(wctx, "sb", q) }()
+	var once sync.Once
+	var werr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			werr = <-done
+			q.Close()
+		})
+		return werr
+	}
+	if err := probe.WaitWatching(ctx, "sb"); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
 }
