@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,6 +93,29 @@ from = "p1"
 	})
 	if err := c.Restart(ctx, "e1"); err != nil {
 		t.Errorf("restart of a running standby: %v", err)
+	}
+
+	// A postmaster killed alone, as a shutdown that timed out kills it:
+	// its children still hold the shared memory for a moment, and the stop
+	// that follows waits for them before removing it.
+	e1 := c.byName["e1"]
+	shmid, ok, err = lockFileShmid(filepath.Join(e1.dataDir, "postmaster.pid"), e1.pid())
+	if err != nil || !ok {
+		t.Fatalf("e1: no shared memory segment in postmaster.pid: %v", err)
+	}
+	control = dsmControlOf(shmid)
+	pm := e1.proc.Load()
+	_ = syscall.Kill(e1.pid(), syscall.SIGKILL)
+	<-pm.exited
+	e1.stop(time.Second)
+	if _, err := unix.SysvShmCtl(shmid, unix.IPC_STAT, &ds); err == nil {
+		t.Errorf("e1's shared memory segment %d is still there after its stop (%d attached)", shmid, ds.Nattch)
+	}
+	if _, err := os.Stat(filepath.Join(dsmDir, dsmName(control))); control == 0 || err == nil {
+		t.Errorf("e1's dynamic shared memory control segment (handle %d) is still there", control)
+	}
+	if err := c.Start(ctx, "e1"); err != nil {
+		t.Fatal(err)
 	}
 
 	// Paused: a query waits (its connection is accepted by the kernel, no

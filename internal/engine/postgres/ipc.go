@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,13 +31,14 @@ const (
 	dsmItemsOffset  = 16         // magic, nitems, maxitems, padding
 	dsmItemSize     = 40         // handle, refcnt, first_page, npages, pointer, pinned
 	dsmDir          = "/dev/shm"
+	detachWait      = 5 * time.Second // for a killed postmaster's children to exit
 )
 
 // releaseIPC removes the shared memory of this node's server, whose
 // postmaster was pid and is gone. It does nothing when the server removed
 // it itself (postmaster.pid is gone after a clean shutdown), when
 // postmaster.pid names another process, or when something still has the
-// segment attached.
+// segment attached after detachWait.
 func (n *node) releaseIPC(pid int) error {
 	shmid, ok, err := lockFileShmid(filepath.Join(n.dataDir, "postmaster.pid"), pid)
 	if err != nil || !ok {
@@ -46,8 +48,19 @@ func (n *node) releaseIPC(pid int) error {
 	if _, err := unix.SysvShmCtl(shmid, unix.IPC_STAT, &ds); err != nil {
 		return nil // already removed
 	}
-	if ds.Nattch != 0 || int(ds.Cpid) != pid {
-		return nil // in use, or not this server's
+	if int(ds.Cpid) != pid {
+		return nil // not this server's
+	}
+	// A postmaster killed alone (a shutdown that timed out) leaves its
+	// children attached until they notice, within moments.
+	for deadline := time.Now().Add(detachWait); ds.Nattch != 0; {
+		if time.Now().After(deadline) {
+			return nil // still in use
+		}
+		time.Sleep(10 * time.Millisecond)
+		if _, err := unix.SysvShmCtl(shmid, unix.IPC_STAT, &ds); err != nil {
+			return nil
+		}
 	}
 	if control := dsmControlOf(shmid); control != 0 {
 		removeDSM(dsmDir, control)
