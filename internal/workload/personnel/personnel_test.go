@@ -3,6 +3,7 @@ package personnel
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"regexp"
 	"strings"
@@ -272,4 +273,66 @@ func TestTextIsASCIIOfTheLengthAsked(t *testing.T) {
 			t.Errorf("Text(%d) = %d characters %.20q…", n, len(s), s)
 		}
 	}
+}
+
+// TestTextCharactersAreUniform counts each character at each position of
+// a number's group of ten over 64,000 texts: every one of the 64
+// characters, and nothing else, about 1,000 times at each position (a
+// wrong table or shift shows as a skew, a missing character or
+// neighbours equal more often than one time in 64). The seed
+// is fixed, so the counts are too; the bound is 6.4 standard deviations.
+func TestTextCharactersAreUniform(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	var count [textGroup][256]int
+	var same [textGroup - 1]int // s[i] == s[i+1]
+	const texts = 64000
+	for range texts {
+		s := Text(r, textGroup)
+		for i := range textGroup {
+			count[i][s[i]]++
+			if i > 0 && s[i] == s[i-1] {
+				same[i-1]++
+			}
+		}
+	}
+	want := texts / 64
+	for i := range textGroup {
+		for c, n := range count[i] {
+			inSet := strings.IndexByte(textChars, byte(c)) >= 0
+			if !inSet && n > 0 || inSet && (n < want-200 || n > want+200) {
+				t.Errorf("position %d: %q %d times, want %d ± 200 for each of %q and 0 for others", i, byte(c), n, want, textChars)
+			}
+		}
+		// Independent neighbours are equal one time in 64.
+		if i < textGroup-1 && (same[i] < want-200 || same[i] > want+200) {
+			t.Errorf("positions %d and %d: equal %d times, want %d ± 200", i, i+1, same[i], want)
+		}
+	}
+}
+
+// TestTextDiffersEachTime: texts drawn one after another from one
+// generator differ (each update writes a fresh description), and the
+// same generator state makes the same text.
+func TestTextDiffersEachTime(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	seen := map[string]bool{}
+	for range 1000 {
+		s := Text(r, 400)
+		if seen[s] {
+			t.Fatalf("text %.20q… made twice", s)
+		}
+		seen[s] = true
+	}
+	if a, b := Text(rand.New(rand.NewPCG(3, 4)), 400), Text(rand.New(rand.NewPCG(3, 4)), 400); a != b {
+		t.Errorf("the same seed made %.20q… and %.20q…", a, b)
+	}
+}
+
+func BenchmarkText(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var s string
+	for b.Loop() {
+		s = Text(r, DefaultTextBytes)
+	}
+	_ = s
 }
