@@ -19,8 +19,8 @@ import (
 )
 
 // Cluster is a running primary and its replicas that replab did not
-// build: engine.Cluster, engine.SQL and engine.LagReaders. What differs
-// between engines is a server.
+// build: engine.Cluster, engine.SQL, engine.LagReaders and
+// engine.Pipeliner. What differs between engines is a server.
 type Cluster struct {
 	t     *spec.Target
 	run   spec.Run
@@ -344,6 +344,24 @@ func (c *Cluster) Open(ctx context.Context, node, fromSite string) (*sql.DB, err
 	}
 	return c.srv.open(node)
 }
+
+// Pipe implements engine.Pipeliner: a target pipelines a transaction
+// type in one round trip as the lab's engine does (on a real WAN the
+// difference is two round trips a transaction), where its engine can;
+// elsewhere the driver sends statement by statement (ErrNoPipeline).
+func (c *Cluster) Pipe(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error) {
+	if p, ok := c.srv.(piper); ok {
+		return p.pipe(ctx, db, stmts)
+	}
+	return nil, engine.ErrNoPipeline
+}
+
+// piper is a server whose connections can pipeline.
+type piper interface {
+	pipe(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error)
+}
+
+var _ engine.Pipeliner = (*Cluster)(nil)
 
 // ApplySchema implements engine.SQL: with create_schema, the schema and
 // its tables at the primary (the replicas get them through replication);

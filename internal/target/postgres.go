@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"replab/internal/engine"
+	"replab/internal/engine/pgpipe"
 	"replab/internal/spec"
 )
 
@@ -203,6 +204,11 @@ func (p *postgres) open(node string) (*sql.DB, error) {
 	cc := p.cfg[node].Copy()
 	cc.RuntimeParams["search_path"] = p.t.Schema
 	return stdlib.OpenDB(*cc), nil
+}
+
+// pipe is pgpipe's, as in the lab (a TLS connection cannot: ErrNoPipeline).
+func (p *postgres) pipe(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error) {
+	return pgpipe.Open(ctx, db, stmts)
 }
 
 // position is the primary's flushed WAL: what the standbys can have.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"replab/internal/engine"
+	"replab/internal/engine/pgpipe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -102,7 +103,7 @@ func hijackWire(ctx context.Context, pc *pgconn.PgConn, query string) (*wireConn
 	if err := pc.SyncConn(ctx); err != nil {
 		return nil, err
 	}
-	fd, err := takeSocket(pc)
+	fd, err := pgpipe.TakeSocket(pc)
 	if err != nil {
 		return nil, err
 	}
@@ -112,20 +113,6 @@ func hijackWire(ctx context.Context, pc *pgconn.PgConn, query string) (*wireConn
 		return nil, err
 	}
 	return &wireConn{fd: fd, req: req, buf: make([]byte, 0, 64<<10)}, nil
-}
-
-// takeSocket takes pc's socket over from pgx (pc is unusable afterwards)
-// as a blocking descriptor of its own (engine.BlockingSocket).
-func takeSocket(pc *pgconn.PgConn) (int, error) {
-	hc, err := pc.Hijack()
-	if err != nil {
-		return -1, err
-	}
-	defer hc.Conn.Close() // the duplicate keeps the socket open
-	if hc.TLSConfig != nil {
-		return -1, errors.New("TLS connections are not supported")
-	}
-	return engine.BlockingSocket(hc.Conn)
 }
 
 func sockWrite(ctx context.Context, fd int, b []byte) error { return engine.SockWrite(ctx, fd, b) }
