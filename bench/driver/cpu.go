@@ -54,8 +54,11 @@ var quiet = benchkit.Quiet{
 // selfSys is this process's system time (stime, /proc/self/stat field
 // 15) in seconds: the kernel's share of its CPU, its system calls above
 // all.
-func selfSys() float64 {
-	b, err := os.ReadFile("/proc/self/stat")
+func selfSys() float64 { return statSys("/proc/self/stat") }
+
+// statSys reads stime from a /proc/PID/stat file, in seconds.
+func statSys(path string) float64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
@@ -67,3 +70,6 @@ func selfSys() float64 {
 	n, _ := strconv.ParseInt(f[12], 10, 64)
 	return float64(n) / benchkit.ClockTicks
 }
+
+// procSys is a process's system time (stime) in seconds.
+func procSys(pid string) float64 { return statSys("/proc/" + pid + "/stat") }

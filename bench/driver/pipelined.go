@@ -2,49 +2,52 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"replab/bench/internal/benchkit"
 	"replab/internal/driver"
 	"replab/internal/engine"
 	"replab/internal/engine/postgres"
-	"replab/internal/runner"
+	"replab/internal/report"
 	"replab/internal/spec"
+	"replab/internal/stats"
 	"replab/internal/workload"
 	"replab/internal/workload/personnel"
 )
 
-// The pipelined comparison measures `replab run` itself (runner.Run: lab,
-// engine, workload load, driver, monitors, lag probe, results) against
-// pgbench in pipeline mode on the same single-node server, both
-// CPU-bound: one PostgreSQL node with synchronous_commit = off, the
-// personnel workload's UPDATE, 4 clients in the server's own site.
+// The pipelined comparison measures `replab run` itself — the replab
+// binary, as a user runs it — against pgbench in pipeline mode on the
+// same single-node server, both CPU-bound: one PostgreSQL node with
+// synchronous_commit = off, the personnel workload's UPDATE, 4 clients in
+// the server's own site. replab runs in target mode against the lab's
+// server (one server, one table, for both tools), so the two alternate
+// seconds apart: on this shared machine the speed of the same run wanders
+// by ±15 % within a minute, and a replab run that built a lab of its own
+// each time came 25 s after the pgbench run it was compared with, on a
+// fresh server.
 const (
 	pipeUsers   = 4
 	pipePersons = personnel.DefaultPersons
 	pipeWarmup  = 2 * time.Second
 	pipeSeconds = 10
-	pipePairs   = 3 // pgbench, replab, ×3
+	pipePairs   = 6 // pgbench and replab, the order swapped every other pair
 )
 
-// pipeSpec is the lab both tools run in: runner.Run builds it for each
-// replab run (lab bench-run), the bench once for pgbench (lab
-// bench-pgpipe), so both servers have the same settings and data.
-func pipeSpec(name string) string {
-	return fmt.Sprintf("[lab]\nname = %q\n", name) + pipeBody
-}
-
-// pipeBody is pipeSpec after its [lab] table. A lab needs two sites;
-// the client runs in db (the source's site), so no traffic crosses the
-// link.
-var pipeBody = fmt.Sprintf(`
+// pipeBody is the lab: its one PostgreSQL node holds the data both tools
+// use. A lab needs two sites; both clients run in db, so no traffic
+// crosses the link.
+var pipeBody = `
 [site.db]
 [site.client]
 [[link]]
@@ -60,7 +63,34 @@ role = "primary"
 
 [node.db.settings]
 synchronous_commit = "off"
+`
 
+// pipeSchema is where the target runs keep personnel's tables; the
+// database's search_path points there, so pgbench and the variants find
+// them too.
+const pipeSchema = "replab"
+
+// pipeTarget is replab's spec: the lab's node as a target, from site db.
+// The first run (create) makes the schema, loads personnel and keeps it;
+// the measured ones use it as it is.
+func pipeTarget(dsn string, create bool) string {
+	return fmt.Sprintf(`[target]
+name = "bench-pipe"
+engine = "postgres"
+site = "db"
+schema = %q
+create_schema = %t
+keep_schema = true
+
+[target.node.db]
+role = "primary"
+dsn = %q
+site = "db"
+`, pipeSchema, create, dsn) + pipeWorkload
+}
+
+// pipeWorkload is the workload and run of replab's spec.
+var pipeWorkload = fmt.Sprintf(`
 [workload]
 kind = "personnel"
 persons = %d
@@ -86,17 +116,43 @@ END;
 
 // pipelined alternates pgbench and replab run, pipePairs times.
 func (b *bench) pipelined(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "bench-pipe-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := replabBinary(ctx, dir)
+	if err != nil {
+		return err
+	}
 	p, err := upPostgres(ctx, "bench-pgpipe", pipeBody)
 	if err != nil {
 		return err
 	}
 	defer p.close()
-	t0 := time.Now()
-	w, err := loadPersonnel(ctx, p)
+	db, err := p.node("db")
 	if err != nil {
 		return err
 	}
-	logf("      personnel (%d persons) loaded for pgbench in %.1f s", pipePersons, time.Since(t0).Seconds())
+	specs := map[bool]string{}
+	for _, create := range []bool{true, false} {
+		specs[create] = filepath.Join(dir, fmt.Sprintf("target-create-%t.toml", create))
+		if err := os.WriteFile(specs[create], []byte(pipeTarget(db.DSN, create)), 0o644); err != nil {
+			return err
+		}
+	}
+	t0 := time.Now()
+	if _, err := b.replabTarget(ctx, p, bin, specs[true], dir); err != nil {
+		return fmt.Errorf("first replab run (schema, load): %w", err)
+	}
+	logf("      first replab run (schema %s, personnel's %d persons loaded, not counted) in %.1f s", pipeSchema, pipePersons, time.Since(t0).Seconds())
+	if err := p.exec(ctx, "db", fmt.Sprintf("ALTER DATABASE %s SET search_path = %s", postgres.Database, pipeSchema)); err != nil {
+		return err
+	}
+	w, err := personnelWorkload()
+	if err != nil {
+		return err
+	}
 	// pgbench cannot make random text: one text of the workload's size,
 	// made as the workload makes them, sent as a parameter each time.
 	text := personnel.Text(rand.New(rand.NewPCG(1, 2)), personnel.DefaultTextBytes)
@@ -105,11 +161,14 @@ func (b *bench) pipelined(ctx context.Context) error {
 
 	var runs []toolRun
 	for i := 1; i <= pipePairs; i++ {
-		for _, tool := range append([]string{"pgbench", "replab"}, pipeVariants...) {
-			if tool != "replab" {
-				if err := p.exec(ctx, "db", "VACUUM per", "CHECKPOINT"); err != nil {
-					return err
-				}
+		order := []string{"pgbench", "replab"}
+		if i%2 == 0 {
+			order = []string{"replab", "pgbench"}
+		}
+		for _, tool := range append(order, pipeVariants...) {
+			// Every run starts from the same table: vacuumed, checkpointed.
+			if err := p.exec(ctx, "db", "VACUUM "+pipeSchema+".per", "CHECKPOINT"); err != nil {
+				return err
 			}
 			q, err := benchkit.WaitQuiet(ctx, quiet)
 			if err != nil {
@@ -120,7 +179,7 @@ func (b *bench) pipelined(ctx context.Context) error {
 			case "pgbench":
 				r, err = b.pgbenchPipelined(ctx, p, text)
 			case "replab":
-				r, err = b.replabRunSpec(ctx)
+				r, err = b.replabTarget(ctx, p, bin, specs[false], dir)
 			case "driver":
 				r, err = b.driverPersonnel(ctx, p, w, int64(i))
 			case "pipe":
@@ -131,37 +190,22 @@ func (b *bench) pipelined(ctx context.Context) error {
 			}
 			r.Run, r.Quiet = i, q
 			runs = append(runs, r)
-			logf("      %-7s %d users run %d: %8.0f tps, latency %.3f ms, client CPU %.1f µs/tx (system %.0f%%), server CPU %.1f µs/tx, machine busy %.0f%%, unrelated work %.2f cores",
-				tool, pipeUsers, i, r.TPS, r.LatencyMeanMs, r.ClientCPUUsPerTx, 100*r.ClientSysS/max(r.ClientCPUS, 1e-9), r.ServerCPUUsPerTx, 100*r.CPU.MachineBusy, r.UnrelatedCores)
+			logf("      %-7s %d users run %d: %8.0f tps, latency %.3f ms, client CPU %.1f µs/tx (system %.0f%%), server CPU %.1f µs/tx, WAL %.0f bytes/tx, machine busy %.0f%%, unrelated work %.2f cores",
+				tool, pipeUsers, i, r.TPS, r.LatencyMeanMs, r.ClientCPUUsPerTx, 100*r.ClientSysS/max(r.ClientCPUS, 1e-9), r.ServerCPUUsPerTx, r.WALBytesPerTx, 100*r.CPU.MachineBusy, r.UnrelatedCores)
 		}
 	}
 	b.addPipelined(runs, idle)
 	return nil
 }
 
-// loadPersonnel creates the personnel tables at node db and loads them as
-// replab run does (the same seed, so the same data).
-func loadPersonnel(ctx context.Context, p *pgLab) (workload.Workload, error) {
-	s, err := spec.Parse("bench-pgpipe.toml", []byte(pipeSpec("bench-pgpipe")))
+// personnelWorkload is the personnel workload of replab's spec (its
+// transactions, for the variants).
+func personnelWorkload() (workload.Workload, error) {
+	s, err := spec.Parse("bench-pgpipe.toml", []byte("[lab]\nname = \"bench-pgpipe\"\n"+pipeBody+pipeWorkload))
 	if err != nil {
 		return nil, err
 	}
-	w, err := workload.NewRegistry(personnel.Factory).For(s, "postgres")
-	if err != nil {
-		return nil, err
-	}
-	if err := p.sql().ApplySchema(ctx, w.Schema()); err != nil {
-		return nil, fmt.Errorf("create personnel: %w", err)
-	}
-	ld, err := p.cluster.(engine.BulkLoader).Loader(ctx, "db", "db")
-	if err != nil {
-		return nil, err
-	}
-	defer ld.Close()
-	if err := w.Load(ctx, ld, func(int64) {}); err != nil {
-		return nil, fmt.Errorf("load personnel: %w", err)
-	}
-	return w, nil
+	return workload.NewRegistry(personnel.Factory).For(s, "postgres")
 }
 
 // pipeVariants are the -pipelined-variants: runs that take replab run's
@@ -272,7 +316,7 @@ func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, text string) (to
 		return toolRun{}, err
 	}
 	n := strconv.Itoa(pipeUsers)
-	srv0, meter, t0 := nodeCPU(ctx, p.cluster, "db"), benchkit.StartCPU(), time.Now()
+	wal0, srv0, meter, t0 := walBytes(ctx, p), nodeCPU(ctx, p.cluster, "db"), benchkit.StartCPU(), time.Now()
 	res, err := pgbenchRun(ctx, b.pgbench, site, db.DSN, pipeSeconds,
 		"-n", "-f", script.Name(), "-M", "prepared", "-D", "text="+text, "-c", n, "-j", n, "-T", strconv.Itoa(pipeSeconds))
 	cpu, srv, wall := meter.Read(), nodeCPU(ctx, p.cluster, "db")-srv0, time.Since(t0).Seconds()
@@ -283,77 +327,118 @@ func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, text string) (to
 		Tool: "pgbench", Users: pipeUsers, TPS: benchkit.Round(res.TPS, 1), Transactions: res.Transactions, Errors: res.Failed,
 		LatencyMeanMs: res.LatencyMeanMs, ClientCPUS: benchkit.Round(res.CPUSeconds, 3), ClientSysS: benchkit.Round(res.SysSeconds, 3),
 		ClientCPUUsPerTx: perTxUs(res.CPUSeconds, res.Transactions), ServerCPUUsPerTx: perTxUs(srv, res.Transactions), CPU: cpu,
-		UnrelatedCores: unrelated(cpu, res.CPUSeconds, srv, wall),
+		UnrelatedCores: unrelated(cpu, res.CPUSeconds, srv, wall), WALBytesPerTx: benchkit.Round(float64(walBytes(ctx, p)-wal0)/float64(max(res.Transactions, 1)), 1),
 	}, nil
 }
 
-// replabRunSpec is one `replab run` of pipeSpec, in this process: the
-// runner builds the lab, starts PostgreSQL, loads personnel, drives it
-// (warmup, then measure) and tears everything down. The client's CPU is
-// this process's over the driver's steady seconds, found from the
-// runner's progress lines (see cpuWindow); the server's is the monitors'
-// (summary.json roles of node db over the measure phase).
-func (b *bench) replabRunSpec(ctx context.Context) (toolRun, error) {
-	s, err := spec.Parse("bench-run.toml", []byte(pipeSpec("bench-run")))
-	if err != nil {
-		return toolRun{}, err
+// replabBinary builds the replab command into dir (the bench runs from
+// the repository's top, as make bench does).
+func replabBinary(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "replab")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/replab")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/replab (run the bench from the repository's top): %v: %s", err, lastLines(string(out), 5))
 	}
-	out, err := os.MkdirTemp("", "bench-run-*")
+	return bin, nil
+}
+
+// replabTarget is one `replab run spec` of the replab binary in site db,
+// against the lab's server. Its TPS and latency are its summary.json's
+// (measure phase); its CPU is the process's (/proc/PID/stat, all its
+// threads) and the server's between the progress lines that bound the
+// measure phase (see cpuWindow).
+func (b *bench) replabTarget(ctx context.Context, p *pgLab, bin, spec, dir string) (toolRun, error) {
+	out, err := os.MkdirTemp(dir, "results-*")
 	if err != nil {
 		return toolRun{}, err
 	}
 	defer os.RemoveAll(out)
+	ctx, cancel := context.WithTimeout(ctx, pipeWarmup+pipeSeconds*time.Second+2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", spec, "--out", out+"/results")
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	cmd.Dir = "/"
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	w := &cpuWindow{}
-	sum, _, err := runner.Run(ctx, s, runner.Options{
-		Out: out + "/results", Log: w,
-		Engines: engine.NewRegistry(postgres.Engine{}), Workloads: workload.NewRegistry(personnel.Factory),
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := p.lab.Site("db").Start(cmd); err != nil {
+		return toolRun{}, fmt.Errorf("start replab in site db: %w", err)
+	}
+	pid := strconv.Itoa(cmd.Process.Pid)
+	w.setSample(func() progressMark {
+		cpu, _, _ := benchkit.ProcTimes(pid)
+		return progressMark{cpu: cpu, sys: procSys(pid), srv: nodeCPU(ctx, p.cluster, "db"), wal: walBytes(ctx, p), at: time.Now(), meter: benchkit.StartCPU()}
 	})
-	if err != nil {
+	if err := cmd.Wait(); err != nil {
+		return toolRun{}, fmt.Errorf("replab run: %v (log: %s)", err, lastLines(w.text(), 5))
+	}
+	var sum report.Summary
+	if b, err := os.ReadFile(filepath.Join(out, "results", "summary.json")); err != nil {
 		return toolRun{}, fmt.Errorf("replab run: %w (log: %s)", err, lastLines(w.text(), 5))
+	} else if err := json.Unmarshal(b, &sum); err != nil {
+		return toolRun{}, fmt.Errorf("replab run: summary.json: %w", err)
 	}
 	if !sum.Complete {
 		return toolRun{}, fmt.Errorf("replab run: %s", sum.StopReason)
 	}
-	cpuS, sysS, tx, wall, meter, ok := w.measured()
+	m0, m1, tx, ok := w.measured()
 	if !ok {
 		return toolRun{}, fmt.Errorf("replab run: no progress lines to measure CPU over (log: %s)", lastLines(w.text(), 5))
 	}
-	var srv float64
-	for _, r := range sum.Roles["db"] {
-		srv += r.CPUS
-	}
-	cpu := meter.Read()
+	cpuS, sysS, srv, wall := m1.cpu-m0.cpu, m1.sys-m0.sys, m1.srv-m0.srv, m1.at.Sub(m0.at).Seconds()
+	cpu := m0.meter.Read()
 	return toolRun{
 		Tool: "replab", Users: pipeUsers, TPS: benchkit.Round(sum.TPS, 1), Transactions: sum.Transactions, Errors: sum.Errors,
 		LatencyMeanMs: benchkit.Round(sum.CommitLatency.Mean, 3), ClientCPUS: benchkit.Round(cpuS, 3), ClientSysS: benchkit.Round(sysS, 3),
-		ClientCPUUsPerTx: perTxUs(cpuS, tx), ServerCPUUsPerTx: perTxUs(srv, sum.Transactions), CPU: cpu,
-		UnrelatedCores: unrelated(cpu, cpuS, srv*float64(tx)/float64(max(sum.Transactions, 1)), wall),
+		ClientCPUUsPerTx: perTxUs(cpuS, tx), ServerCPUUsPerTx: perTxUs(srv, tx), CPU: cpu,
+		UnrelatedCores: unrelated(cpu, cpuS, srv, wall), WALBytesPerTx: benchkit.Round(float64(m1.wal-m0.wal)/float64(tx), 1),
 	}, nil
 }
 
-// cpuWindow is the runner's log: on every driver progress line (one a
-// second, from the driver's own goroutine, just after the second closed)
-// it reads this process's CPU time. The steady window runs from the last
-// warmup line to the last measure line, and its transactions are the
-// commits those measure lines report.
+// walBytes is the server's current WAL position in bytes (0 when it
+// cannot be read).
+func walBytes(ctx context.Context, p *pgLab) int64 {
+	db, err := p.sql().Open(ctx, "db", "db")
+	if err != nil {
+		return 0
+	}
+	defer db.Close()
+	var n int64
+	_ = db.QueryRowContext(ctx, "SELECT (pg_current_wal_lsn() - '0/0')::bigint").Scan(&n)
+	return n
+}
+
+// cpuWindow is replab run's output: on every driver progress line (one a
+// second, just after the second closed) it takes a sample (the client's
+// and the server's CPU). The steady window runs from the last warmup line
+// to the last measure line, and its transactions are the commits those
+// measure lines report.
 type cpuWindow struct {
-	mu    sync.Mutex
-	log   strings.Builder
-	buf   []byte
-	start *progressMark // the last warmup line
-	end   *progressMark // the last measure line
-	tx    int64         // commits of the measure lines after start
+	mu     sync.Mutex
+	log    strings.Builder
+	buf    []byte
+	sample func() progressMark
+	start  *progressMark // the last warmup line
+	end    *progressMark // the last measure line
+	tx     int64         // commits of the measure lines after start
 }
 
 type progressMark struct {
-	cpu   float64
-	sys   float64
-	at    time.Time
-	meter benchkit.CPUMeter
+	cpu, sys float64 // the client's CPU seconds, all and system
+	srv      float64 // the server's CPU seconds
+	wal      int64   // the server's WAL position, bytes
+	at       time.Time
+	meter    benchkit.CPUMeter
+}
+
+func (w *cpuWindow) setSample(f func() progressMark) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sample = f
 }
 
 func (w *cpuWindow) Write(p []byte) (int, error) {
-	cpu, sys, at, meter := benchkit.SelfCPU(), selfSys(), time.Now(), benchkit.StartCPU()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.log.Write(p)
@@ -367,20 +452,21 @@ func (w *cpuWindow) Write(p []byte) (int, error) {
 		w.buf = w.buf[i+1:]
 		f := strings.Fields(line)
 		// "measure      5s/12s     8519 tps  p99 …"
-		if len(f) < 4 || f[3] != "tps" || !strings.Contains(f[1], "s/") {
+		if w.sample == nil || len(f) < 4 || f[3] != "tps" || !strings.Contains(f[1], "s/") {
 			continue
 		}
 		commits, err := strconv.ParseFloat(f[2], 64)
 		if err != nil {
 			continue
 		}
-		mark := &progressMark{cpu: cpu, sys: sys, at: at, meter: meter}
 		switch f[0] {
 		case "warmup":
-			w.start, w.end, w.tx = mark, nil, 0
+			mark := w.sample()
+			w.start, w.end, w.tx = &mark, nil, 0
 		case "measure":
 			if w.start != nil {
-				w.end = mark
+				mark := w.sample()
+				w.end = &mark
 				w.tx += int64(commits)
 			}
 		}
@@ -393,16 +479,15 @@ func (w *cpuWindow) text() string {
 	return w.log.String()
 }
 
-// measured is the CPU seconds (all, and system), commits and wall seconds of the steady
-// window, and a machine meter started at its beginning (read it now: the
-// window's end is a moment ago, and the teardown that followed is short).
-func (w *cpuWindow) measured() (cpuS, sysS float64, tx int64, wall float64, meter benchkit.CPUMeter, ok bool) {
+// measured is the marks at the steady window's ends and the commits
+// between them.
+func (w *cpuWindow) measured() (start, end progressMark, tx int64, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.start == nil || w.end == nil || w.tx == 0 {
-		return 0, 0, 0, 0, benchkit.CPUMeter{}, false
+		return progressMark{}, progressMark{}, 0, false
 	}
-	return w.end.cpu - w.start.cpu, w.end.sys - w.start.sys, w.tx, w.end.at.Sub(w.start.at).Seconds(), w.start.meter, true
+	return *w.start, *w.end, w.tx, true
 }
 
 // addPipelined turns the runs into figures.
@@ -431,23 +516,26 @@ func (b *bench) addPipelined(runs []toolRun, idle float64) {
 	for i := range min(len(pg), len(rl)) {
 		pairs = append(pairs, benchkit.Round(rl[i].TPS/pg[i].TPS, 3))
 	}
+	ci := stats.MeanCI(pairs, 0.95)
 	cfg := map[string]any{
 		"users": pipeUsers, "client_site": "db", "node": "one primary, synchronous_commit = off",
 		"transaction": "BEGIN; UPDATE per SET per_dscrptn_text = $1 WHERE per_id = $2; COMMIT (personnel, 400-byte text, per_id uniform in 1.." + strconv.Itoa(pipePersons) + ")",
 		"pgbench":     fmt.Sprintf(`-n -M prepared -D text=<400 bytes> -c %d -j %d -T %d, script: \startpipeline BEGIN; UPDATE …; END; \endpipeline`, pipeUsers, pipeUsers, pipeSeconds),
-		"replab":      fmt.Sprintf("runner.Run of a spec (personnel, %d users, warmup %s, measure %d s, lag_sample auto), in this process", pipeUsers, pipeWarmup, pipeSeconds),
-		"order":       "pgbench, replab, ×" + strconv.Itoa(pipePairs) + "; VACUUM per + CHECKPOINT before each pgbench run, a new lab for each replab run",
+		"replab":      fmt.Sprintf("the replab binary: replab run of a target spec (the lab's node, schema %s, personnel, %d users, warmup %s, measure %d s, lag_sample auto), in site db", pipeSchema, pipeUsers, pipeWarmup, pipeSeconds),
+		"order":       fmt.Sprintf("pgbench, replab; replab, pgbench; … ×%d on one server and table; VACUUM per + CHECKPOINT before each run", pipePairs),
 	}
 	b.r.Add(Figure{
 		Name: "driver_vs_pgbench_pipelined", Value: benchkit.Round(rlTPS/pgTPS, 3), Configured: cfg,
 		Target: ">= 1.0", TargetMin: benchkit.Ptr(1.0),
-		Note: "mean replab run TPS (summary tps, measure phase) / mean pgbench TPS over alternating runs; both pipelined (one round trip per transaction)",
+		Note: "mean replab run TPS (summary tps, measure phase) / mean pgbench TPS over alternating runs on the same server; both pipelined (one round trip per transaction)",
 		Details: map[string]any{"runs": runs, "pgbench_tps_mean": benchkit.Round(pgTPS, 1), "replab_tps_mean": benchkit.Round(rlTPS, 1), "per_pair_ratio": pairs,
+			"per_pair_ratio_mean": benchkit.Round(ci.Mean, 3), "per_pair_ratio_ci95": benchkit.Round(ci.HalfWidth, 3),
 			"pgbench_server_cpu_us_per_tx": benchkit.Round(mean(pg, srvTx), 2), "replab_server_cpu_us_per_tx": benchkit.Round(mean(rl, srvTx), 2),
 			"idle_bench_process_cores": idle},
 	})
+	logf("      replab / pgbench: %.3f (per pair %v, mean %.3f ± %.3f, 95 %% CI)", rlTPS/pgTPS, pairs, ci.Mean, ci.HalfWidth)
 	b.r.Add(Figure{Name: "replab_run_pipelined_cpu_us_per_tx", Value: benchkit.Round(mean(rl, cpuTx), 2), Configured: cfg,
-		Note: "this process's utime+stime (/proc/self/stat) from the last warmup progress line to the last measure one, per transaction committed meanwhile: the whole replab run (driver, monitors, lag probe, link emulator)"})
+		Note: "the replab process's utime+stime (/proc/PID/stat, all its threads) from its last warmup progress line to its last measure one, per transaction committed meanwhile: the whole replab run (driver, monitors, lag probe)"})
 	b.r.Add(Figure{Name: "pgbench_pipelined_cpu_us_per_tx", Value: benchkit.Round(mean(pg, cpuTx), 2), Configured: cfg,
 		Note: "pgbench's utime+stime (its rusage at exit) per transaction"})
 }
