@@ -94,11 +94,11 @@ type toolRun struct {
 	// UnrelatedCores is what the rest of the machine (neither this
 	// client nor the server) used meanwhile, in cores: other work on a
 	// shared machine takes CPU from both.
-	UnrelatedCores float64            `json:"unrelated_cores"`
+	UnrelatedCores float64 `json:"unrelated_cores"`
 	// WALBytesPerTx is the server's WAL written per transaction (the
 	// pipelined step: pg_current_wal_lsn over the run).
-	WALBytesPerTx float64 `json:"wal_bytes_per_tx,omitempty"`
-	Quiet          benchkit.QuietWait `json:"wait_for_quiet_machine"`
+	WALBytesPerTx float64            `json:"wal_bytes_per_tx,omitempty"`
+	Quiet         benchkit.QuietWait `json:"wait_for_quiet_machine"`
 }
 
 // unrelated is the machine's busy cores minus the client's and the
