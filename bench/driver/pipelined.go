@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +43,7 @@ const (
 	pipePersons = personnel.DefaultPersons
 	pipeWarmup  = 2 * time.Second
 	pipeSeconds = 10
-	pipePairs   = 6 // pgbench and replab, the order swapped every other pair
+	pipeRounds  = 6 // pgbench, pgbench without BEGIN and END, replab run: the order rotated each round
 )
 
 // pipeBody is the lab: its one PostgreSQL node holds the data both tools
@@ -103,18 +105,26 @@ duration = "%ds"
 
 // pipeScript is pgbench's side: personnel's UPDATE (the same statement
 // text, parameters $1 = :text, $2 = :id under -M prepared) between BEGIN
-// and END, the whole transaction in one pipeline, one Sync.
-func pipeScript(persons int) string {
-	return fmt.Sprintf(`\set id random(1, %d)
-\startpipeline
-BEGIN;
-UPDATE per SET per_dscrptn_text = :text WHERE per_id = :id;
-END;
-\endpipeline
-`, persons)
+// and END (block), the whole transaction in one pipeline, one Sync; or
+// without them, an implicit transaction, as replab sends it.
+func pipeScript(persons int, block bool) string {
+	begin, end := "BEGIN;\n", "END;\n"
+	if !block {
+		begin, end = "", ""
+	}
+	return fmt.Sprintf("\\set id random(1, %d)\n\\startpipeline\n%sUPDATE per SET per_dscrptn_text = :text WHERE per_id = :id;\n%s\\endpipeline\n", persons, begin, end)
 }
 
-// pipelined alternates pgbench and replab run, pipePairs times.
+// The tools of the pipelined step: pgbench with the issue's script
+// (BEGIN … END), pgbench without them (what replab sends: the protocol's
+// implicit transaction), and replab run.
+const (
+	toolPgbench         = "pgbench"
+	toolPgbenchImplicit = "pgbench-implicit"
+	toolReplab          = "replab"
+)
+
+// pipelined runs rounds of pgbench (both scripts) and replab run.
 func (b *bench) pipelined(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "bench-pipe-*")
 	if err != nil {
@@ -160,10 +170,13 @@ func (b *bench) pipelined(ctx context.Context) error {
 	logf("      this process uses %.3f cores while idle (pgbench's lab up, no traffic)", idle)
 
 	var runs []toolRun
-	for i := 1; i <= pipePairs; i++ {
-		order := []string{"pgbench", "replab"}
-		if i%2 == 0 {
-			order = []string{"replab", "pgbench"}
+	for i := 1; i <= pipeRounds; i++ {
+		// Each round in another order: every tool goes first, second
+		// and last as often.
+		tools := []string{toolPgbench, toolPgbenchImplicit, toolReplab}
+		order := append(tools[(i-1)%3:], tools[:(i-1)%3]...)
+		if (i-1)/3%2 == 1 {
+			slices.Reverse(order)
 		}
 		for _, tool := range append(order, pipeVariants...) {
 			// Every run starts from the same table: vacuumed, checkpointed.
@@ -176,8 +189,8 @@ func (b *bench) pipelined(ctx context.Context) error {
 			}
 			var r toolRun
 			switch tool {
-			case "pgbench":
-				r, err = b.pgbenchPipelined(ctx, p, text)
+			case toolPgbench, toolPgbenchImplicit:
+				r, err = b.pgbenchPipelined(ctx, p, text, tool == toolPgbench)
 			case "replab":
 				r, err = b.replabTarget(ctx, p, bin, specs[false], dir)
 			case "driver":
@@ -300,7 +313,7 @@ func (b *bench) barePipe(ctx context.Context, p *pgLab, w workload.Workload, see
 }
 
 // pgbenchPipelined runs pipeScript with pipeUsers clients and threads.
-func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, text string) (toolRun, error) {
+func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, text string, block bool) (toolRun, error) {
 	db, _ := p.node("db")
 	site := p.lab.Site("db")
 	script, err := os.CreateTemp("", "bench-pipe-*.sql")
@@ -308,7 +321,7 @@ func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, text string) (to
 		return toolRun{}, err
 	}
 	defer os.Remove(script.Name())
-	if _, err := script.WriteString(pipeScript(pipePersons)); err != nil {
+	if _, err := script.WriteString(pipeScript(pipePersons, block)); err != nil {
 		script.Close()
 		return toolRun{}, err
 	}
@@ -324,7 +337,7 @@ func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, text string) (to
 		return toolRun{}, err
 	}
 	return toolRun{
-		Tool: "pgbench", Users: pipeUsers, TPS: benchkit.Round(res.TPS, 1), Transactions: res.Transactions, Errors: res.Failed,
+		Tool: map[bool]string{true: toolPgbench, false: toolPgbenchImplicit}[block], Users: pipeUsers, TPS: benchkit.Round(res.TPS, 1), Transactions: res.Transactions, Errors: res.Failed,
 		LatencyMeanMs: res.LatencyMeanMs, ClientCPUS: benchkit.Round(res.CPUSeconds, 3), ClientSysS: benchkit.Round(res.SysSeconds, 3),
 		ClientCPUUsPerTx: perTxUs(res.CPUSeconds, res.Transactions), ServerCPUUsPerTx: perTxUs(srv, res.Transactions), CPU: cpu,
 		UnrelatedCores: unrelated(cpu, res.CPUSeconds, srv, wall), WALBytesPerTx: benchkit.Round(float64(walBytes(ctx, p)-wal0)/float64(max(res.Transactions, 1)), 1),
@@ -490,52 +503,64 @@ func (w *cpuWindow) measured() (start, end progressMark, tx int64, ok bool) {
 	return *w.start, *w.end, w.tx, true
 }
 
-// addPipelined turns the runs into figures.
+// addPipelined turns the runs into figures: replab against pgbench with
+// the issue's script (the target), and against pgbench sending what
+// replab sends (no BEGIN and END), each with the ratios of the rounds.
 func (b *bench) addPipelined(runs []toolRun, idle float64) {
-	var pg, rl []toolRun
+	by := map[string][]toolRun{}
 	for _, r := range runs {
-		switch r.Tool {
-		case "pgbench":
-			pg = append(pg, r)
-		case "replab":
-			rl = append(rl, r)
-		}
+		by[r.Tool] = append(by[r.Tool], r)
 	}
 	mean := func(rs []toolRun, f func(toolRun) float64) float64 {
 		var s float64
 		for _, r := range rs {
 			s += f(r)
 		}
-		return s / float64(len(rs))
+		return s / float64(max(len(rs), 1))
 	}
 	tps := func(r toolRun) float64 { return r.TPS }
 	cpuTx := func(r toolRun) float64 { return r.ClientCPUUsPerTx }
 	srvTx := func(r toolRun) float64 { return r.ServerCPUUsPerTx }
-	pgTPS, rlTPS := mean(pg, tps), mean(rl, tps)
-	var pairs []float64
-	for i := range min(len(pg), len(rl)) {
-		pairs = append(pairs, benchkit.Round(rl[i].TPS/pg[i].TPS, 3))
-	}
-	ci := stats.MeanCI(pairs, 0.95)
+	rl := by[toolReplab]
+	pgbenchCmd := fmt.Sprintf("-n -M prepared -D text=<400 bytes> -c %d -j %d -T %d", pipeUsers, pipeUsers, pipeSeconds)
 	cfg := map[string]any{
 		"users": pipeUsers, "client_site": "db", "node": "one primary, synchronous_commit = off",
-		"transaction": "BEGIN; UPDATE per SET per_dscrptn_text = $1 WHERE per_id = $2; COMMIT (personnel, 400-byte text, per_id uniform in 1.." + strconv.Itoa(pipePersons) + ")",
-		"pgbench":     fmt.Sprintf(`-n -M prepared -D text=<400 bytes> -c %d -j %d -T %d, script: \startpipeline BEGIN; UPDATE …; END; \endpipeline`, pipeUsers, pipeUsers, pipeSeconds),
-		"replab":      fmt.Sprintf("the replab binary: replab run of a target spec (the lab's node, schema %s, personnel, %d users, warmup %s, measure %d s, lag_sample auto), in site db", pipeSchema, pipeUsers, pipeWarmup, pipeSeconds),
-		"order":       fmt.Sprintf("pgbench, replab; replab, pgbench; … ×%d on one server and table; VACUUM per + CHECKPOINT before each run", pipePairs),
+		"transaction": "UPDATE per SET per_dscrptn_text = $1 WHERE per_id = $2, one a transaction (personnel, 400-byte text, per_id uniform in 1.." + strconv.Itoa(pipePersons) + ")",
+		"replab":      fmt.Sprintf("the replab binary: replab run of a target spec (the lab's node, schema %s, personnel, %d users, warmup %s, measure %d s, lag_sample auto), in site db; the UPDATE and one Sync, an implicit transaction", pipeSchema, pipeUsers, pipeWarmup, pipeSeconds),
+		"order":       fmt.Sprintf("%d rounds of pgbench, pgbench-implicit and replab on one server and table, the order rotated each round and reversed after three; VACUUM per + CHECKPOINT before each run", pipeRounds),
 	}
-	b.r.Add(Figure{
-		Name: "driver_vs_pgbench_pipelined", Value: benchkit.Round(rlTPS/pgTPS, 3), Configured: cfg,
-		Target: ">= 1.0", TargetMin: benchkit.Ptr(1.0),
-		Note: "mean replab run TPS (summary tps, measure phase) / mean pgbench TPS over alternating runs on the same server; both pipelined (one round trip per transaction)",
-		Details: map[string]any{"runs": runs, "pgbench_tps_mean": benchkit.Round(pgTPS, 1), "replab_tps_mean": benchkit.Round(rlTPS, 1), "per_pair_ratio": pairs,
-			"per_pair_ratio_mean": benchkit.Round(ci.Mean, 3), "per_pair_ratio_ci95": benchkit.Round(ci.HalfWidth, 3),
-			"pgbench_server_cpu_us_per_tx": benchkit.Round(mean(pg, srvTx), 2), "replab_server_cpu_us_per_tx": benchkit.Round(mean(rl, srvTx), 2),
-			"idle_bench_process_cores": idle},
-	})
-	logf("      replab / pgbench: %.3f (per pair %v, mean %.3f ± %.3f, 95 %% CI)", rlTPS/pgTPS, pairs, ci.Mean, ci.HalfWidth)
+	for _, c := range []struct{ tool, figure, script, note string }{
+		{toolPgbench, "driver_vs_pgbench_pipelined", `\startpipeline BEGIN; UPDATE …; END; \endpipeline`,
+			"the issue's script: BEGIN and END as statements of their own"},
+		{toolPgbenchImplicit, "driver_vs_pgbench_pipelined_implicit", `\startpipeline UPDATE …; \endpipeline`,
+			"what replab sends: the UPDATE as an implicit transaction (pgbench adds a Describe)"},
+	} {
+		pg := by[c.tool]
+		var ratios []float64
+		for i := range min(len(pg), len(rl)) {
+			ratios = append(ratios, benchkit.Round(rl[i].TPS/pg[i].TPS, 3))
+		}
+		ci := stats.MeanCI(ratios, 0.95)
+		conf := maps.Clone(cfg)
+		conf["pgbench"] = pgbenchCmd + ", script: " + c.script
+		f := Figure{
+			Name: c.figure, Value: benchkit.Round(mean(rl, tps)/mean(pg, tps), 3), Configured: conf,
+			Note: "mean replab run TPS (summary tps, measure phase) / mean pgbench TPS, runs on the same server seconds apart; both pipelined (one round trip per transaction); pgbench: " + c.note,
+			Details: map[string]any{"pgbench_tps_mean": benchkit.Round(mean(pg, tps), 1), "replab_tps_mean": benchkit.Round(mean(rl, tps), 1),
+				"per_round_ratio": ratios, "per_round_ratio_mean": benchkit.Round(ci.Mean, 3), "per_round_ratio_ci95": benchkit.Round(ci.HalfWidth, 3),
+				"pgbench_client_cpu_us_per_tx": benchkit.Round(mean(pg, cpuTx), 2), "replab_client_cpu_us_per_tx": benchkit.Round(mean(rl, cpuTx), 2),
+				"pgbench_server_cpu_us_per_tx": benchkit.Round(mean(pg, srvTx), 2), "replab_server_cpu_us_per_tx": benchkit.Round(mean(rl, srvTx), 2)},
+		}
+		if c.tool == toolPgbench {
+			f.Target, f.TargetMin = ">= 1.0", benchkit.Ptr(1.0)
+			f.Details["runs"], f.Details["idle_bench_process_cores"] = runs, idle
+		}
+		b.r.Add(f)
+		logf("      replab / %s: %.3f (per round %v, mean %.3f ± %.3f, 95 %% CI); client CPU %.2f / %.2f µs/tx, server CPU %.2f / %.2f µs/tx",
+			c.tool, f.Value, ratios, ci.Mean, ci.HalfWidth, mean(rl, cpuTx), mean(pg, cpuTx), mean(rl, srvTx), mean(pg, srvTx))
+	}
 	b.r.Add(Figure{Name: "replab_run_pipelined_cpu_us_per_tx", Value: benchkit.Round(mean(rl, cpuTx), 2), Configured: cfg,
 		Note: "the replab process's utime+stime (/proc/PID/stat, all its threads) from its last warmup progress line to its last measure one, per transaction committed meanwhile: the whole replab run (driver, monitors, lag probe)"})
-	b.r.Add(Figure{Name: "pgbench_pipelined_cpu_us_per_tx", Value: benchkit.Round(mean(pg, cpuTx), 2), Configured: cfg,
-		Note: "pgbench's utime+stime (its rusage at exit) per transaction"})
+	b.r.Add(Figure{Name: "pgbench_pipelined_cpu_us_per_tx", Value: benchkit.Round(mean(by[toolPgbench], cpuTx), 2), Configured: cfg,
+		Note: "pgbench's utime+stime (its rusage at exit) per transaction, the issue's script (BEGIN … END)"})
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,11 +27,12 @@ import (
 )
 
 // Open is engine.Pipeliner's Pipe for PostgreSQL. It takes a connection
-// out of db's pool (pgx's stdlib driver), prepares BEGIN, COMMIT, ROLLBACK and stmts there (named
-// server-side statements, once), and takes its socket over from pgx, as
-// the lag reader does. Each Run then writes Bind/Execute of each statement
-// and one Sync in one write(2), and reads the replies with blocking
-// read(2) on the caller's thread. Through a pgx batch a pipelined
+// out of db's pool (pgx's stdlib driver), prepares BEGIN, COMMIT,
+// ROLLBACK and stmts there (named server-side statements, once), and takes
+// its socket over from pgx, as the lag reader does. Each Run then writes
+// Bind/Execute of each statement and one Sync in one write(2) (an
+// implicit transaction, or BEGIN … COMMIT: see encode), and reads the
+// replies with blocking read(2) on the caller's thread. Through a pgx batch a pipelined
 // transaction cost this process about 33 µs of CPU on this 2-core machine,
 // half of it in handing the goroutine between the netpoller and OS
 // threads: the server's reply is ~70 µs away, so the goroutine always
@@ -58,7 +60,7 @@ func Open(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error) 
 			if err != nil {
 				return fmt.Errorf("prepare %q: %w", q, err)
 			}
-			p.stmts = append(p.stmts, pipeStmt{name: sd.Name, oids: sd.ParamOIDs})
+			p.stmts = append(p.stmts, pipeStmt{name: sd.Name, oids: sd.ParamOIDs, dml: i >= pipeBuiltin && plainDML(q)})
 		}
 		if err := pc.SyncConn(ctx); err != nil {
 			return err
@@ -150,6 +152,7 @@ type pipe struct {
 type pipeStmt struct {
 	name string
 	oids []uint32
+	dml  bool // plainDML: may run in an implicit transaction
 }
 
 // Run implements engine.Pipe.
@@ -170,31 +173,21 @@ func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func
 	if p.fd < 0 {
 		return fmt.Errorf("pipeline connection closed: %w", p.broken)
 	}
-	req := p.req[:0]
-	if tx {
-		req = append(req, p.begin...)
-	}
-	for _, cl := range calls {
-		var err error
-		if req, err = p.appendCall(req, cl); err != nil {
-			return err // nothing sent
-		}
-		if !tx {
-			req = append(req, 'S', 0, 0, 0, 4)
-		}
-	}
-	if tx {
-		req = append(req, p.commit...)
-		req = append(req, 'S', 0, 0, 0, 4)
+	req, implicit, err := p.encode(p.req[:0], calls, tx)
+	if err != nil {
+		return err // nothing sent
 	}
 	p.req = req
 	if beforeSend != nil {
 		beforeSend()
 	}
 	var runErr, ioErr error
-	if tx {
+	switch {
+	case implicit:
+		runErr, ioErr = p.exchangeImplicit(ctx, rows)
+	case tx:
 		runErr, ioErr = p.exchange(ctx, rows)
-	} else {
+	default:
 		runErr, ioErr = p.exchangeAutocommit(ctx, rows)
 	}
 	if now := time.Now(); now.Sub(p.yielded) > pipeYield {
@@ -217,6 +210,79 @@ func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func
 		}
 	}
 	return runErr
+}
+
+// encode appends the request for calls to req: as one transaction (tx),
+// or each call a transaction of its own (Sync after each). A transaction
+// whose statements are all plain DML (see plainDML) is sent as the
+// protocol's implicit transaction — the calls and one Sync: the server
+// runs everything before a Sync as one transaction and commits it there,
+// or rolls it all back at the first error (libpq's pipeline mode without
+// BEGIN). BEGIN and COMMIT as statements of their own cost the server
+// two more Bind/Execute cycles: a sixth of its CPU for personnel's
+// update, one UPDATE a transaction (bench/README.md). Other transactions
+// are wrapped in BEGIN and COMMIT, for statements that need a
+// transaction block (LOCK, SAVEPOINT, SET LOCAL, DECLARE).
+func (p *pipe) encode(req []byte, calls []engine.PipeCall, tx bool) (_ []byte, implicit bool, err error) {
+	implicit = tx
+	for _, cl := range calls {
+		if i := cl.Stmt + pipeBuiltin; cl.Stmt < 0 || i >= len(p.stmts) || !p.stmts[i].dml {
+			implicit = false
+		}
+	}
+	if tx && !implicit {
+		req = append(req, p.begin...)
+	}
+	for _, cl := range calls {
+		if req, err = p.appendCall(req, cl); err != nil {
+			return req, false, err
+		}
+		if !tx {
+			req = append(req, 'S', 0, 0, 0, 4)
+		}
+	}
+	if tx {
+		if !implicit {
+			req = append(req, p.commit...)
+		}
+		req = append(req, 'S', 0, 0, 0, 4)
+	}
+	return req, implicit, nil
+}
+
+// plainDML says whether q's first keyword (after blanks and comments) is
+// one of a statement that runs alike in an implicit transaction and in a
+// BEGIN … COMMIT block.
+func plainDML(q string) bool {
+	for {
+		q = strings.TrimLeft(q, " \t\r\n\f(")
+		switch {
+		case strings.HasPrefix(q, "--"):
+			i := strings.IndexByte(q, '\n')
+			if i < 0 {
+				return false
+			}
+			q = q[i+1:]
+			continue
+		case strings.HasPrefix(q, "/*"):
+			i := strings.Index(q, "*/")
+			if i < 0 {
+				return false
+			}
+			q = q[i+2:]
+			continue
+		}
+		break
+	}
+	end := strings.IndexFunc(q, func(r rune) bool { return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') })
+	if end < 0 {
+		end = len(q)
+	}
+	switch strings.ToUpper(q[:end]) {
+	case "SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "VALUES", "MERGE":
+		return true
+	}
+	return false
 }
 
 // Close implements engine.Pipe.
@@ -276,6 +342,42 @@ func (p *pipe) exchange(ctx context.Context, rows []int64) (runErr, ioErr error)
 				runErr = fmt.Errorf("transaction status %q after COMMIT", body[0])
 			}
 			return runErr, p.rollBack(ctx)
+		}
+	}
+}
+
+// exchangeImplicit sends p.req (an implicit transaction: calls and one
+// Sync) and reads the replies up to ReadyForQuery. An error after the
+// last call's CommandComplete is the commit's.
+func (p *pipe) exchangeImplicit(ctx context.Context, rows []int64) (runErr, ioErr error) {
+	if err := engine.SockWrite(ctx, p.fd, p.req); err != nil {
+		return nil, err
+	}
+	n := 0 // replies so far: calls 0…, the commit len(rows)
+	for {
+		typ, body, err := p.msgs.next(ctx)
+		if err != nil {
+			return runErr, err
+		}
+		switch typ {
+		case 'C', 'I': // CommandComplete, EmptyQueryResponse
+			if n < len(rows) {
+				rows[n] = rowsAffected(body)
+			}
+			n++
+		case 'E':
+			if runErr == nil {
+				runErr = pipeError(body, n, len(rows))
+			}
+		case 'Z':
+			if body[0] != 'I' {
+				// Not possible without BEGIN; end whatever it is.
+				if runErr == nil {
+					runErr = fmt.Errorf("transaction status %q after an implicit transaction", body[0])
+				}
+				return runErr, p.rollBack(ctx)
+			}
+			return runErr, nil
 		}
 	}
 }

@@ -51,6 +51,7 @@ func TestPipe(t *testing.T) {
 		"INSERT INTO pt (id, n) VALUES ($1, $2)",
 		"UPDATE pt SET s = $2, v = $3, f = $4, b = $5, at = $6 WHERE id = $1",
 		"UPDATE pt SET n = n + 1 WHERE id = $1 AND pg_sleep($2) IS NOT NULL",
+		"LOCK TABLE pt IN ROW EXCLUSIVE MODE",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +105,18 @@ func TestPipe(t *testing.T) {
 		}
 		if n(2) != before+1 {
 			t.Errorf("n(2) = %d, want %d", n(2), before+1)
+		}
+	})
+
+	t.Run("a statement that needs a transaction block runs in BEGIN … COMMIT", func(t *testing.T) {
+		// Plain DML leaves as an implicit transaction (the case above:
+		// atomic all the same); LOCK outside a block is an error (25P01).
+		before := n(8)
+		if _, _, err := run(engine.PipeCall{Stmt: 4}, engine.PipeCall{Stmt: 0, Args: []any{8}}); err != nil {
+			t.Fatalf("LOCK, UPDATE: %v", err)
+		}
+		if n(8) != before+1 {
+			t.Errorf("n(8) = %d, want %d", n(8), before+1)
 		}
 	})
 
