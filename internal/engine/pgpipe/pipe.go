@@ -219,7 +219,7 @@ func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func
 // runs everything before a Sync as one transaction and commits it there,
 // or rolls it all back at the first error (libpq's pipeline mode without
 // BEGIN). BEGIN and COMMIT as statements of their own cost the server
-// two more Bind/Execute cycles: a sixth of its CPU for personnel's
+// two more Bind/Execute cycles: about 4 µs, a tenth of its CPU for personnel's
 // update, one UPDATE a transaction (bench/README.md). Other transactions
 // are wrapped in BEGIN and COMMIT, for statements that need a
 // transaction block (LOCK, SAVEPOINT, SET LOCAL, DECLARE).
