@@ -57,6 +57,10 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, strin
 	if opt.Log == nil {
 		opt.Log = io.Discard
 	}
+	// The driver's progress, the engine, faults and monitors write to the
+	// log from goroutines of their own: one lock for all of them (an
+	// engine's own LockedWriter is this one).
+	opt.Log = engine.NewLockedWriter(opt.Log)
 	if err := Validate(s, opt.Engines, opt.Workloads, true); err != nil {
 		return nil, "", err
 	}

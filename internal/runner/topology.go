@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 
 	"replab/internal/driver"
 	"replab/internal/engine"
@@ -99,14 +100,22 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("engine %s has no SQL: the %s workload cannot run on it", r.eng.Kind(), r.wl.Name())
 	}
+	// Users call targets at once when they reconnect (after a failover,
+	// every user of the lost node): the pools are shared under mu.
+	var mu sync.Mutex
 	pools := map[string]*sql.DB{}
 	closeAll := func() {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, db := range pools {
 			db.Close()
 		}
 	}
 	open := func(n engine.Node) (*sql.DB, error) {
-		if db := pools[n.Name]; db != nil {
+		mu.Lock()
+		db := pools[n.Name]
+		mu.Unlock()
+		if db != nil {
 			return db, nil
 		}
 		db, err := sc.Open(ctx, n.Name, r.client)
@@ -114,6 +123,12 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 			return nil, err
 		}
 		db.SetMaxOpenConns(r.s.Run.Users + 2)
+		mu.Lock()
+		defer mu.Unlock()
+		if had := pools[n.Name]; had != nil {
+			db.Close() // another user opened it meanwhile
+			return had, nil
+		}
 		pools[n.Name] = db
 		return db, nil
 	}
