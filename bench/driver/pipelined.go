@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -151,8 +152,15 @@ func (b *bench) pipelined(ctx context.Context) error {
 			return err
 		}
 	}
+	// The WAL position is read through one pool for the whole step.
+	wal, err := p.sql().Open(ctx, "db", "db")
+	if err != nil {
+		return err
+	}
+	defer wal.Close()
+	wal.SetMaxOpenConns(1)
 	t0 := time.Now()
-	if _, err := b.replabTarget(ctx, p, bin, specs[true], dir); err != nil {
+	if _, err := b.replabTarget(ctx, p, wal, bin, specs[true], dir); err != nil {
 		return fmt.Errorf("first replab run (schema, load): %w", err)
 	}
 	logf("      first replab run (schema %s, personnel's %d persons loaded, not counted) in %.1f s", pipeSchema, pipePersons, time.Since(t0).Seconds())
@@ -190,9 +198,9 @@ func (b *bench) pipelined(ctx context.Context) error {
 			var r toolRun
 			switch tool {
 			case toolPgbench, toolPgbenchImplicit:
-				r, err = b.pgbenchPipelined(ctx, p, text, tool == toolPgbench)
+				r, err = b.pgbenchPipelined(ctx, p, wal, text, tool == toolPgbench)
 			case "replab":
-				r, err = b.replabTarget(ctx, p, bin, specs[false], dir)
+				r, err = b.replabTarget(ctx, p, wal, bin, specs[false], dir)
 			case "driver":
 				r, err = b.driverPersonnel(ctx, p, w, int64(i))
 			case "pipe":
@@ -313,7 +321,7 @@ func (b *bench) barePipe(ctx context.Context, p *pgLab, w workload.Workload, see
 }
 
 // pgbenchPipelined runs pipeScript with pipeUsers clients and threads.
-func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, text string, block bool) (toolRun, error) {
+func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, wal *sql.DB, text string, block bool) (toolRun, error) {
 	db, _ := p.node("db")
 	site := p.lab.Site("db")
 	script, err := os.CreateTemp("", "bench-pipe-*.sql")
@@ -329,7 +337,7 @@ func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, text string, blo
 		return toolRun{}, err
 	}
 	n := strconv.Itoa(pipeUsers)
-	wal0, srv0, meter, t0 := walBytes(ctx, p), nodeCPU(ctx, p.cluster, "db"), benchkit.StartCPU(), time.Now()
+	wal0, srv0, meter, t0 := walBytes(ctx, wal), nodeCPU(ctx, p.cluster, "db"), benchkit.StartCPU(), time.Now()
 	res, err := pgbenchRun(ctx, b.pgbench, site, db.DSN, pipeSeconds,
 		"-n", "-f", script.Name(), "-M", "prepared", "-D", "text="+text, "-c", n, "-j", n, "-T", strconv.Itoa(pipeSeconds))
 	cpu, srv, wall := meter.Read(), nodeCPU(ctx, p.cluster, "db")-srv0, time.Since(t0).Seconds()
@@ -340,7 +348,7 @@ func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, text string, blo
 		Tool: map[bool]string{true: toolPgbench, false: toolPgbenchImplicit}[block], Users: pipeUsers, TPS: benchkit.Round(res.TPS, 1), Transactions: res.Transactions, Errors: res.Failed,
 		LatencyMeanMs: res.LatencyMeanMs, ClientCPUS: benchkit.Round(res.CPUSeconds, 3), ClientSysS: benchkit.Round(res.SysSeconds, 3),
 		ClientCPUUsPerTx: perTxUs(res.CPUSeconds, res.Transactions), ServerCPUUsPerTx: perTxUs(srv, res.Transactions), CPU: cpu,
-		UnrelatedCores: unrelated(cpu, res.CPUSeconds, srv, wall), WALBytesPerTx: benchkit.Round(float64(walBytes(ctx, p)-wal0)/float64(max(res.Transactions, 1)), 1),
+		UnrelatedCores: unrelated(cpu, res.CPUSeconds, srv, wall), WALBytesPerTx: benchkit.Round(float64(walBytes(ctx, wal)-wal0)/float64(max(res.Transactions, 1)), 1),
 	}, nil
 }
 
@@ -360,7 +368,7 @@ func replabBinary(ctx context.Context, dir string) (string, error) {
 // (measure phase); its CPU is the process's (/proc/PID/stat, all its
 // threads) and the server's between the progress lines that bound the
 // measure phase (see cpuWindow).
-func (b *bench) replabTarget(ctx context.Context, p *pgLab, bin, spec, dir string) (toolRun, error) {
+func (b *bench) replabTarget(ctx context.Context, p *pgLab, wal *sql.DB, bin, spec, dir string) (toolRun, error) {
 	out, err := os.MkdirTemp(dir, "results-*")
 	if err != nil {
 		return toolRun{}, err
@@ -381,7 +389,7 @@ func (b *bench) replabTarget(ctx context.Context, p *pgLab, bin, spec, dir strin
 	pid := strconv.Itoa(cmd.Process.Pid)
 	w.setSample(func() progressMark {
 		cpu, _, _ := benchkit.ProcTimes(pid)
-		return progressMark{cpu: cpu, sys: procSys(pid), srv: nodeCPU(ctx, p.cluster, "db"), wal: walBytes(ctx, p), at: time.Now(), meter: benchkit.StartCPU()}
+		return progressMark{cpu: cpu, sys: procSys(pid), srv: nodeCPU(ctx, p.cluster, "db"), wal: walBytes(ctx, wal), at: time.Now(), meter: benchkit.StartCPU()}
 	})
 	if err := cmd.Wait(); err != nil {
 		return toolRun{}, fmt.Errorf("replab run: %v (log: %s)", err, lastLines(w.text(), 5))
@@ -410,13 +418,9 @@ func (b *bench) replabTarget(ctx context.Context, p *pgLab, bin, spec, dir strin
 }
 
 // walBytes is the server's current WAL position in bytes (0 when it
-// cannot be read).
-func walBytes(ctx context.Context, p *pgLab) int64 {
-	db, err := p.sql().Open(ctx, "db", "db")
-	if err != nil {
-		return 0
-	}
-	defer db.Close()
+// cannot be read), through one of the step's pool's connections (a new
+// connection a second would add its cost to the server's measured CPU).
+func walBytes(ctx context.Context, db *sql.DB) int64 {
 	var n int64
 	_ = db.QueryRowContext(ctx, "SELECT (pg_current_wal_lsn() - '0/0')::bigint").Scan(&n)
 	return n

@@ -182,12 +182,9 @@ func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func
 		beforeSend()
 	}
 	var runErr, ioErr error
-	switch {
-	case implicit:
-		runErr, ioErr = p.exchangeImplicit(ctx, rows)
-	case tx:
-		runErr, ioErr = p.exchange(ctx, rows)
-	default:
+	if tx {
+		runErr, ioErr = p.exchange(ctx, rows, !implicit)
+	} else {
 		runErr, ioErr = p.exchangeAutocommit(ctx, rows)
 	}
 	if now := time.Now(); now.Sub(p.yielded) > pipeYield {
@@ -300,15 +297,19 @@ func (p *pipe) Close() error {
 	return err
 }
 
-// exchange sends p.req and reads the replies up to ReadyForQuery, then
-// rolls back a transaction an error left open. runErr is the server's
-// answer (an error of one statement); ioErr means the connection is
-// unusable.
-func (p *pipe) exchange(ctx context.Context, rows []int64) (runErr, ioErr error) {
+// exchange sends p.req, one transaction (with BEGIN and COMMIT of their
+// own when block, else implicit), and reads the replies up to
+// ReadyForQuery, then rolls back a transaction an error left open. An
+// error after the calls is the commit's. runErr is the server's answer
+// (an error of one statement); ioErr means the connection is unusable.
+func (p *pipe) exchange(ctx context.Context, rows []int64, block bool) (runErr, ioErr error) {
 	if err := engine.SockWrite(ctx, p.fd, p.req); err != nil {
 		return nil, err
 	}
-	n := -1 // replies so far: BEGIN is -1, calls 0…, COMMIT len(rows)
+	n := 0 // replies so far: BEGIN is -1, calls 0…, COMMIT len(rows)
+	if block {
+		n = -1
+	}
 	for {
 		typ, body, err := p.msgs.next(ctx)
 		if err != nil {
@@ -342,42 +343,6 @@ func (p *pipe) exchange(ctx context.Context, rows []int64) (runErr, ioErr error)
 				runErr = fmt.Errorf("transaction status %q after COMMIT", body[0])
 			}
 			return runErr, p.rollBack(ctx)
-		}
-	}
-}
-
-// exchangeImplicit sends p.req (an implicit transaction: calls and one
-// Sync) and reads the replies up to ReadyForQuery. An error after the
-// last call's CommandComplete is the commit's.
-func (p *pipe) exchangeImplicit(ctx context.Context, rows []int64) (runErr, ioErr error) {
-	if err := engine.SockWrite(ctx, p.fd, p.req); err != nil {
-		return nil, err
-	}
-	n := 0 // replies so far: calls 0…, the commit len(rows)
-	for {
-		typ, body, err := p.msgs.next(ctx)
-		if err != nil {
-			return runErr, err
-		}
-		switch typ {
-		case 'C', 'I': // CommandComplete, EmptyQueryResponse
-			if n < len(rows) {
-				rows[n] = rowsAffected(body)
-			}
-			n++
-		case 'E':
-			if runErr == nil {
-				runErr = pipeError(body, n, len(rows))
-			}
-		case 'Z':
-			if body[0] != 'I' {
-				// Not possible without BEGIN; end whatever it is.
-				if runErr == nil {
-					runErr = fmt.Errorf("transaction status %q after an implicit transaction", body[0])
-				}
-				return runErr, p.rollBack(ctx)
-			}
-			return runErr, nil
 		}
 	}
 }
