@@ -65,7 +65,7 @@ func updateTxOf(sql string) workload.TxType {
 		},
 		// The same update as one pipelined call: BEGIN, UPDATE, COMMIT
 		// in one round trip (pgbench's script sends them one by one).
-		Batch: func(_ int, r *rand.Rand) []workload.Call {
+		Batch: func(_ int, r *rand.Rand, _ *workload.Scratch) []workload.Call {
 			return []workload.Call{{Stmt: "update", Args: []any{1 + r.Int64N(compareAccounts)}, Rows: 1}}
 		},
 	}

@@ -293,10 +293,10 @@ func (b *bench) barePipe(ctx context.Context, p *pgLab, w workload.Workload, see
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(seed), uint64(i)+1))
-			rows := make([]int64, 1)
+			rows, pc, scratch := make([]int64, 1), make([]engine.PipeCall, 1), &workload.Scratch{}
 			for time.Now().Before(end) && ctx.Err() == nil {
-				calls := t.Batch(i, r)
-				err := pp.Run(ctx, []engine.PipeCall{{Stmt: 0, Args: calls[0].Args}}, nil, rows)
+				pc[0] = engine.PipeCall{Stmt: 0, Args: t.Batch(i, r, scratch)[0].Args}
+				err := pp.Run(ctx, pc, nil, rows)
 				if err == nil && rows[0] != 1 {
 					err = fmt.Errorf("%d rows changed", rows[0])
 				}

@@ -138,7 +138,7 @@ func TestDriverAgainstPostgres(t *testing.T) {
 					t.Error("ran statement by statement: want pipelined")
 					return 0, nil
 				},
-				Batch: func(_ int, r *rand.Rand) []workload.Call {
+				Batch: func(_ int, r *rand.Rand, _ *workload.Scratch) []workload.Call {
 					return []workload.Call{{Stmt: "s", Args: []any{r.Int64N(1 << 40)}, Rows: rows}}
 				}}
 		}

@@ -179,7 +179,7 @@ func (refusing) Pipe(context.Context, *sql.DB, []string) (engine.Pipe, error) {
 func TestFakeRefusedPipelineRunsStatementByStatement(t *testing.T) {
 	db, c := fakeDB(t, "")
 	tx := upsertTx()
-	tx.Batch = func(int, *rand.Rand) []workload.Call {
+	tx.Batch = func(int, *rand.Rand, *workload.Scratch) []workload.Call {
 		t.Error("Batch called on a connection that cannot pipeline")
 		return nil
 	}
@@ -214,7 +214,7 @@ func TestBatchErrFailsBeforeSending(t *testing.T) {
 	db, c := fakeDB(t, "")
 	tx := upsertTx()
 	n := 0
-	tx.Batch = func(_ int, r *rand.Rand) []workload.Call {
+	tx.Batch = func(_ int, r *rand.Rand, _ *workload.Scratch) []workload.Call {
 		n++
 		if n%10 == 0 {
 			return []workload.Call{{Err: errors.New("division by zero")}}
@@ -248,7 +248,7 @@ func TestAutocommitReadOnlyRunsOutsideATransaction(t *testing.T) {
 			}
 			return 0, rows.Close()
 		},
-		Batch: func(int, *rand.Rand) []workload.Call {
+		Batch: func(int, *rand.Rand, *workload.Scratch) []workload.Call {
 			t.Error("Batch called for an Autocommit type")
 			return nil
 		}}

@@ -82,6 +82,9 @@ type userType struct {
 	jrn   int                   // the pipe's journal insert; -1 without one
 	calls []engine.PipeCall
 	rows  []int64
+	// scratch is the type's Batch's memory for this user (the driver
+	// sends each batch before it asks for the next).
+	scratch workload.Scratch
 }
 
 func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, err error) {
@@ -456,7 +459,7 @@ func (u *user) journalOutcome(jseq int64, sent bool, err error) {
 // pipelines would. The COMMIT is sent with the rest, so the lag journal
 // records it as sent just before the write.
 func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track bool) (int64, error) {
-	calls := ut.t.Batch(u.id, u.r)
+	calls := ut.t.Batch(u.id, u.r, &ut.scratch)
 	pc := ut.calls[:0]
 	for _, cl := range calls {
 		if cl.Err != nil {

@@ -545,9 +545,34 @@ func (p *pipe) appendArg(b []byte, oid uint32, a any) ([]byte, int16, error) {
 			b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
 			return append(b, v...), pgtype.TextFormatCode, nil
 		}
+	case []byte:
+		if v == nil {
+			return append(b, 0xff, 0xff, 0xff, 0xff), pgtype.TextFormatCode, nil
+		}
+		if textual(oid) {
+			b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+			return append(b, v...), pgtype.TextFormatCode, nil
+		}
 	case int64:
 		if numeric(oid) {
 			return appendInt(b, v), pgtype.TextFormatCode, nil
+		}
+	// Pointers, as a workload's Scratch holds its arguments
+	// (workload.Call): what they point to, nil as NULL.
+	case *[]byte:
+		if v == nil || *v == nil {
+			return append(b, 0xff, 0xff, 0xff, 0xff), pgtype.TextFormatCode, nil
+		}
+		if textual(oid) {
+			b = binary.BigEndian.AppendUint32(b, uint32(len(*v)))
+			return append(b, *v...), pgtype.TextFormatCode, nil
+		}
+	case *int64:
+		if v == nil {
+			return append(b, 0xff, 0xff, 0xff, 0xff), pgtype.TextFormatCode, nil
+		}
+		if numeric(oid) {
+			return appendInt(b, *v), pgtype.TextFormatCode, nil
 		}
 	case int:
 		if numeric(oid) {

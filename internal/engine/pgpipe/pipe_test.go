@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"replab/internal/engine"
 )
 
@@ -75,5 +77,58 @@ func TestEncode(t *testing.T) {
 	}
 	if _, _, err := p.encode(nil, []engine.PipeCall{{Stmt: 5}}, true); err == nil {
 		t.Error("no statement 5, yet encoded")
+	}
+}
+
+// TestAppendArgPointers: a pointer (a workload's Scratch) leaves as what
+// it points to, a nil one as NULL, and encoding such a transaction
+// allocates nothing once the request buffer has grown.
+func TestAppendArgPointers(t *testing.T) {
+	p := &pipe{}
+	text, id := []byte("a description"), int64(12345)
+	null := []byte{0xff, 0xff, 0xff, 0xff}
+	for _, tc := range []struct {
+		name string
+		oid  uint32
+		arg  any
+		want any // what arg must encode as (nil: NULL)
+	}{
+		{"*[]byte, text", pgtype.TextOID, &text, text},
+		{"*[]byte, varchar", pgtype.VarcharOID, &text, string(text)},
+		{"*[]byte, bytea", pgtype.ByteaOID, &text, text},
+		{"*int64, int4", pgtype.Int4OID, &id, id},
+		{"*int64, int8", pgtype.Int8OID, &id, int64(12345)},
+		{"nil *[]byte", pgtype.TextOID, (*[]byte)(nil), nil},
+		{"*[]byte of nil", pgtype.TextOID, new([]byte), nil},
+		{"nil []byte", pgtype.TextOID, []byte(nil), nil},
+		{"nil *int64", pgtype.Int8OID, (*int64)(nil), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, gotFormat, err := p.appendArg(nil, tc.oid, tc.arg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, wantFormat := null, int16(pgtype.TextFormatCode)
+			if tc.want != nil {
+				if want, wantFormat, err = p.appendArg(nil, tc.oid, tc.want); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !bytes.Equal(got, want) || gotFormat != wantFormat {
+				t.Errorf("%x (format %d), want %x (format %d)", got, gotFormat, want, wantFormat)
+			}
+		})
+	}
+	p.stmts = []pipeStmt{{name: "b"}, {name: "c"}, {name: "r"}, {name: "u", oids: []uint32{pgtype.TextOID, pgtype.Int4OID}, dml: true}}
+	calls := []engine.PipeCall{{Stmt: 0, Args: []any{&text, &id}}}
+	req, _, err := p.encode(nil, calls, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		id++
+		req, _, _ = p.encode(req[:0], calls, true)
+	}); n != 0 {
+		t.Errorf("encoding allocates %.0f times per transaction, want 0", n)
 	}
 }

@@ -144,6 +144,23 @@ func TestPipe(t *testing.T) {
 		}
 	})
 
+	t.Run("pointers (a workload's scratch) are sent as what they point to, nil ones as NULL", func(t *testing.T) {
+		id, text, bin := int64(5), []byte("from a scratch"), []byte{2, 0, 254}
+		rows, _, err := run(engine.PipeCall{Stmt: 2, Args: []any{&id, &text, (*[]byte)(nil), (*int64)(nil), &bin, nil}})
+		if err != nil || rows[0] != 1 {
+			t.Fatalf("rows %v, err %v", rows, err)
+		}
+		var s string
+		var v, f, at any
+		var b []byte
+		if err := db.QueryRowContext(ctx, "SELECT s, v, f, b, at FROM pt WHERE id = 5").Scan(&s, &v, &f, &b, &at); err != nil {
+			t.Fatal(err)
+		}
+		if s != "from a scratch" || v != nil || f != nil || string(b) != "\x02\x00\xfe" || at != nil {
+			t.Errorf("read back %q %v %v %q %v", s, v, f, b, at)
+		}
+	})
+
 	t.Run("autocommit: each statement its own transaction, a failure undoes only itself", func(t *testing.T) {
 		ap, ok := p.(engine.AutocommitPipe)
 		if !ok {

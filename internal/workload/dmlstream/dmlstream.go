@@ -198,7 +198,7 @@ func (w *Workload) run(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int6
 }
 
 // batch is run as one pipelined call.
-func (w *Workload) batch(_ int, r *rand.Rand) []workload.Call {
+func (w *Workload) batch(_ int, r *rand.Rand, _ *workload.Scratch) []workload.Call {
 	ops := w.ops(r)
 	calls := make([]workload.Call, len(ops))
 	for i, o := range ops {

@@ -74,7 +74,7 @@ func TestStream(t *testing.T) {
 	ids := map[string]bool{}
 	const txs = 5000
 	for i := 0; i < txs; i++ {
-		calls := w.batch(0, r)
+		calls := w.batch(0, r, nil)
 		if len(calls) != 7 {
 			t.Fatalf("transaction of %d operations, want 7", len(calls))
 		}

@@ -101,7 +101,7 @@ func (w *Workload) Transactions() []workload.TxType {
 }
 
 // insertBatch is insert as one pipelined call.
-func (w *Workload) insertBatch(_ int, r *rand.Rand) []workload.Call {
+func (w *Workload) insertBatch(_ int, r *rand.Rand, _ *workload.Scratch) []workload.Call {
 	k := w.key(r)
 	return []workload.Call{{Stmt: "insert", Args: []any{k, fill(r, make([]byte, w.valueBytes))}, Rows: 1}}
 }

@@ -137,7 +137,7 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Second) }
 // newCustomer is a customer registering: customer, address, card and a
 // first logon, then the customer's details read back. Every key is made
 // here, so the statements do not depend on each other.
-func (w *Workload) newCustomer(user int, r *rand.Rand) []workload.Call {
+func (w *Workload) newCustomer(user int, r *rand.Rand, _ *workload.Scratch) []workload.Call {
 	var ids [4]int64
 	for i := range ids {
 		id, err := w.keys.New(user)
@@ -161,7 +161,7 @@ func (w *Workload) newCustomer(user int, r *rand.Rand) []workload.Call {
 // browseProducts is a user looking at products in stock at its
 // warehouse: a category's listing, then product pages, 1..browse_max
 // lookups in all.
-func (w *Workload) browseProducts(user int, r *rand.Rand) []workload.Call {
+func (w *Workload) browseProducts(user int, r *rand.Rand, _ *workload.Scratch) []workload.Call {
 	wh := w.warehouseOf(user)
 	k := 1 + r.IntN(w.browseMax)
 	calls := []workload.Call{{Stmt: "category", Args: []any{wh, 1 + r.Int64N(Categories)}, Rows: -1}}
@@ -173,7 +173,7 @@ func (w *Workload) browseProducts(user int, r *rand.Rand) []workload.Call {
 
 // browseOrders is a user looking at one of its customers' last five
 // orders with their items.
-func (w *Workload) browseOrders(user int, r *rand.Rand) []workload.Call {
+func (w *Workload) browseOrders(user int, r *rand.Rand, _ *workload.Scratch) []workload.Call {
 	c := w.customerOf(user, r)
 	return []workload.Call{{Stmt: "customer", Args: []any{c}, Rows: -1}, {Stmt: "orders", Args: []any{c}, Rows: -1}}
 }
@@ -181,11 +181,11 @@ func (w *Workload) browseOrders(user int, r *rand.Rand) []workload.Call {
 // runCalls runs a batch's calls one by one (the statement-by-statement
 // path): reads are read to the end, writes must change as many rows as
 // the call says.
-func (w *Workload) runCalls(batch func(int, *rand.Rand) []workload.Call) func(context.Context, *workload.Tx, *rand.Rand) (int64, error) {
+func (w *Workload) runCalls(batch func(int, *rand.Rand, *workload.Scratch) []workload.Call) func(context.Context, *workload.Tx, *rand.Rand) (int64, error) {
 	return func(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
 		s := step{w: w, ctx: ctx, tx: tx, r: r}
 		var changed int64
-		for _, c := range batch(tx.User, r) {
+		for _, c := range batch(tx.User, r, nil) {
 			if c.Err != nil {
 				return changed, c.Err
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -128,10 +129,23 @@ func Text(r *rand.Rand, n int) string {
 	if n <= 0 {
 		return ""
 	}
+	b := AppendText(make([]byte, 0, n+textGroup-1), r, n)
+	// b is not used again: the string can have its bytes (a copy showed
+	// in the driver's profile).
+	return unsafe.String(&b[0], n)
+}
+
+// AppendText appends Text(r, n) to b (the same draws from r), for a
+// caller that reuses its buffer.
+func AppendText(b []byte, r *rand.Rand, n int) []byte {
+	if n <= 0 {
+		return b
+	}
 	// Room for a whole last group of 10, so no write needs a bound.
-	b := make([]byte, n+textGroup-1)
+	at := len(b)
+	b = slices.Grow(b, n+textGroup-1)[:at+n+textGroup-1]
 	s := r.Uint64()
-	for i := 0; i < n; i += textGroup {
+	for i := at; i < at+n; i += textGroup {
 		s += wyAdd
 		hi, lo := bits.Mul64(s, s^wyXor)
 		u := hi ^ lo
@@ -140,9 +154,7 @@ func Text(r *rand.Rand, n int) string {
 			uint64(textPairs[u>>24&4095])<<32|uint64(textPairs[u>>36&4095])<<48)
 		binary.LittleEndian.PutUint16(g[8:], textPairs[u>>48&4095])
 	}
-	// b is not used again: the string can have its bytes (a copy showed
-	// in the driver's profile).
-	return unsafe.String(&b[0], n)
+	return b[:at+n]
 }
 
 // textGroup is how many characters one 64-bit number makes (60 bits).

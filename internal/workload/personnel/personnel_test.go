@@ -328,6 +328,49 @@ func TestTextDiffersEachTime(t *testing.T) {
 	}
 }
 
+// TestUpdateBatchInScratch: a batch built in the user's scratch is the
+// batch built without one (the same draws, the same id and text), each
+// one overwrites the last, and once the scratch has grown building one
+// allocates nothing.
+func TestUpdateBatchInScratch(t *testing.T) {
+	w := mustBuild(t, 1, "text_bytes = 400", "postgres")
+	r1, r2 := rand.New(rand.NewPCG(5, 6)), rand.New(rand.NewPCG(5, 6))
+	s := &workload.Scratch{}
+	var prev string
+	for i := range 50 {
+		plain := w.updateBatch(0, r1, nil)
+		calls := w.updateBatch(0, r2, s)
+		if len(calls) != 1 || len(calls[0].Args) != 2 || calls[0].Stmt != "update" || calls[0].Rows != 1 {
+			t.Fatalf("batch %d: %+v", i, calls)
+		}
+		text, id := *calls[0].Args[0].(*[]byte), *calls[0].Args[1].(*int64)
+		pText, pID := *plain[0].Args[0].(*[]byte), *plain[0].Args[1].(*int64)
+		if string(text) != string(pText) || id != pID || len(text) != 400 {
+			t.Fatalf("batch %d in the scratch: id %d, text %.20q… (%d bytes); without: id %d, text %.20q…", i, id, text, len(text), pID, pText)
+		}
+		if string(text) == prev {
+			t.Fatalf("batch %d: the same text as the last", i)
+		}
+		prev = string(text)
+	}
+	if n := testing.AllocsPerRun(100, func() { w.updateBatch(0, r2, s) }); n != 0 {
+		t.Errorf("a batch in a scratch allocates %.0f times, want 0", n)
+	}
+}
+
+// TestAppendTextIsText: AppendText appends what Text returns, drawing the
+// same from r.
+func TestAppendTextIsText(t *testing.T) {
+	r1, r2 := rand.New(rand.NewPCG(9, 9)), rand.New(rand.NewPCG(9, 9))
+	b := []byte("prefix:")
+	for _, n := range []int{0, 1, 9, 10, 11, 400} {
+		want := "prefix:" + Text(r1, n)
+		if b = AppendText(b[:7], r2, n); string(b) != want {
+			t.Errorf("AppendText(%d) = %.30q, want %.30q", n, b, want)
+		}
+	}
+}
+
 func BenchmarkText(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var s string

@@ -152,7 +152,7 @@ func TestRunTimeErrorsFailTheTransaction(t *testing.T) {
 	if len(types) != 1 || types[0].Batch == nil {
 		t.Fatalf("types %+v", types)
 	}
-	calls := types[0].Batch(0, rand.New(rand.NewPCG(1, 1)))
+	calls := types[0].Batch(0, rand.New(rand.NewPCG(1, 1)), nil)
 	if len(calls) != 1 || calls[0].Err == nil || !strings.Contains(calls[0].Err.Error(), "division by zero") {
 		t.Errorf("batch calls %+v", calls)
 	}
@@ -169,10 +169,10 @@ func TestVariablesAreEachUsersAndOutliveATransaction(t *testing.T) {
 	w.env(2, r).vars["n"] = &variable{v: intValue(100), ok: true}
 	b := w.Transactions()[0].Batch
 	for range 2 {
-		b(1, r)
+		b(1, r, nil)
 	}
-	got1 := b(1, r)[0].Args
-	got2 := b(2, r)[0].Args
+	got1 := b(1, r, nil)[0].Args
+	got2 := b(2, r, nil)[0].Args
 	if fmt.Sprint(got1) != "[3 1 5]" || fmt.Sprint(got2) != "[101 2 5]" {
 		t.Errorf("user 1 %v, user 2 %v", got1, got2)
 	}

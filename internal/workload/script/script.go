@@ -217,7 +217,7 @@ func (w *Workload) Transactions() []workload.TxType {
 		// pgbench runs it (no BEGIN and COMMIT around a lone SELECT).
 		tt.Autocommit = sc.ReadOnly && !sc.Begins
 		if sc.Batchable {
-			tt.Batch = func(user int, r *rand.Rand) []workload.Call {
+			tt.Batch = func(user int, r *rand.Rand, _ *workload.Scratch) []workload.Call {
 				x := &batchExec{}
 				if _, err := sc.run(context.Background(), w.env(user, r), x); err != nil {
 					return []workload.Call{{Err: err}}
