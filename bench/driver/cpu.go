@@ -16,12 +16,31 @@ import (
 // child; for an engine whose roles are threads of one process (MariaDB),
 // that process once.
 func nodeCPU(ctx context.Context, c engine.Cluster, node string) float64 {
+	// A backend the postmaster reaps while the children are read is in
+	// neither sum (its /proc entry gone, the postmaster's reaped time read
+	// before it): the read is taken again until the reaped time did not
+	// move meanwhile. Backends exit together when a client does, and one
+	// run's server CPU per transaction once came out a tenth of the
+	// others'.
+	var total float64
+	for range 20 {
+		var stable bool
+		if total, stable = nodeCPUOnce(ctx, c, node); stable {
+			break
+		}
+	}
+	return total
+}
+
+// nodeCPUOnce is one read of nodeCPU; stable is false when a child was
+// reaped during it.
+func nodeCPUOnce(ctx context.Context, c engine.Cluster, node string) (total float64, stable bool) {
 	ps, err := c.Processes(ctx)
 	if err != nil {
-		return 0
+		return 0, true
 	}
-	var total float64
 	seen := map[int]bool{}
+	postmaster, reaped0 := "", 0.0
 	for _, p := range ps {
 		if p.Node != node || seen[p.PID] {
 			continue
@@ -34,9 +53,14 @@ func nodeCPU(ctx context.Context, c engine.Cluster, node string) float64 {
 		total += self
 		if p.Role == "postmaster" {
 			total += reaped
+			postmaster, reaped0 = strconv.Itoa(p.PID), reaped
 		}
 	}
-	return total
+	if postmaster == "" {
+		return total, true
+	}
+	_, reaped1, err := benchkit.ProcTimes(postmaster)
+	return total, err == nil && reaped1 == reaped0
 }
 
 // Throughput on a 2-core machine depends on every other process: before

@@ -78,7 +78,7 @@ func (b *bench) steps() []step {
 		{ID: "compare", Title: fmt.Sprintf("driver vs pgbench: UPDATE by key, %v users, %d s runs alternating pgbench/replab ×%d", compareUsers, compareSeconds, comparePairs),
 			Limit: 3 * time.Minute, Run: b.compare},
 		{ID: "pipelined", Title: fmt.Sprintf("replab run vs pipelined pgbench: personnel's UPDATE, one node, synchronous_commit = off, %d users, rounds of pgbench, pgbench without BEGIN/END and replab ×%d", pipeUsers, pipeRounds),
-			Limit: 10 * time.Minute, Run: b.pipelined},
+			Limit: 15 * time.Minute, Run: b.pipelined},
 		{ID: "scripts", Title: fmt.Sprintf("script workload vs pgbench: the built-in scripts %v, %d users, %d s runs alternating pgbench/replab ×%d", builtinScripts, scriptsUsers, scriptsSeconds, scriptsPairs),
 			Limit: 6 * time.Minute, Run: b.scripts},
 		{ID: "lag", Title: fmt.Sprintf("lag probe: %d users, primary + standby %s away, auto ×%d (3 every), %s + %s each, on and off in 2 s slices", lagUsers, lagDelay, lagReps, lagWarmup, lagMeasure),

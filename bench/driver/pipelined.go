@@ -44,7 +44,7 @@ const (
 	pipePersons = personnel.DefaultPersons
 	pipeWarmup  = 2 * time.Second
 	pipeSeconds = 10
-	pipeRounds  = 6 // pgbench, pgbench without BEGIN and END, replab run: the order rotated each round
+	pipeRounds  = 12 // pgbench, pgbench without BEGIN and END, replab run: the order rotated each round (each order twice); rounds differ by ±10-20 %, so six left ±0.1-0.19 of 95 % CI
 )
 
 // pipeBody is the lab: its one PostgreSQL node holds the data both tools
