@@ -22,8 +22,9 @@ type variable struct {
 // env is what an expression is evaluated in: a user's variables and
 // random source.
 type env struct {
-	vars map[string]*variable
-	r    *rand.Rand
+	vars  map[string]*variable
+	r     *rand.Rand
+	stack []value // the arguments of the calls being evaluated (call)
 }
 
 // errRun is an error of one run of a script (a transaction's error).
@@ -31,6 +32,17 @@ var errRun = errors.New("script error")
 
 func runErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errRun, fmt.Sprintf(format, args...))
+}
+
+// set gives name the value v, in its variable when it has one (a \set
+// each transaction would otherwise allocate one; nothing keeps a
+// variable past the command that reads it).
+func (e *env) set(name string, v value) {
+	if old := e.vars[name]; old != nil {
+		*old = variable{v: v, ok: true}
+		return
+	}
+	e.vars[name] = &variable{v: v, ok: true}
 }
 
 func (e *env) lookup(name string) (value, error) {
@@ -166,20 +178,24 @@ func (e *env) call(x *callExpr) (value, error) {
 		}
 		return e.eval(x.args[n-1])
 	}
-	args := make([]value, len(x.args))
+	// The arguments go on the env's stack, not a slice of their own: a
+	// batch's \set would otherwise allocate one per call each transaction.
+	// Nested calls push above them and pop back before returning.
+	base := len(e.stack)
+	defer func() { e.stack = e.stack[:base] }()
 	null := false
-	for i, a := range x.args {
+	for _, a := range x.args {
 		v, err := e.eval(a)
 		if err != nil {
 			return value{}, err
 		}
-		args[i] = v
+		e.stack = append(e.stack, v)
 		null = null || v.k == kNull
 	}
 	if null && x.fn != fIs {
 		return value{}, nil
 	}
-	return e.apply(x.fn, args)
+	return e.apply(x.fn, e.stack[base:])
 }
 
 func (e *env) apply(f fn, a []value) (value, error) {

@@ -18,6 +18,11 @@ type executor interface {
 	// row runs a \gset statement: its one row's columns, as text (nil
 	// for NULL).
 	row(ctx context.Context, c *command, args []any) ([]string, []*string, error)
+	// args is room for a statement's n arguments, and intArg one integer
+	// argument: a batch keeps them in its scratch, where the same user's
+	// next batch reuses them (workload.Scratch).
+	args(n int) []any
+	intArg(i int64) any
 }
 
 // run executes the script once in e, returning the rows changed.
@@ -36,7 +41,7 @@ func (sc *Script) run(ctx context.Context, e *env, x executor) (int64, error) {
 		case cSet:
 			var v value
 			if v, err = e.eval(c.e); err == nil {
-				e.vars[c.variable] = &variable{v: v, ok: true}
+				e.set(c.variable, v)
 			}
 			pc++
 		case cSleep:
@@ -78,15 +83,18 @@ func (sc *Script) branch(e *env, pc int) (int, error) {
 }
 
 func (sc *Script) sql(ctx context.Context, e *env, x executor, c *command) (int64, error) {
-	args := make([]any, len(c.params))
+	args := x.args(len(c.params))
 	for i, n := range c.params {
 		v := e.vars[n]
 		if v == nil {
 			return 0, runErr("undefined variable %q", n)
 		}
-		if v.str {
+		switch {
+		case v.str:
 			args[i] = v.text // what a query returned, sent as text as pgbench does
-		} else {
+		case v.v.k == kInt:
+			args[i] = x.intArg(v.v.i)
+		default:
 			args[i] = v.v.arg()
 		}
 	}
@@ -189,8 +197,42 @@ func (x txExec) row(ctx context.Context, c *command, args []any) ([]string, []*s
 	return cols, vals, nil
 }
 
-// batchExec collects the calls of a pipelined run.
-type batchExec struct{ calls []workload.Call }
+func (txExec) args(n int) []any   { return make([]any, n) }
+func (txExec) intArg(i int64) any { return i }
+
+// batchExec collects the calls of a pipelined run. It is kept in the
+// user's scratch and reset for each batch: its calls, their argument
+// lists and integer arguments (passed as pointers, which the pipe sends
+// as what they point to) are then reused instead of allocated.
+type batchExec struct {
+	calls []workload.Call
+	all   []any   // the calls' arguments
+	ints  []int64 // the integers they point to
+}
+
+func (x *batchExec) reset() {
+	x.calls, x.all, x.ints = x.calls[:0], x.all[:0], x.ints[:0]
+}
+
+// args and intArg take from the end of their arrays; when one is full a
+// larger one replaces it, and what was handed out of the old one stays
+// valid (it is not written again).
+func (x *batchExec) args(n int) []any {
+	if len(x.all)+n > cap(x.all) {
+		x.all = make([]any, 0, max(2*cap(x.all), n, 8))
+	}
+	at := len(x.all)
+	x.all = x.all[:at+n]
+	return x.all[at : at+n : at+n]
+}
+
+func (x *batchExec) intArg(i int64) any {
+	if len(x.ints) == cap(x.ints) {
+		x.ints = make([]int64, 0, max(2*cap(x.ints), 8))
+	}
+	x.ints = append(x.ints, i)
+	return &x.ints[len(x.ints)-1]
+}
 
 func (x *batchExec) exec(_ context.Context, c *command, args []any) (int64, error) {
 	x.calls = append(x.calls, workload.Call{Stmt: c.name, Args: args, Rows: -1})

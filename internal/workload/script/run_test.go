@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"replab/internal/workload"
 )
 
 // recorder is an executor that records every statement with its
@@ -17,6 +19,21 @@ type recorder struct {
 	calls []string
 	cols  []string
 	vals  []*string
+}
+
+func (x *recorder) args(n int) []any   { return make([]any, n) }
+func (x *recorder) intArg(i int64) any { return i }
+
+// values is args with the integers a batch passes as pointers read.
+func values(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if p, ok := a.(*int64); ok {
+			a = *p
+		}
+		out[i] = a
+	}
+	return out
 }
 
 func (x *recorder) exec(_ context.Context, c *command, args []any) (int64, error) {
@@ -72,7 +89,7 @@ func TestBatchDrawsAsRunDoes(t *testing.T) {
 	}
 	var batched []string
 	for _, c := range bx.calls {
-		batched = append(batched, fmt.Sprintf("%s%v", c.Stmt, c.Args))
+		batched = append(batched, fmt.Sprintf("%s%v", c.Stmt, values(c.Args)))
 		if c.Rows != -1 {
 			t.Errorf("%s: rows %d, want -1 (any)", c.Stmt, c.Rows)
 		}
@@ -83,8 +100,8 @@ func TestBatchDrawsAsRunDoes(t *testing.T) {
 	if len(bx.calls) != 5 {
 		t.Fatalf("%d calls, want 5", len(bx.calls))
 	}
-	aid := bx.calls[0].Args[1].(int64)
-	delta := bx.calls[0].Args[0].(int64)
+	aid := *bx.calls[0].Args[1].(*int64)
+	delta := *bx.calls[0].Args[0].(*int64)
 	if aid < 1 || aid > 100000 || delta < -5000 || delta > 5000 {
 		t.Errorf("aid %d, delta %d out of range", aid, delta)
 	}
@@ -171,9 +188,31 @@ func TestVariablesAreEachUsersAndOutliveATransaction(t *testing.T) {
 	for range 2 {
 		b(1, r, nil)
 	}
-	got1 := b(1, r, nil)[0].Args
-	got2 := b(2, r, nil)[0].Args
+	got1 := values(b(1, r, nil)[0].Args)
+	got2 := values(b(2, r, nil)[0].Args)
 	if fmt.Sprint(got1) != "[3 1 5]" || fmt.Sprint(got2) != "[101 2 5]" {
 		t.Errorf("user 1 %v, user 2 %v", got1, got2)
+	}
+}
+
+// TestBatchInScratchAllocatesNothing: pgbench's select-only as a batch
+// built in the user's scratch gives what it gives without one (the same
+// draws), and, once the scratch has grown, allocates nothing: its \set
+// reuses its variable, its call, argument list and integer come from the
+// scratch.
+func TestBatchInScratchAllocatesNothing(t *testing.T) {
+	sc := mustParse(t, "select-only.sql", "\\set aid random(1, 100000 * :scale)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n")
+	w := &Workload{users: map[int]*env{}, scale: 10, txs: []txFile{{name: "select-only", weight: 1, sc: sc}}}
+	b := w.Transactions()[0].Batch
+	r1, r2 := rand.New(rand.NewPCG(3, 3)), rand.New(rand.NewPCG(3, 3))
+	s := &workload.Scratch{}
+	for i := range 20 {
+		plain, kept := values(b(1, r1, nil)[0].Args), values(b(2, r2, s)[0].Args)
+		if fmt.Sprint(plain) != fmt.Sprint(kept) {
+			t.Fatalf("batch %d: %v in a scratch, %v without", i, kept, plain)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { b(2, r2, s) }); n != 0 {
+		t.Errorf("a batch in a scratch allocates %.0f times, want 0", n)
 	}
 }
