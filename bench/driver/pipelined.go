@@ -343,7 +343,8 @@ func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, wal *sql.DB, tex
 	// measure phase does. Right after a VACUUM the same run is faster
 	// (its first 2 s 5-10 % above the next ones), which pgbench measured
 	// and replab did not until 2026-11-27.
-	if _, err := pgbenchRun(ctx, b.pgbench, site, db.DSN, int(pipeWarmup/time.Second), append(args, strconv.Itoa(int(pipeWarmup/time.Second)))...); err != nil {
+	warm := int(pipeWarmup / time.Second)
+	if _, err := pgbenchRun(ctx, b.pgbench, site, db.DSN, warm, append(args, strconv.Itoa(warm))...); err != nil {
 		return toolRun{}, fmt.Errorf("warmup: %w", err)
 	}
 	wal0, srv0, meter, t0 := walBytes(ctx, wal), nodeCPU(ctx, p.cluster, "db"), benchkit.StartCPU(), time.Now()

@@ -190,6 +190,24 @@ type Scratch struct {
 	State any
 }
 
+// StateOf is s's State as a *T, made on the first call (and set up by
+// init, when given); a nil s gives a new one each time.
+func StateOf[T any](s *Scratch, init func(*T)) *T {
+	if s != nil {
+		if t, ok := s.State.(*T); ok {
+			return t
+		}
+	}
+	t := new(T)
+	if init != nil {
+		init(t)
+	}
+	if s != nil {
+		s.State = t
+	}
+	return t
+}
+
 // Tx is one attempt of a transaction, with the user's prepared statements.
 type Tx struct {
 	// User is the number of the user running it (0 … users-1).

@@ -537,51 +537,8 @@ func (p *pipe) appendCall(b []byte, cl engine.PipeCall) ([]byte, error) {
 
 // appendArg appends one parameter: its length and value.
 func (p *pipe) appendArg(b []byte, oid uint32, a any) ([]byte, int16, error) {
-	switch v := a.(type) {
-	case nil:
-		return append(b, 0xff, 0xff, 0xff, 0xff), pgtype.TextFormatCode, nil
-	case string:
-		if textual(oid) {
-			b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-			return append(b, v...), pgtype.TextFormatCode, nil
-		}
-	case []byte:
-		if v == nil {
-			return append(b, 0xff, 0xff, 0xff, 0xff), pgtype.TextFormatCode, nil
-		}
-		if textual(oid) {
-			b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-			return append(b, v...), pgtype.TextFormatCode, nil
-		}
-	case int64:
-		if numeric(oid) {
-			return appendInt(b, v), pgtype.TextFormatCode, nil
-		}
-	// Pointers, as a workload's Scratch holds its arguments
-	// (workload.Call): what they point to, nil as NULL.
-	case *[]byte:
-		if v == nil || *v == nil {
-			return append(b, 0xff, 0xff, 0xff, 0xff), pgtype.TextFormatCode, nil
-		}
-		if textual(oid) {
-			b = binary.BigEndian.AppendUint32(b, uint32(len(*v)))
-			return append(b, *v...), pgtype.TextFormatCode, nil
-		}
-	case *int64:
-		if v == nil {
-			return append(b, 0xff, 0xff, 0xff, 0xff), pgtype.TextFormatCode, nil
-		}
-		if numeric(oid) {
-			return appendInt(b, *v), pgtype.TextFormatCode, nil
-		}
-	case int:
-		if numeric(oid) {
-			return appendInt(b, int64(v)), pgtype.TextFormatCode, nil
-		}
-	case int32:
-		if numeric(oid) {
-			return appendInt(b, int64(v)), pgtype.TextFormatCode, nil
-		}
+	if out, ok := appendPlain(b, oid, a); ok {
+		return out, pgtype.TextFormatCode, nil
 	}
 	if p.types == nil {
 		p.types = pgtype.NewMap()
@@ -594,10 +551,66 @@ func (p *pipe) appendArg(b []byte, oid uint32, a any) ([]byte, int16, error) {
 		return b[:at], 0, err
 	}
 	if out == nil { // NULL
-		return binary.BigEndian.AppendUint32(b[:at], 0xffffffff), format, nil
+		return appendNull(b[:at]), format, nil
 	}
 	binary.BigEndian.PutUint32(out[at:], uint32(len(out)-at-4))
 	return out, format, nil
+}
+
+// appendPlain appends a in text format without pgx's type map: NULL, a
+// string or bytes for a textual parameter, an integer for a numeric one,
+// and a pointer to those as what it points to (nil as NULL: a workload's
+// Scratch holds its arguments so, see workload.Call). ok is false for
+// anything else.
+func appendPlain(b []byte, oid uint32, a any) (_ []byte, ok bool) {
+	switch v := a.(type) {
+	case nil:
+		return appendNull(b), true
+	case string:
+		return appendText(b, oid, v)
+	case []byte:
+		if v == nil {
+			return appendNull(b), true
+		}
+		return appendText(b, oid, v)
+	case *[]byte:
+		if v == nil || *v == nil {
+			return appendNull(b), true
+		}
+		return appendText(b, oid, *v)
+	case int64:
+		return appendNumber(b, oid, v)
+	case *int64:
+		if v == nil {
+			return appendNull(b), true
+		}
+		return appendNumber(b, oid, *v)
+	case int:
+		return appendNumber(b, oid, int64(v))
+	case int32:
+		return appendNumber(b, oid, int64(v))
+	}
+	return b, false
+}
+
+func appendNull(b []byte) []byte { return append(b, 0xff, 0xff, 0xff, 0xff) }
+
+// appendText: the bytes of a string or []byte are a textual parameter's
+// text format as they are.
+func appendText[T string | []byte](b []byte, oid uint32, v T) ([]byte, bool) {
+	if !textual(oid) {
+		return b, false
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+	return append(b, v...), true
+}
+
+// appendNumber: a decimal integer is a numeric parameter's text format.
+func appendNumber(b []byte, oid uint32, v int64) ([]byte, bool) {
+	if !numeric(oid) {
+		return b, false
+	}
+	return appendInt(b, v), true
 }
 
 func appendInt(b []byte, v int64) []byte {

@@ -65,17 +65,11 @@ func (w *Workload) update(ctx context.Context, tx *workload.Tx, r *rand.Rand) (i
 // updateBatch is update as one pipelined call (same draws from r), built
 // in the user's scratch when it has one.
 func (w *Workload) updateBatch(_ int, r *rand.Rand, s *workload.Scratch) []workload.Call {
-	if s == nil {
-		s = &workload.Scratch{}
-	}
-	u, _ := s.State.(*updateCall)
-	if u == nil {
-		u = &updateCall{}
+	u := workload.StateOf(s, func(u *updateCall) {
 		// The arguments point at the text and id: boxing them anew would
 		// allocate each time.
 		u.calls[0] = workload.Call{Stmt: "update", Args: []any{&u.text, &u.id}, Rows: 1}
-		s.State = u
-	}
+	})
 	u.id = w.person(r)
 	u.text = AppendText(u.text[:0], r, w.textBytes)
 	return u.calls[:]

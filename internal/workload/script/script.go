@@ -218,14 +218,7 @@ func (w *Workload) Transactions() []workload.TxType {
 		tt.Autocommit = sc.ReadOnly && !sc.Begins
 		if sc.Batchable {
 			tt.Batch = func(user int, r *rand.Rand, s *workload.Scratch) []workload.Call {
-				if s == nil {
-					s = &workload.Scratch{}
-				}
-				x, _ := s.State.(*batchExec)
-				if x == nil {
-					x = &batchExec{}
-					s.State = x
-				}
+				x := workload.StateOf[batchExec](s, nil)
 				x.reset()
 				if _, err := sc.run(context.Background(), w.env(user, r), x); err != nil {
 					return []workload.Call{{Err: err}}
