@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -292,6 +293,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"validate", "--help"}, []string{"replab validate FILE"}},
 		{[]string{"report", "--help"}, []string{"replab report DIR"}},
 		{[]string{"compare", "--help"}, []string{"replab compare"}},
+		{[]string{"exec", "--help"}, []string{"replab exec", "-lab"}},
 	} {
 		out, code := replab(t, "", tc.args...)
 		if code != 0 || strings.Count(out, "Usage:") != 1 {
@@ -302,6 +304,39 @@ func TestHelp(t *testing.T) {
 				t.Errorf("%v: no %q in\n%s", tc.args, w, out)
 			}
 		}
+	}
+}
+
+// TestEveryCommandsHelpPrintsItsUsageOnce runs --help for every command in
+// commands() and every subcommand its usage names (replab lab up, …): each
+// prints one usage, naming itself, and exits 0.
+func TestEveryCommandsHelpPrintsItsUsageOnce(t *testing.T) {
+	var cmds [][]string
+	for _, c := range commands() {
+		cmds = append(cmds, []string{c.name})
+		out, _ := replab(t, "", c.name, "--help")
+		sub := regexp.MustCompile(`replab ` + c.name + ` ([a-z]+)\b`)
+		seen := map[string]bool{}
+		for _, m := range sub.FindAllStringSubmatch(out, -1) {
+			if !seen[m[1]] {
+				seen[m[1]] = true
+				cmds = append(cmds, []string{c.name, m[1]})
+			}
+		}
+	}
+	if len(cmds) < len(commands())+4 {
+		t.Fatalf("found only %v: the lab and link subcommands are missing", cmds)
+	}
+	for _, args := range cmds {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			out, code := replab(t, "", append(args, "--help")...)
+			if n := strings.Count(out, "Usage:"); code != 0 || n != 1 {
+				t.Errorf("exit %d, %d usages (want 1):\n%s", code, n, out)
+			}
+			if !strings.Contains(out, "replab "+strings.Join(args, " ")) {
+				t.Errorf("the usage does not name %q:\n%s", strings.Join(args, " "), out)
+			}
+		})
 	}
 }
 

@@ -330,8 +330,7 @@ and exits with CMD's exit status.`)
 	// Flags only before SITE: everything after it belongs to CMD.
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
-			return errHelp
+			return errHelp // flag has printed fs.Usage
 		}
 		return fmt.Errorf("exec: %w (see replab exec --help)", err)
 	}
