@@ -340,9 +340,11 @@ func TestEveryCommandsHelpPrintsItsUsageOnce(t *testing.T) {
 	}
 }
 
-// TestValidateReportsEveryErrorAtOnce: a spec with an engine error, a
+// TestValidateReportsEveryErrorAtOnce: a spec with errors of its own
+// (a duration too short, think time with a rate), an engine error, a
 // workload error and sweep points that are all invalid gets every error
-// in one pass, each at its line.
+// in one pass, each at its line, each point's quoting its swept value and
+// repeating none of the spec's own.
 func TestValidateReportsEveryErrorAtOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bad.toml")
 	if err := os.WriteFile(path, []byte(`[lab]
@@ -361,6 +363,10 @@ comit = "on"
 [workload]
 kind = "personnel"
 persons = 0
+[run]
+duration = "0.5s"
+think = "1s"
+rate = "100/s"
 [sweep]
 "run.users" = [0, -3]
 `), 0o644); err != nil {
@@ -373,12 +379,17 @@ persons = 0
 	for _, want := range []string{
 		"bad.toml:13: scheme.comit: unknown option for engine postgres",
 		"bad.toml:16: workload.persons: want a whole number from 1",
-		"sweep point run.users=0",
-		"sweep point run.users=-3",
+		`bad.toml:18: run.duration = "0.5s": too short`,
+		`bad.toml:19: run.think = "1s": think time is for closed loop`,
+		"sweep point run.users=0:\n" + path + ":22: run.users = 0: want between 1 and 10000 users\n",
+		"sweep point run.users=-3:\n" + path + ":22: run.users = -3: want between 1 and 10000 users",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
+	}
+	if n := strings.Count(out, "run.duration"); n != 1 {
+		t.Errorf("the spec's own error is repeated %d times (want once):\n%s", n, out)
 	}
 }
 
