@@ -393,6 +393,34 @@ rate = "100/s"
 	}
 }
 
+// TestValidateSaysWhatIsVerified: with faults, validate promises the
+// acknowledged-commit check only where the run does it (engines with SQL)
+// and says plainly where it does not.
+func TestValidateSaysWhatIsVerified(t *testing.T) {
+	bdb, err := os.ReadFile("../../scenarios/bdb-ha.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bdbFaults := filepath.Join(t.TempDir(), "bdb-faults.toml")
+	text := string(bdb) + "\n\n[[fault]]\nat = \"5s\"\nnode = \"m1\"\ndo = \"pause\"\nfor = \"1s\"\n"
+	if err := os.WriteFile(bdbFaults, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"../../examples/pg-faults.toml", "verify: every acknowledged commit is looked for at every node after the run\n"},
+		{"../../examples/mariadb-galera-faults.toml", "verify: every acknowledged commit is looked for at every node after the run\n"},
+		{bdbFaults, "verify: acknowledged commits are NOT verified for engine bdbje"},
+		{"../../examples/xrootd-faults.toml", "verify: acknowledged commits: does not apply to engine xrootd"},
+	} {
+		t.Run(filepath.Base(tc.file), func(t *testing.T) {
+			out, code := replab(t, "", "validate", tc.file)
+			if code != 0 || !strings.Contains(out, tc.want) || strings.Count(out, "verify:") != 1 {
+				t.Errorf("exit %d: want one verify line %q in:\n%s", code, tc.want, out)
+			}
+		})
+	}
+}
+
 func TestPgQuorumExampleNodesHaveDSNsThatWorkFromEverySite(t *testing.T) {
 	requireRoot(t)
 	if _, err := exec.LookPath("psql"); err != nil {

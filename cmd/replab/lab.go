@@ -261,7 +261,7 @@ then prints its sites, links and nodes with every default resolved.`)
 	if len(pos) != 1 {
 		return fmt.Errorf("validate: give exactly one spec file")
 	}
-	s, _, err := loadChecked(pos[0])
+	s, eng, err := loadChecked(pos[0])
 	if err != nil {
 		return err
 	}
@@ -301,8 +301,8 @@ then prints its sites, links and nodes with every default resolved.`)
 		}
 		fmt.Fprintf(out, "fault at %s%s: %s\n", f.At, heal, fault.Describe(f))
 	}
-	if s.VerifyOn() {
-		fmt.Fprintf(out, "verify: every acknowledged commit is looked for at every node after the run\n")
+	if plan := runner.VerifyPlan(s, eng); plan != "" {
+		fmt.Fprintf(out, "verify: %s\n", plan)
 	}
 	for _, w := range runner.ProvisionWarnings(s, engines(), workloads()) {
 		fmt.Fprintf(out, "warning: %s\n", w)
