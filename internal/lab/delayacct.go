@@ -160,4 +160,3 @@ func RestoreDelayAcct(path, lockDir string) (string, error) {
 	}
 	return done, os.Remove(was)
 }
-
