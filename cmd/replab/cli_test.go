@@ -421,6 +421,32 @@ func TestValidateSaysWhatIsVerified(t *testing.T) {
 	}
 }
 
+// TestValidateWarnsOfSyncWithoutWaiting: PostgreSQL's durability = "nosync"
+// with synchronous standbys runs, but no commit waits for them: validate
+// accepts it and says so at its file:line, for the spec and for a sweep
+// point that sets it.
+func TestValidateWarnsOfSyncWithoutWaiting(t *testing.T) {
+	out, code := replab(t, "", "validate", "../../scenarios/bdb-ha-pg.toml")
+	want := `warning: ../../scenarios/bdb-ha-pg.toml:74: scheme.durability = "nosync": with replication = "sync" no commit waits for a standby`
+	if code != 0 || strings.Count(out, want) != 2 || !strings.Contains(out, `(sweep point scheme.durability="nosync", scheme.standbys="ANY 1 (r1, r2)")`) {
+		t.Errorf("exit %d; want two warnings %q, one per sweep point with nosync, in:\n%s", code, want, out)
+	}
+	b, err := os.ReadFile("../../scenarios/bdb-ha-pg.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "nosync.toml")
+	text := strings.Replace(string(b), "\ndurability = \"sync\"\n", "\ndurability = \"nosync\"\n", 1)
+	text = text[:strings.Index(text, "[sweep]")]
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code = replab(t, "", "validate", path)
+	if code != 0 || strings.Count(out, "warning: ") != 1 || !strings.Contains(out, path+`:62: scheme.durability = "nosync": with replication = "sync" no commit waits`) {
+		t.Errorf("exit %d; want one warning at line 62 in:\n%s", code, out)
+	}
+}
+
 func TestPgQuorumExampleNodesHaveDSNsThatWorkFromEverySite(t *testing.T) {
 	requireRoot(t)
 	if _, err := exec.LookPath("psql"); err != nil {

@@ -75,6 +75,9 @@ link, then "ready", and keeps it up until SIGINT/SIGTERM; then removes everythin
 	if err := needsLab(s, "lab up"); err != nil {
 		return err
 	}
+	for _, w := range s.Warnings() {
+		fmt.Fprintf(out, "warning: %s\n", w)
+	}
 	for _, w := range runner.ProvisionWarnings(s, engines(), workloads()) {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
@@ -303,6 +306,9 @@ then prints its sites, links and nodes with every default resolved.`)
 	}
 	if plan := runner.VerifyPlan(s, eng); plan != "" {
 		fmt.Fprintf(out, "verify: %s\n", plan)
+	}
+	for _, w := range s.Warnings() {
+		fmt.Fprintf(out, "warning: %s\n", w)
 	}
 	for _, w := range runner.ProvisionWarnings(s, engines(), workloads()) {
 		fmt.Fprintf(out, "warning: %s\n", w)

@@ -64,6 +64,9 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, strin
 	if err := Validate(s, opt.Engines, opt.Workloads, true); err != nil {
 		return nil, "", err
 	}
+	for _, w := range s.Warnings() {
+		fmt.Fprintf(opt.Log, "warning: %s\n", w)
+	}
 	eng, wl, err := check(s, opt, true)
 	if err != nil {
 		return nil, "", err
@@ -89,7 +92,8 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, strin
 
 // Validate checks a spec before anything is built: the spec, its engine
 // part and its workload where it has them, and with a sweep every point
-// too. It reports every error at once, also for a spec read with errors
+// too; what they warn of is in s.Warnings(), a point's naming it. It
+// reports every error at once, also for a spec read with errors
 // (spec.LoadForCheck): its own come out sorted by line with the engine's
 // and the workload's, and a sweep point repeats none of those. forRun also
 // requires what replab run needs: an engine and a workload.
@@ -117,6 +121,11 @@ func Validate(s *spec.Spec, engines *engine.Registry, workloads *workload.Regist
 			perrs.Join(checkPartial(p.Spec, opt, forRun, len(read) > 0 || len(pread) > 0))
 			if err := perrs.Err(); err != nil {
 				errs = append(errs, withoutKnown(&spec.PointError{Label: p.Label, Err: err}, known))
+			}
+			for _, w := range p.Spec.Warnings() {
+				pw := *w
+				pw.Msg += " (sweep point " + p.Label + ")"
+				s.AddWarning(&pw)
 			}
 		}
 	}

@@ -42,6 +42,9 @@ type Spec struct {
 	// readErrs are the errors found reading the spec, when it was read
 	// for checking (LoadForCheck) and is incomplete.
 	readErrs ErrorList
+	// warnings are what its checks found that runs but does not do what
+	// it seems to (Warnf).
+	warnings ErrorList
 }
 
 // Engine is the [engine] table.
