@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -292,6 +293,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"validate", "--help"}, []string{"replab validate FILE"}},
 		{[]string{"report", "--help"}, []string{"replab report DIR"}},
 		{[]string{"compare", "--help"}, []string{"replab compare"}},
+		{[]string{"exec", "--help"}, []string{"replab exec", "-lab"}},
 	} {
 		out, code := replab(t, "", tc.args...)
 		if code != 0 || strings.Count(out, "Usage:") != 1 {
@@ -305,9 +307,44 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// TestValidateReportsEveryErrorAtOnce: a spec with an engine error, a
+// TestEveryCommandsHelpPrintsItsUsageOnce runs --help for every command in
+// commands() and every subcommand its usage names (replab lab up, …): each
+// prints one usage, naming itself, and exits 0.
+func TestEveryCommandsHelpPrintsItsUsageOnce(t *testing.T) {
+	var cmds [][]string
+	for _, c := range commands() {
+		cmds = append(cmds, []string{c.name})
+		out, _ := replab(t, "", c.name, "--help")
+		sub := regexp.MustCompile(`replab ` + c.name + ` ([a-z]+)\b`)
+		seen := map[string]bool{}
+		for _, m := range sub.FindAllStringSubmatch(out, -1) {
+			if !seen[m[1]] {
+				seen[m[1]] = true
+				cmds = append(cmds, []string{c.name, m[1]})
+			}
+		}
+	}
+	if len(cmds) < len(commands())+4 {
+		t.Fatalf("found only %v: the lab and link subcommands are missing", cmds)
+	}
+	for _, args := range cmds {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			out, code := replab(t, "", append(args, "--help")...)
+			if n := strings.Count(out, "Usage:"); code != 0 || n != 1 {
+				t.Errorf("exit %d, %d usages (want 1):\n%s", code, n, out)
+			}
+			if !strings.Contains(out, "replab "+strings.Join(args, " ")) {
+				t.Errorf("the usage does not name %q:\n%s", strings.Join(args, " "), out)
+			}
+		})
+	}
+}
+
+// TestValidateReportsEveryErrorAtOnce: a spec with errors of its own
+// (a duration too short, think time with a rate), an engine error, a
 // workload error and sweep points that are all invalid gets every error
-// in one pass, each at its line.
+// in one pass, each at its line, each point's quoting its swept value and
+// repeating none of the spec's own.
 func TestValidateReportsEveryErrorAtOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bad.toml")
 	if err := os.WriteFile(path, []byte(`[lab]
@@ -326,6 +363,10 @@ comit = "on"
 [workload]
 kind = "personnel"
 persons = 0
+[run]
+duration = "0.5s"
+think = "1s"
+rate = "100/s"
 [sweep]
 "run.users" = [0, -3]
 `), 0o644); err != nil {
@@ -338,12 +379,71 @@ persons = 0
 	for _, want := range []string{
 		"bad.toml:13: scheme.comit: unknown option for engine postgres",
 		"bad.toml:16: workload.persons: want a whole number from 1",
-		"sweep point run.users=0",
-		"sweep point run.users=-3",
+		`bad.toml:18: run.duration = "0.5s": too short`,
+		`bad.toml:19: run.think = "1s": think time is for closed loop`,
+		"sweep point run.users=0:\n" + path + ":22: run.users = 0: want between 1 and 10000 users\n",
+		"sweep point run.users=-3:\n" + path + ":22: run.users = -3: want between 1 and 10000 users",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
+	}
+	if n := strings.Count(out, "run.duration"); n != 1 {
+		t.Errorf("the spec's own error is repeated %d times (want once):\n%s", n, out)
+	}
+}
+
+// TestValidateSaysWhatIsVerified: with faults, validate promises the
+// acknowledged-commit check only where the run does it (engines with SQL)
+// and says plainly where it does not.
+func TestValidateSaysWhatIsVerified(t *testing.T) {
+	bdb, err := os.ReadFile("../../scenarios/bdb-ha.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bdbFaults := filepath.Join(t.TempDir(), "bdb-faults.toml")
+	text := string(bdb) + "\n\n[[fault]]\nat = \"5s\"\nnode = \"m1\"\ndo = \"pause\"\nfor = \"1s\"\n"
+	if err := os.WriteFile(bdbFaults, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"../../examples/pg-faults.toml", "verify: every acknowledged commit is looked for at every node after the run\n"},
+		{"../../examples/mariadb-galera-faults.toml", "verify: every acknowledged commit is looked for at every node after the run\n"},
+		{bdbFaults, "verify: acknowledged commits are NOT verified for engine bdbje"},
+		{"../../examples/xrootd-faults.toml", "verify: acknowledged commits: does not apply to engine xrootd"},
+	} {
+		t.Run(filepath.Base(tc.file), func(t *testing.T) {
+			out, code := replab(t, "", "validate", tc.file)
+			if code != 0 || !strings.Contains(out, tc.want) || strings.Count(out, "verify:") != 1 {
+				t.Errorf("exit %d: want one verify line %q in:\n%s", code, tc.want, out)
+			}
+		})
+	}
+}
+
+// TestValidateWarnsOfSyncWithoutWaiting: PostgreSQL's durability = "nosync"
+// with synchronous standbys runs, but no commit waits for them: validate
+// accepts it and says so at its file:line, for the spec and for a sweep
+// point that sets it.
+func TestValidateWarnsOfSyncWithoutWaiting(t *testing.T) {
+	out, code := replab(t, "", "validate", "../../scenarios/bdb-ha-pg.toml")
+	want := `warning: ../../scenarios/bdb-ha-pg.toml:74: scheme.durability = "nosync": with replication = "sync" no commit waits for a standby`
+	if code != 0 || strings.Count(out, want) != 2 || !strings.Contains(out, `(sweep point scheme.durability="nosync", scheme.standbys="ANY 1 (r1, r2)")`) {
+		t.Errorf("exit %d; want two warnings %q, one per sweep point with nosync, in:\n%s", code, want, out)
+	}
+	b, err := os.ReadFile("../../scenarios/bdb-ha-pg.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "nosync.toml")
+	text := strings.Replace(string(b), "\ndurability = \"sync\"\n", "\ndurability = \"nosync\"\n", 1)
+	text = text[:strings.Index(text, "[sweep]")]
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code = replab(t, "", "validate", path)
+	if code != 0 || strings.Count(out, "warning: ") != 1 || !strings.Contains(out, path+`:62: scheme.durability = "nosync": with replication = "sync" no commit waits`) {
+		t.Errorf("exit %d; want one warning at line 62 in:\n%s", code, out)
 	}
 }
 

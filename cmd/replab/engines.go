@@ -25,10 +25,12 @@ func engines() *engine.Registry {
 // loadChecked loads a spec and validates it as replab run would: its
 // engine and workload parts and every sweep point, every error at once.
 func loadChecked(path string) (*spec.Spec, engine.Engine, error) {
-	s, err := spec.Load(path)
-	if err != nil {
+	s, err := spec.LoadForCheck(path)
+	if s == nil {
 		return nil, nil, err
 	}
+	// A spec read with errors is still checked: its engine's and its
+	// workload's errors come out with them.
 	if err := runner.Validate(s, engines(), workloads(), false); err != nil {
 		return nil, nil, err
 	}

@@ -75,6 +75,9 @@ link, then "ready", and keeps it up until SIGINT/SIGTERM; then removes everythin
 	if err := needsLab(s, "lab up"); err != nil {
 		return err
 	}
+	for _, w := range s.Warnings() {
+		fmt.Fprintf(out, "warning: %s\n", w)
+	}
 	for _, w := range runner.ProvisionWarnings(s, engines(), workloads()) {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
@@ -261,7 +264,7 @@ then prints its sites, links and nodes with every default resolved.`)
 	if len(pos) != 1 {
 		return fmt.Errorf("validate: give exactly one spec file")
 	}
-	s, _, err := loadChecked(pos[0])
+	s, eng, err := loadChecked(pos[0])
 	if err != nil {
 		return err
 	}
@@ -301,8 +304,11 @@ then prints its sites, links and nodes with every default resolved.`)
 		}
 		fmt.Fprintf(out, "fault at %s%s: %s\n", f.At, heal, fault.Describe(f))
 	}
-	if s.VerifyOn() {
-		fmt.Fprintf(out, "verify: every acknowledged commit is looked for at every node after the run\n")
+	if plan := runner.VerifyPlan(s, eng); plan != "" {
+		fmt.Fprintf(out, "verify: %s\n", plan)
+	}
+	for _, w := range s.Warnings() {
+		fmt.Fprintf(out, "warning: %s\n", w)
 	}
 	for _, w := range runner.ProvisionWarnings(s, engines(), workloads()) {
 		fmt.Fprintf(out, "warning: %s\n", w)
@@ -330,8 +336,7 @@ and exits with CMD's exit status.`)
 	// Flags only before SITE: everything after it belongs to CMD.
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
-			return errHelp
+			return errHelp // flag has printed fs.Usage
 		}
 		return fmt.Errorf("exec: %w (see replab exec --help)", err)
 	}

@@ -181,8 +181,19 @@ func Down(ctx context.Context, root, name string) ([]string, error) {
 		}
 	}
 	removeEmptyV2Parent()
+	// A monitor of a run that died switched delay accounting on for the
+	// machine: back to what it was once no live run holds it.
+	if d, err := RestoreDelayAcct(delayAcctPath, delayAcctLockDir); err != nil {
+		errs = append(errs, fmt.Errorf("delay accounting: %w", err))
+	} else if d != "" {
+		done = append(done, d)
+	}
 	return done, errors.Join(errs...)
 }
+
+// delayAcctPath and delayAcctLockDir are the delay accounting switch Down
+// restores: the machine's (a test points them at a stand-in).
+var delayAcctPath, delayAcctLockDir = DelayAcctPath, DelayAcctLockDir
 
 // teardownRecord removes what r describes. A live lab process is stopped
 // with SIGTERM first, and it removes its own lab; whatever remains after
@@ -262,7 +273,21 @@ func teardownRecord(ctx context.Context, root string, r *record) ([]string, erro
 			errs = append(errs, err)
 		}
 	}
+	// A fault log with faults in it outlives the lab, to be read; an empty
+	// one, which a lab that stops removes, is litter of a dead one.
+	if fl := FaultLogPath(root, r.Name); isEmptyFile(fl) {
+		if err := os.Remove(fl); err != nil {
+			errs = append(errs, err)
+		} else {
+			done = append(done, "empty fault log "+fl)
+		}
+	}
 	return done, errors.Join(errs...)
+}
+
+func isEmptyFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == 0
 }
 
 // killNetnsProcs kills every process inside a namespace: a lab's servers

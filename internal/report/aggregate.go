@@ -191,6 +191,7 @@ var foldRules = []struct {
 	{"tpm_ci", skip}, {"ci", skip}, {"repetitions", skip}, {"repetitions_needed", skip},
 	{"load", skip}, {"setup_s", skip}, {"environment", skip},
 	{"verdicts", skip}, {"monitor.warnings", skip},
+	{"steady.slope_low_pct_per_min", skip}, {"steady.slope_high_pct_per_min", skip},
 	{"faults", skip}, {"faults.*.fault", skip}, // foldFaults
 
 	// Counts of events, and time measured. (A count behind a summary, such

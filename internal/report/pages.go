@@ -213,7 +213,7 @@ func throughputTable(s *Summary) htmlTable {
 			v = st.Reason
 		}
 		row("steady in the measure phase", v)
-		t.Rows[len(t.Rows)-1][1].Title = fmt.Sprintf("least-squares trend %+.1f %% of the mean per minute; last third %+.1f %% from the first", st.SlopePctPerMin, st.DriftPct)
+		t.Rows[len(t.Rows)-1][1].Title = steadyTitle(st)
 	}
 	return t
 }
@@ -901,4 +901,14 @@ func repTPMChart(id string, r *Results) chart {
 			Pts: []point{{-0.5, ci.Mean}, {float64(len(labels)) - 0.5, ci.Mean}}})
 	}
 	return chart{fig: c.figure()}
+}
+
+// steadyTitle is the steadiness row's tooltip: the trend with its interval
+// (when the series set one), and the drift.
+func steadyTitle(st *stats.Steadiness) string {
+	trend := fmt.Sprintf("trend %+.1f %% of the mean per minute", st.SlopePctPerMin)
+	if lo, hi := st.SlopeLowPctPerMin, st.SlopeHighPctPerMin; lo > -1e9 && hi < 1e9 && (lo != 0 || hi != 0) {
+		trend += fmt.Sprintf(" (%.0f %% CI %+.1f to %+.1f)", 100*stats.SteadyLevel, lo, hi)
+	}
+	return fmt.Sprintf("%s; last third %+.1f %% from the first", trend, st.DriftPct)
 }

@@ -64,6 +64,9 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, strin
 	if err := Validate(s, opt.Engines, opt.Workloads, true); err != nil {
 		return nil, "", err
 	}
+	for _, w := range s.Warnings() {
+		fmt.Fprintf(opt.Log, "warning: %s\n", w)
+	}
 	eng, wl, err := check(s, opt, true)
 	if err != nil {
 		return nil, "", err
@@ -89,26 +92,87 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, strin
 
 // Validate checks a spec before anything is built: the spec, its engine
 // part and its workload where it has them, and with a sweep every point
-// too. It reports every error at once. forRun also requires what replab
-// run needs: an engine and a workload.
+// too; what they warn of is in s.Warnings(), a point's naming it. It
+// reports every error at once, also for a spec read with errors
+// (spec.LoadForCheck): its own come out sorted by line with the engine's
+// and the workload's, and a sweep point repeats none of those. forRun also
+// requires what replab run needs: an engine and a workload.
 func Validate(s *spec.Spec, engines *engine.Registry, workloads *workload.Registry, forRun bool) error {
 	opt := Options{Engines: engines, Workloads: workloads}
-	var errs []error
-	if _, _, err := check(s, opt, forRun); err != nil {
-		errs = append(errs, err)
-	}
+	read := s.ReadErrors()
+	base := s.NewErrors()
+	base.Join(read)
+	base.Join(checkPartial(s, opt, forRun, len(read) > 0))
+	baseErr := base.Err()
+	errs := []error{baseErr}
 	if len(s.Sweep) > 0 {
-		points, err := s.Points()
-		if err != nil {
-			errs = append(errs, err)
+		known := map[string]bool{}
+		if list, ok := baseErr.(spec.ErrorList); ok {
+			for _, e := range list {
+				known[e.Error()] = true
+			}
 		}
+		points, err := s.PointsForCheck()
+		errs = append(errs, err)
 		for _, p := range points {
-			if _, _, err := check(p.Spec, opt, forRun); err != nil {
-				errs = append(errs, &spec.PointError{Label: p.Label, Err: err})
+			pread := p.Spec.ReadErrors()
+			perrs := p.Spec.NewErrors()
+			perrs.Join(pread)
+			perrs.Join(checkPartial(p.Spec, opt, forRun, len(read) > 0 || len(pread) > 0))
+			if err := perrs.Err(); err != nil {
+				errs = append(errs, withoutKnown(&spec.PointError{Label: p.Label, Err: err}, known))
+			}
+			for _, w := range p.Spec.Warnings() {
+				pw := *w
+				pw.Msg += " (sweep point " + p.Label + ")"
+				s.AddWarning(&pw)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkPartial is check's error; on a spec read with errors, a panic of
+// an engine's or a workload's check (which may expect what could not be
+// read) is no more than those errors.
+func checkPartial(s *spec.Spec, opt Options, forRun, partial bool) (err error) {
+	if partial {
+		defer func() {
+			if recover() != nil {
+				err = nil
+			}
+		}()
+	}
+	_, _, err = check(s, opt, forRun)
+	return err
+}
+
+// withoutKnown drops from err (an ErrorList or a PointError) the errors
+// already reported about the spec itself: a sweep point would repeat
+// every error about what it does not sweep.
+func withoutKnown(err error, known map[string]bool) error {
+	if err == nil || len(known) == 0 {
+		return err
+	}
+	switch x := err.(type) {
+	case spec.ErrorList:
+		var out spec.ErrorList
+		for _, e := range x {
+			if !known[e.Error()] {
+				out = append(out, e)
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	case *spec.PointError:
+		if inner := withoutKnown(x.Err, known); inner != nil {
+			return &spec.PointError{Label: x.Label, Err: inner}
+		}
+		return nil
+	}
+	return err
 }
 
 // check finds the spec's engine and workload, and reports every error of

@@ -11,6 +11,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/report"
+	"replab/internal/spec"
 )
 
 // checkConvergence compares the workload's tables across every full copy
@@ -143,11 +144,32 @@ func (r *run) journalBase() int { return r.measured * journalWriters }
 // maxLostKeys is how many lost keys a node's verification names.
 const maxLostKeys = 20
 
+// VerifyPlan says what [run] verify does for a run of s on eng, for
+// `replab validate` and the run's log: every acknowledged commit looked
+// for at every node (engines with SQL, whose writing transactions journal
+// their keys), or why not; "" when verification is off.
+func VerifyPlan(s *spec.Spec, eng engine.Engine) string {
+	if eng == nil || !s.VerifyOn() {
+		return ""
+	}
+	d := engine.DialectOf(eng)
+	if _, err := engine.JournalInsertSQL(d); err == nil {
+		return "every acknowledged commit is looked for at every node after the run"
+	}
+	if d == engine.DialectKV {
+		return fmt.Sprintf("acknowledged commits are NOT verified for engine %s: its writes are not journalled (yet)", eng.Kind())
+	}
+	return fmt.Sprintf("acknowledged commits: does not apply to engine %s, through which replab only reads (pages): there are no commits to look for", eng.Kind())
+}
+
 // checkJournal looks for every acknowledged commit of this measurement at
 // every node holding a full copy, once the cluster flows again. A loss is
 // a result, said loudly, not an error.
 func (r *run) checkJournal(ctx context.Context, stopped time.Time) *report.Verification {
 	sc, ok := r.cluster.(engine.SQL)
+	if !ok && r.s.VerifyOn() {
+		fmt.Fprintf(r.log, "verify: %s\n", VerifyPlan(r.s, r.eng))
+	}
 	if !ok || r.res == nil || r.res.Journal == nil || ctx.Err() != nil {
 		return nil
 	}

@@ -24,6 +24,12 @@ func (e *Errors) Add(field, format string, args ...any) {
 	e.list = append(e.list, e.s.Errorf(field, format, args...))
 }
 
+// Warn records a warning at field: the spec is valid and runs, but this
+// part of it does not do what it seems to (Spec.Warnf).
+func (e *Errors) Warn(field, format string, args ...any) {
+	e.s.Warnf(field, format, args...)
+}
+
 // Join adds the errors of another pass (an ErrorList, or one Error);
 // other errors are added without a place.
 func (e *Errors) Join(err error) {
@@ -291,4 +297,28 @@ func quoteAll(v []string) string {
 func (s *Spec) Written(field string) bool {
 	_, ok := s.lines[field]
 	return ok
+}
+
+// Warnf records a warning about field, with its file:line as an error
+// has: something a check found that runs but does not do what it seems
+// to, where refusing it would refuse a spec that means it (a sweep's row).
+// `replab validate` and `replab run` print the warnings.
+func (s *Spec) Warnf(field, format string, args ...any) {
+	w := s.Errorf(field, format, args...)
+	if p, err := splitSweepPath(field); err == nil && s.raw != nil {
+		if kp := s.raw.pos[p.key()]; kp != nil && !strings.ContainsAny(kp.raw, "\r\n") {
+			w.Value = shorten(kp.raw) // as written (a sweep point's: its value)
+		}
+	}
+	s.AddWarning(w)
+}
+
+// AddWarning records a warning made elsewhere (a sweep point's, said of
+// the spec it comes from).
+func (s *Spec) AddWarning(w *Error) { s.warnings = append(s.warnings, w) }
+
+// Warnings are the warnings recorded so far, sorted by line, each once
+// (a spec checked twice warns twice).
+func (s *Spec) Warnings() ErrorList {
+	return sortErrors(slices.Clone(s.warnings))
 }

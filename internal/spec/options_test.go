@@ -174,3 +174,28 @@ func TestOptionsSize(t *testing.T) {
 		t.Errorf("a good size was refused, or a string read as a number was not:\n%s", got)
 	}
 }
+
+// TestWarnings: a warning names its file:line and the value as written
+// (a sweep point's: the swept one), and a spec checked twice warns once.
+func TestWarnings(t *testing.T) {
+	s, err := Parse("w.toml", []byte(sweepBase+"[scheme]\nreplication = \"sync\"\ndurability = \"nosync\"\n[sweep]\n\"scheme.durability\" = [\"sync\", \"write-nosync\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		errs := s.NewErrors()
+		errs.Warn("scheme.durability", "waits for nothing")
+	}
+	got := s.Warnings()
+	if len(got) != 1 || got[0].Error() != `w.toml:20: scheme.durability = "nosync": waits for nothing` {
+		t.Errorf("warnings %v", got)
+	}
+	points, err := s.Points()
+	if err != nil {
+		t.Fatal(err)
+	}
+	points[1].Spec.Warnf("scheme.durability", "flushes nothing")
+	if got := points[1].Spec.Warnings(); len(got) != 1 || got[0].Error() != `w.toml:22: scheme.durability = "write-nosync": flushes nothing` {
+		t.Errorf("a point's warnings %v", got)
+	}
+}

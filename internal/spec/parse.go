@@ -43,23 +43,44 @@ var (
 // Load reads and parses the spec at path. Relative trace paths in it start at
 // the spec's directory.
 func Load(path string) (*Spec, error) {
+	s, err := LoadForCheck(path)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// LoadForCheck is Load for a caller that goes on checking the spec (its
+// engine's and workload's parts, every sweep point: runner.Validate), so
+// that every problem comes out in one pass: when the file could be read as
+// TOML but some of its values are wrong, it returns those errors and also
+// the spec as far as it could be read, which carries them (ReadErrors).
+// Such a spec is for checking only, never for running.
+func LoadForCheck(path string) (*Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
 	s, err := parse(path, data, &env{baseDir: filepath.Dir(path)})
-	if err != nil {
-		return nil, err
+	if s != nil {
+		s.File = path
 	}
-	s.File = path
-	return s, nil
+	return s, err
 }
+
+// ReadErrors are the errors LoadForCheck found reading the spec; none for
+// a spec that Load or Parse returned.
+func (s *Spec) ReadErrors() ErrorList { return s.readErrs }
 
 // Parse parses a spec held in memory; name is used in error messages, and
 // relative trace paths start at name's directory. A returned error is an
 // ErrorList: one line per problem, each naming file:line and the field.
 func Parse(name string, data []byte) (*Spec, error) {
-	return parse(name, data, &env{baseDir: filepath.Dir(name)})
+	s, err := parse(name, data, &env{baseDir: filepath.Dir(name)})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func parse(name string, data []byte, e *env) (s *Spec, err error) {
@@ -80,7 +101,9 @@ func parse(name string, data []byte, e *env) (s *Spec, err error) {
 	s = c.spec()
 	s.name, s.raw, s.env = name, d, e
 	if len(c.errs) > 0 {
-		return nil, sortErrors(c.errs)
+		// What could be read, for LoadForCheck: Load and Parse drop it.
+		s.readErrs = sortErrors(c.errs)
+		return s, s.readErrs
 	}
 	return s, nil
 }

@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -101,20 +102,44 @@ func splitSweepPath(pth string) (path, error) {
 // Points expands the sweep into one spec per combination, in order (the
 // last parameter varies fastest). A spec without a sweep has one point:
 // itself. Every combination is checked: the error lists each bad one with
-// its errors (naming the sweep line, or the field's line in the file), and
+// its errors (naming the sweep line, and quoting the swept value), and
 // the points returned are the good ones.
 func (s *Spec) Points() ([]Point, error) {
+	all, err := s.PointsForCheck()
+	if err != nil {
+		return nil, err
+	}
+	var points []Point
+	var bad []error
+	for _, p := range all {
+		if errs := p.Spec.ReadErrors(); len(errs) > 0 {
+			bad = append(bad, &PointError{Label: p.Label, Err: errs})
+			continue
+		}
+		points = append(points, p)
+	}
+	return points, errors.Join(bad...)
+}
+
+// PointsForCheck is Points for a caller that goes on checking each point
+// (runner.Validate): every combination, in order, those with errors as
+// far as they could be read and carrying their errors (ReadErrors), as
+// LoadForCheck returns a spec. The error is a swept path that cannot be
+// set: every point would say so.
+func (s *Spec) PointsForCheck() ([]Point, error) {
 	if len(s.Sweep) == 0 {
 		return []Point{{Spec: s, Values: map[string]any{}}}, nil
 	}
 	var points []Point
-	var bad []error
 	idx := make([]int, len(s.Sweep))
 	for {
 		values := map[string]any{}
 		var label []string
 		root := deepCopy(s.raw.root).(map[string]any)
 		delete(root, "sweep")
+		// A swept value is written on its [sweep] line: errors about it
+		// point there and quote it, not the base spec's value.
+		pos := maps.Clone(s.raw.pos)
 		var setErr error
 		for i, sp := range s.Sweep {
 			v := sp.Values[idx[i]]
@@ -129,26 +154,24 @@ func (s *Spec) Points() ([]Point, error) {
 			if err := setPath(root, sp.Path, v); err != nil && setErr == nil {
 				setErr = &Error{File: s.name, Line: sp.Line, Field: "sweep." + showKey(sp.Path), Msg: err.Error()}
 			}
+			if segs, err := splitSweepPath(sp.Path); err == nil {
+				at := &keyPos{line: sp.Line, off: 1 << 61, raw: showValue(v), defined: true}
+				if was := pos[segs.key()]; was != nil {
+					at.off = was.off
+				}
+				pos[segs.key()] = at
+			}
 		}
 		if setErr != nil {
 			return nil, setErr // the path itself is wrong: every point would say so
 		}
-		c := &decoder{file: s.name, d: &doc{root: root, pos: s.raw.pos}, env: s.env}
+		c := &decoder{file: s.name, d: &doc{root: root, pos: pos}, env: s.env}
 		ps := c.spec()
-		ps.name, ps.File = s.name, s.File
+		ps.name, ps.File, ps.raw, ps.env = s.name, s.File, c.d, s.env
 		if len(c.errs) > 0 {
-			// An error about a swept value points at its [sweep] line.
-			for _, e := range c.errs {
-				for _, sp := range s.Sweep {
-					if e.Field == sp.Path { // the value was written there
-						e.Line = sp.Line
-					}
-				}
-			}
-			bad = append(bad, &PointError{Label: strings.Join(label, ", "), Err: sortErrors(c.errs)})
-		} else {
-			points = append(points, Point{Label: strings.Join(label, ", "), Values: values, Spec: ps})
+			ps.readErrs = sortErrors(c.errs)
 		}
+		points = append(points, Point{Label: strings.Join(label, ", "), Values: values, Spec: ps})
 		// Next combination.
 		i := len(idx) - 1
 		for ; i >= 0; i-- {
@@ -159,7 +182,7 @@ func (s *Spec) Points() ([]Point, error) {
 			idx[i] = 0
 		}
 		if i < 0 {
-			return points, errors.Join(bad...)
+			return points, nil
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +141,65 @@ sites = ["a", "b"]
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("no %q in:\n%v", want, err)
 		}
+	}
+}
+
+// TestSweepPointErrorsQuoteTheSweptValue: an error about a swept field
+// quotes the point's value at its [sweep] line, not the base spec's value
+// at its own line; an error about a field the sweep does not touch still
+// points at the base spec.
+func TestSweepPointErrorsQuoteTheSweptValue(t *testing.T) {
+	s, err := Parse("sw.toml", []byte(sweepBase+`duration = "15s"
+[sweep]
+"run.duration" = ["0.5s", "10s"]
+"run.users" = [0, 2]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Points()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	got := err.Error()
+	for _, want := range []string{
+		`sw.toml:20: run.duration = "0.5s": too short`,
+		`sw.toml:21: run.users = 0: want between 1 and 10000 users`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in:\n%s", want, got)
+		}
+	}
+	for _, bad := range []string{`"15s"`, `users = 3`, "sw.toml:17:", "sw.toml:18:"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("the base spec's %s quoted in:\n%s", bad, got)
+		}
+	}
+	if n := strings.Count(got, "sweep point "); n != 3 {
+		t.Errorf("%d bad points, want 3:\n%s", n, got)
+	}
+}
+
+// TestLoadForCheckKeepsWhatItCouldRead: a spec with wrong values comes
+// back with its errors and as far as it could be read, so that its engine
+// and workload can still be checked; Load and Parse return no spec.
+func TestLoadForCheckKeepsWhatItCouldRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.toml")
+	if err := os.WriteFile(path, []byte(sweepBase+"duration = \"0.5s\"\nthink = \"1s\"\nrate = \"100/s\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadForCheck(path)
+	if err == nil || s == nil {
+		t.Fatalf("spec %v, error %v: want both", s, err)
+	}
+	if len(s.ReadErrors()) != 2 || s.ReadErrors().Error() != err.Error() {
+		t.Errorf("the spec carries %v, the error is %v", s.ReadErrors(), err)
+	}
+	if s.Engine == nil || s.Engine.Kind != "postgres" || s.Workload == nil || s.Workload.Kind != "personnel" || len(s.Nodes) != 1 {
+		t.Errorf("engine, nodes or workload not read: %+v", s)
+	}
+	if s, err := Load(path); s != nil || err == nil {
+		t.Errorf("Load: spec %v, error %v: want only the error", s, err)
 	}
 }
 

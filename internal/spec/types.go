@@ -39,6 +39,12 @@ type Spec struct {
 	name  string // file name for error messages (File, or Parse's name)
 	raw   *doc   // the decoded TOML, for sweeps
 	env   *env
+	// readErrs are the errors found reading the spec, when it was read
+	// for checking (LoadForCheck) and is incomplete.
+	readErrs ErrorList
+	// warnings are what its checks found that runs but does not do what
+	// it seems to (Warnf).
+	warnings ErrorList
 }
 
 // Engine is the [engine] table.

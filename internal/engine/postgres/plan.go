@@ -166,6 +166,11 @@ func makePlan(s *spec.Spec) (*plan, error) {
 		if p.commit != "" && p.commit != "off" {
 			errs.Add("scheme.commit", "durability = \"nosync\" means synchronous_commit = off; it cannot wait for commit = %q", p.commit)
 		}
+		if p.replication == Sync {
+			// Runs, and a study's sweep means it (JE's NO_SYNC without
+			// acks): said, not refused.
+			errs.Warn("scheme.durability", `with replication = "sync" no commit waits for a standby: "nosync" is synchronous_commit = off, which turns the wait off too; for commits that wait for a standby without flushing their WAL, use durability = "write-nosync"`)
+		}
 		p.commit = "off"
 	}
 	if p.commit == "" {
