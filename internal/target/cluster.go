@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/spec"
 )
 
@@ -120,7 +121,7 @@ func Connect(ctx context.Context, s *spec.Spec, log io.Writer) (_ *Cluster, err 
 		}
 	}()
 	facts := make([]fact, len(t.Nodes))
-	err = engine.Each(indices(len(t.Nodes)), func(i int) error {
+	err = enginekit.Each(indices(len(t.Nodes)), func(i int) error {
 		f, err := c.srv.facts(ctx, t.Nodes[i].Name)
 		facts[i] = f
 		return c.at(t.Nodes[i].Name, err)
@@ -340,7 +341,7 @@ func (c *Cluster) Dialect() string { return c.srv.dialect() }
 // schema. fromSite is a label here: the driver runs where it was started.
 func (c *Cluster) Open(ctx context.Context, node, fromSite string) (*sql.DB, error) {
 	if c.t.Node(node) == nil {
-		return nil, engine.NoSuchNode(node, c.nodes)
+		return nil, enginekit.NoSuchNode(node, c.nodes)
 	}
 	return c.srv.open(node)
 }
@@ -416,11 +417,6 @@ func (c *Cluster) checkTables(ctx context.Context, s engine.Schema) error {
 	return nil
 }
 
-func firstWords(q string) string {
-	f := strings.Fields(q)
-	return strings.Join(f[:min(len(f), 4)], " ")
-}
-
 // Loads reports whether replab loads the workload's data: only into
 // tables it created.
 func (c *Cluster) Loads() bool { return c.t.CreateSchema }
@@ -435,7 +431,7 @@ func (c *Cluster) WaitFlowing(ctx context.Context) error {
 	if err != nil {
 		return c.at(p, fmt.Errorf("read its position: %w", err))
 	}
-	return engine.Each(engine.Replicas(c.nodes), func(n engine.Node) error {
+	return enginekit.Each(engine.Replicas(c.nodes), func(n engine.Node) error {
 		for {
 			done, at, err := c.srv.reached(ctx, n.Name, pos)
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"replab/internal/engine"
 	emariadb "replab/internal/engine/mariadb"
+	"replab/internal/enginekit"
 	"replab/internal/spec"
 )
 
@@ -212,7 +213,7 @@ func (m *mariadb) create(ctx context.Context, primary string, s engine.Schema, e
 	}
 	for _, q := range stmts {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", firstWords(q), err)
+			return fmt.Errorf("%s: %w", enginekit.FirstWords(q), err)
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/engine/pgpipe"
+	"replab/internal/enginekit"
 	"replab/internal/spec"
 )
 
@@ -190,7 +191,7 @@ func (p *postgres) create(ctx context.Context, primary string, s engine.Schema, 
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", firstWords(q), err)
+			return fmt.Errorf("%s: %w", enginekit.FirstWords(q), err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

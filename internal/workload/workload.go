@@ -48,7 +48,7 @@ type Counted interface {
 }
 
 // Loader is the engine's bulk path (COPY for PostgreSQL, multi-row
-// INSERTs without one: see InsertLoader).
+// INSERTs without one: see enginekit.InsertLoader).
 type Loader = engine.Loader
 
 // RowSource yields rows for Loader.Copy.

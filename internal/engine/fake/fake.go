@@ -37,6 +37,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -315,7 +316,7 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 			srcs = append(srcs, n)
 		}
 	}
-	_, err := engine.Poll{Interval: time.Millisecond, Stall: 10*c.plan.delay + 10*time.Second}.Until(ctx, func(context.Context) (bool, string, error) {
+	_, err := enginekit.Poll{Interval: time.Millisecond, Stall: 10*c.plan.delay + 10*time.Second}.Until(ctx, func(context.Context) (bool, string, error) {
 		var behind []string
 		for _, n := range c.nodes {
 			for _, src := range srcs {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 const galeraSpec = `
@@ -172,7 +173,7 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 	}
 	b, _ := os.ReadFile(g3.logPath)
 	if since := string(b[min(len(before), len(b)):]); !strings.Contains(since, "IST received") && !strings.Contains(since, "Receiving IST") {
-		t.Errorf("g3's log since the heal names no IST:\n%s", engine.LastLines(since, 15))
+		t.Errorf("g3's log since the heal names no IST:\n%s", enginekit.LastLines(since, 15))
 	}
 	// The lag probe reads what a node shows now, without a causal wait.
 	lr, err := c.LagReader(ctx, "g3")
@@ -203,7 +204,7 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(g2.logPath); !strings.Contains(string(b[min(len(before), len(b)):]), "IST received") {
-		t.Errorf("g2 did not catch up by IST after its crash:\n%s", engine.LastLines(string(b[min(len(before), len(b)):]), 15))
+		t.Errorf("g2 did not catch up by IST after its crash:\n%s", enginekit.LastLines(string(b[min(len(before), len(b)):]), 15))
 	}
 	if err := c.WaitFlowing(ctx); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"replab/internal/engine"
-	"replab/internal/workload"
+	"replab/internal/enginekit"
 )
 
 // Dialect implements engine.SQL.
@@ -240,7 +240,7 @@ func ident(name string) string {
 // Exec implements engine.Loader.
 func (l *infileLoader) Exec(ctx context.Context, q string) error {
 	if _, err := l.db.ExecContext(ctx, q); err != nil {
-		return fmt.Errorf("%s: %w", workload.FirstWords(q), err)
+		return fmt.Errorf("%s: %w", enginekit.FirstWords(q), err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 )
 
@@ -37,7 +38,7 @@ func StartServers(ctx context.Context, l *lab.Lab, names []string, log io.Writer
 	if len(c.nodes) != len(names) {
 		return nil, fmt.Errorf("mariadb: %d of the nodes %v are in the spec", len(c.nodes), names)
 	}
-	if err := engine.Each(c.nodes, func(n *node) error { return c.createNode(ctx, n) }); err != nil {
+	if err := enginekit.Each(c.nodes, func(n *node) error { return c.createNode(ctx, n) }); err != nil {
 		return nil, err
 	}
 	return &Servers{c: c}, nil

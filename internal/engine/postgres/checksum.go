@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 // Checksums (engine.Checksummer): after a run the runner compares every
@@ -31,7 +31,7 @@ import (
 // skipChecksum are replab's own tables, left out when Checksums is given
 // no table names: the engine's markers (written by WaitFlowing), the lag
 // probe's stamps and the journal (the runner verifies the journal itself).
-var skipChecksum = []string{"replab_marker", engine.LagTableName, engine.JournalTableName}
+var skipChecksum = []string{"replab_marker", enginekit.LagTableName, enginekit.AckTableName}
 
 // checksumSession makes a row's text the same at every node whatever the
 // servers' defaults.
@@ -92,7 +92,7 @@ func (c *cluster) Checksums(ctx context.Context, tables ...string) (map[string]m
 	c.topo.RUnlock()
 	out := make(map[string]map[string]int64, len(nodes))
 	var mu sync.Mutex
-	err := engine.Each(nodes, func(n *node) error {
+	err := enginekit.Each(nodes, func(n *node) error {
 		s, err := n.checksums(ctx, tables)
 		if err != nil {
 			return fmt.Errorf("node %s: checksums: %w", n.Name, err)

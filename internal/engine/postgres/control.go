@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,7 +33,7 @@ func (n *node) pid() int {
 func (c *cluster) controlled(name string) (*node, error) {
 	n := c.byName[name]
 	if n == nil {
-		return nil, engine.NoSuchNode(name, c.Nodes())
+		return nil, enginekit.NoSuchNode(name, c.Nodes())
 	}
 	return n, nil
 }

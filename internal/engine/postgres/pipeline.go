@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/pipeline"
 	"replab/internal/spec"
 	"replab/internal/units"
@@ -105,7 +106,7 @@ type pipeStage struct {
 	node string // the node it serves: the primary (extract) or a replica
 	site string
 	cfg  pipeline.StageConfig
-	proc *engine.Proc
+	proc *enginekit.Proc
 	// held: a fault stopped, killed or paused it on purpose, so its exit
 	// is not a failure.
 	held bool
@@ -131,7 +132,7 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 		if err := c.startMyTargets(ctx); err != nil {
 			return err
 		}
-	} else if err := engine.Each(c.replicas(), func(r *node) error { return c.createPrimary(ctx, r) }); err != nil {
+	} else if err := enginekit.Each(c.replicas(), func(r *node) error { return c.createPrimary(ctx, r) }); err != nil {
 		return err
 	}
 	bin, err := os.Executable()
@@ -245,7 +246,7 @@ func (c *cluster) startStage(s *pipeStage) error {
 		return err
 	}
 	cmd.Stderr = c.log
-	p, err := engine.StartProc(c.lab.Site(s.site), cmd)
+	p, err := enginekit.StartProc(c.lab.Site(s.site), cmd)
 	if err != nil {
 		return fmt.Errorf("pipeline: start the %s for %s in %s: %w", s.cfg.Kind, s.node, s.site, err)
 	}
@@ -574,11 +575,11 @@ func (c *cluster) pipeWaitApplied(ctx context.Context) error {
 		return fmt.Errorf("pipeline: the extract's counters: %w", err)
 	}
 	var stageErr *pipeStageError
-	return engine.Each(stages, func(s *pipeStage) error {
+	return enginekit.Each(stages, func(s *pipeStage) error {
 		if s.cfg.Kind != pipeline.KindReplicat {
 			return nil
 		}
-		_, err := engine.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+		_, err := enginekit.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 			st, err := pipeline.ReadStats(s.cfg.Stats)
 			if err != nil || st.Bytes < end.Bytes {
 				if down := c.pipeDown(); down != nil {

@@ -12,6 +12,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/engine/mariadb"
+	"replab/internal/enginekit"
 )
 
 // The pipeline's MariaDB targets (target = "mariadb"): every replica is a
@@ -47,7 +48,7 @@ func (c *cluster) startMyTargets(ctx context.Context) error {
 		return fmt.Errorf("pipeline: the MariaDB targets: %w", err)
 	}
 	c.my = my
-	return engine.Each(names, func(name string) error { return my.Exec(ctx, name, myMarkerDDL) })
+	return enginekit.Each(names, func(name string) error { return my.Exec(ctx, name, myMarkerDDL) })
 }
 
 // createMyTables runs a schema's MySQL statements at a MariaDB target.
@@ -156,7 +157,7 @@ func (c *cluster) myChecksums(ctx context.Context, tables []string) (map[string]
 			targets = append(targets, r)
 		}
 	}
-	err = engine.Each(targets, func(r *node) error {
+	err = enginekit.Each(targets, func(r *node) error {
 		db, err := c.my.Open(ctx, r.Name, r.Site)
 		if err != nil {
 			return err

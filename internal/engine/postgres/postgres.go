@@ -21,6 +21,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/engine/mariadb"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -107,12 +108,12 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if p.replication == Multimaster && !inst.hasExtension("pglogical") {
 		return nil, fmt.Errorf("multi-master needs pglogical: apt-get install postgresql-%d-pglogical", inst.Major)
 	}
-	uid, gid, err := engine.ServerCredentials(ctx)
+	uid, gid, err := enginekit.ServerCredentials(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// Nodes start and copy in parallel: one writer for their lines.
-	c := &cluster{lab: l, plan: p, inst: inst, uid: uid, gid: gid, log: engine.NewLockedWriter(log), byName: map[string]*node{}}
+	c := &cluster{lab: l, plan: p, inst: inst, uid: uid, gid: gid, log: enginekit.NewLockedWriter(log), byName: map[string]*node{}}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -145,7 +146,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 // layout assigns each node its address, port and directories: on its
 // storage (lab.NodeDataDir).
 func (c *cluster) layout() error {
-	addrs, err := engine.NodeAddresses(c.lab, DefaultPort)
+	addrs, err := enginekit.NodeAddresses(c.lab, DefaultPort)
 	if err != nil {
 		return err
 	}
@@ -169,7 +170,7 @@ func (c *cluster) layout() error {
 			sockDir: filepath.Join(sockRoot, sn.Name),
 			logPath: filepath.Join(data, "pg-"+sn.Name+".log"),
 		}
-		if err := engine.MkdirOwned(n.sockDir, c.uid, c.gid); err != nil {
+		if err := enginekit.MkdirOwned(n.sockDir, c.uid, c.gid); err != nil {
 			return err
 		}
 		_ = os.Chmod(n.sockDir, 0o755) // clients (root, other users) connect through it
@@ -180,7 +181,7 @@ func (c *cluster) layout() error {
 }
 
 // asServerUser makes cmd run as the servers' OS user.
-func (c *cluster) asServerUser(cmd *exec.Cmd) { engine.AsUser(cmd, c.uid, c.gid) }
+func (c *cluster) asServerUser(cmd *exec.Cmd) { enginekit.AsUser(cmd, c.uid, c.gid) }
 
 // clusterSettings are the settings every node shares: sized for a small,
 // shared machine (2 cores), with replication and durability from the plan.
@@ -324,7 +325,7 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 			}
 		}
 	}
-	if err := engine.Each(trips, func(t trip) error { return c.waitMarker(ctx, t.n, t.src, seq) }); err != nil {
+	if err := enginekit.Each(trips, func(t trip) error { return c.waitMarker(ctx, t.n, t.src, seq) }); err != nil {
 		return err
 	}
 	return c.pipeWaitApplied(ctx)
@@ -347,7 +348,7 @@ func (c *cluster) writeMarker(ctx context.Context, n *node, seq int64) error {
 // waitMarker polls n until src's marker reaches seq.
 func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64) error {
 	var stageErr *pipeStageError
-	_, err := engine.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+	_, err := enginekit.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		var got int64
 		var err error
 		if c.isMy(n.Name) {

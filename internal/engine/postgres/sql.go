@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"replab/internal/engine"
-	"replab/internal/workload"
+	"replab/internal/enginekit"
 )
 
 // Open implements engine.SQL: a pgx pool (through database/sql) whose
@@ -81,7 +81,7 @@ func (l *copyLoader) Copy(ctx context.Context, table string, columns []string, r
 // Exec implements engine.Loader.
 func (l *copyLoader) Exec(ctx context.Context, q string) error {
 	if _, err := l.conn.Exec(ctx, q); err != nil {
-		return fmt.Errorf("%s: %w", workload.FirstWords(q), err)
+		return fmt.Errorf("%s: %w", enginekit.FirstWords(q), err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 // ApplySchema implements engine.Cluster.
@@ -21,7 +22,7 @@ func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 	case Pipeline:
 		// DDL is not carried: the tables are created at every node, and
 		// the publication (FOR ALL TABLES) takes them in.
-		return engine.Each(c.nodes, func(n *node) error {
+		return enginekit.Each(c.nodes, func(n *node) error {
 			if c.isMy(n.Name) {
 				return c.createMyTables(ctx, n.Name, s)
 			}

@@ -1,10 +1,12 @@
-package engine
+package enginekit
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"replab/internal/engine"
 )
 
 // The lag probe's stamps in SQL: the table replab_lag holds one row per
@@ -20,8 +22,8 @@ const LagTableName = "replab_lag"
 // LagTable is replab_lag, for a Schema: created with the workload's tables
 // and replicated whole to every replica (a partial one too, or its lag
 // would be unknowable).
-func LagTable() Table {
-	return Table{
+func LagTable() engine.Table {
+	return engine.Table{
 		Name:       LagTableName,
 		Everywhere: true,
 		Create: map[string]string{
@@ -85,11 +87,11 @@ func unknownDialect(d string) error {
 // replab_lag through its SQL (with its own LagReaders when it has them).
 // update is the SQL a tracked transaction runs ("" for a cluster with its
 // own stamps: its sessions stamp). It fails when c has neither.
-func StampsOf(c Cluster) (stamps LagStamps, update string, err error) {
-	if ls, ok := c.(LagStamps); ok {
+func StampsOf(c engine.Cluster) (stamps engine.LagStamps, update string, err error) {
+	if ls, ok := c.(engine.LagStamps); ok {
 		return ls, "", nil
 	}
-	sc, ok := c.(SQL)
+	sc, ok := c.(engine.SQL)
 	if !ok {
 		return nil, "", fmt.Errorf("the cluster (%T) has neither SQL nor lag stamps of its own: replication lag cannot be measured", c)
 	}
@@ -99,13 +101,13 @@ func StampsOf(c Cluster) (stamps LagStamps, update string, err error) {
 	return &sqlStamps{c: c, sql: sc}, update, nil
 }
 
-// sqlStamps is LagStamps over replab_lag.
+// sqlStamps is engine.LagStamps over replab_lag.
 type sqlStamps struct {
-	c   Cluster
-	sql SQL
+	c   engine.Cluster
+	sql engine.SQL
 }
 
-// ResetLag implements LagStamps: the seed statements run at every root
+// ResetLag implements engine.LagStamps: the seed statements run at every root
 // source (the first master of a multi-master cluster: the reset
 // replicates to the others).
 func (s *sqlStamps) ResetLag(ctx context.Context, writers int) error {
@@ -113,7 +115,7 @@ func (s *sqlStamps) ResetLag(ctx context.Context, writers int) error {
 	if err != nil {
 		return err
 	}
-	for _, n := range Roots(s.c.Nodes()) {
+	for _, n := range engine.Roots(s.c.Nodes()) {
 		db, err := s.sql.Open(ctx, n.Name, n.Site)
 		if err != nil {
 			return err
@@ -129,10 +131,10 @@ func (s *sqlStamps) ResetLag(ctx context.Context, writers int) error {
 	return nil
 }
 
-// LagReader implements LagReaders: the cluster's own reader, or one over
+// LagReader implements engine.LagReaders: the cluster's own reader, or one over
 // database/sql from the replica's own site.
-func (s *sqlStamps) LagReader(ctx context.Context, node string) (LagReader, error) {
-	if lr, ok := s.c.(LagReaders); ok {
+func (s *sqlStamps) LagReader(ctx context.Context, node string) (engine.LagReader, error) {
+	if lr, ok := s.c.(engine.LagReaders); ok {
 		return lr.LagReader(ctx, node)
 	}
 	site := ""
@@ -162,7 +164,7 @@ type SQLLagReader struct {
 	seq  int64
 }
 
-// Positions implements LagReader.
+// Positions implements engine.LagReader.
 func (q *SQLLagReader) Positions(ctx context.Context, dst []int64) error {
 	if q.conn == nil {
 		c, err := q.DB.Conn(ctx)
@@ -211,7 +213,7 @@ func (q *SQLLagReader) drop() {
 	}
 }
 
-// Close implements LagReader.
+// Close implements engine.LagReader.
 func (q *SQLLagReader) Close() error {
 	q.drop()
 	if q.CloseDB {
