@@ -177,7 +177,7 @@ type lagTarget struct {
 	prefix  string // of every figure's name: "" (PostgreSQL) or "mariadb_"
 	lab     string
 	engine  engine.Engine
-	dialect string
+	dialect engine.Dialect
 	nodes   string // the spec's [engine], nodes and [scheme]
 	scheme  string // described in the figures
 	tx      workload.TxType
@@ -191,7 +191,7 @@ func (b *bench) lagOverhead(ctx context.Context) error { return b.lagOverheadOn(
 
 // postgresLag is pgbench's accounts at scale 10, physical streaming.
 var postgresLag = lagTarget{
-	lab: "bench-lagprobe", engine: postgres.Engine{}, dialect: "postgres",
+	lab: "bench-lagprobe", engine: postgres.Engine{}, dialect: engine.Postgres,
 	nodes: `
 [engine]
 kind = "postgres"

@@ -23,20 +23,20 @@ func AckTable() engine.Table {
 	return engine.Table{
 		Name:       AckTableName,
 		Everywhere: true,
-		Create: map[string]string{
-			"postgres": "CREATE TABLE " + AckTableName + " (writer int NOT NULL, seq bigint NOT NULL, PRIMARY KEY (writer, seq))",
-			"mysql":    "CREATE TABLE " + AckTableName + " (writer INT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (writer, seq)) ENGINE=InnoDB",
+		Create: map[engine.Dialect]string{
+			engine.Postgres: "CREATE TABLE " + AckTableName + " (writer int NOT NULL, seq bigint NOT NULL, PRIMARY KEY (writer, seq))",
+			engine.MySQL:    "CREATE TABLE " + AckTableName + " (writer INT NOT NULL, seq BIGINT NOT NULL, PRIMARY KEY (writer, seq)) ENGINE=InnoDB",
 		},
 	}
 }
 
 // AckInsertSQL is the statement a journalled transaction runs, with the
 // arguments (seq, writer).
-func AckInsertSQL(dialect string) (string, error) {
+func AckInsertSQL(dialect engine.Dialect) (string, error) {
 	switch dialect {
-	case "postgres":
+	case engine.Postgres:
 		return "INSERT INTO " + AckTableName + " (seq, writer) VALUES ($1, $2)", nil
-	case "mysql":
+	case engine.MySQL:
 		return "INSERT INTO " + AckTableName + " (seq, writer) VALUES (?, ?)", nil
 	}
 	return "", fmt.Errorf("the verification journal has no SQL for dialect %q (it knows postgres, mysql)", dialect)

@@ -19,14 +19,14 @@ const maxInsertRows = 1000
 
 // InsertLoader loads through multi-row INSERTs over db: the bulk path of
 // an SQL engine without a faster one (engine.BulkLoader). dialect gives
-// the placeholders: "postgres" ($1, $2, …) or "mysql" (?).
-func InsertLoader(db *sql.DB, dialect string) engine.Loader {
+// the placeholders: engine.Postgres ($1, $2, …) or engine.MySQL (?).
+func InsertLoader(db *sql.DB, dialect engine.Dialect) engine.Loader {
 	return &insertLoader{db: db, dialect: dialect}
 }
 
 type insertLoader struct {
 	db      *sql.DB
-	dialect string
+	dialect engine.Dialect
 }
 
 // Copy implements engine.Loader: rows go in statements of up to maxInsertRows
@@ -104,7 +104,7 @@ func (l *insertLoader) statement(table string, columns []string, k int) string {
 				b.WriteString(", ")
 			}
 			p++
-			if l.dialect == "postgres" {
+			if l.dialect == engine.Postgres {
 				fmt.Fprintf(&b, "$%d", p)
 			} else {
 				b.WriteByte('?')

@@ -1,10 +1,14 @@
 package enginekit
 
-import "testing"
+import (
+	"testing"
+
+	"replab/internal/engine"
+)
 
 func TestInsertStatementUsesTheDialectsPlaceholders(t *testing.T) {
 	for _, tc := range []struct {
-		dialect string
+		dialect engine.Dialect
 		want    string
 	}{
 		{"postgres", "INSERT INTO kv (k, v) VALUES ($1, $2), ($3, $4)"},

@@ -26,9 +26,9 @@ func LagTable() engine.Table {
 	return engine.Table{
 		Name:       LagTableName,
 		Everywhere: true,
-		Create: map[string]string{
-			"postgres": "CREATE TABLE " + LagTableName + " (writer int PRIMARY KEY, seq bigint NOT NULL)",
-			"mysql":    "CREATE TABLE " + LagTableName + " (writer INT PRIMARY KEY, seq BIGINT NOT NULL) ENGINE=InnoDB",
+		Create: map[engine.Dialect]string{
+			engine.Postgres: "CREATE TABLE " + LagTableName + " (writer int PRIMARY KEY, seq bigint NOT NULL)",
+			engine.MySQL:    "CREATE TABLE " + LagTableName + " (writer INT PRIMARY KEY, seq BIGINT NOT NULL) ENGINE=InnoDB",
 		},
 	}
 }
@@ -40,13 +40,13 @@ const LagSelectSQL = "SELECT writer, seq FROM " + LagTableName
 const lagSeedBatch = 1000
 
 // LagSeedSQL are the statements that (re)set one row per writer to seq 0,
-// in batches, in dialect ("postgres" or "mysql").
-func LagSeedSQL(dialect string, writers int) ([]string, error) {
+// in batches, in dialect (engine.Postgres or engine.MySQL).
+func LagSeedSQL(dialect engine.Dialect, writers int) ([]string, error) {
 	var tail string
 	switch dialect {
-	case "postgres":
+	case engine.Postgres:
 		tail = " ON CONFLICT (writer) DO UPDATE SET seq = 0"
-	case "mysql":
+	case engine.MySQL:
 		tail = " ON DUPLICATE KEY UPDATE seq = 0"
 	default:
 		return nil, unknownDialect(dialect)
@@ -69,17 +69,17 @@ func LagSeedSQL(dialect string, writers int) ([]string, error) {
 
 // LagUpdateSQL is the statement a tracked transaction runs once, with the
 // arguments (seq, writer).
-func LagUpdateSQL(dialect string) (string, error) {
+func LagUpdateSQL(dialect engine.Dialect) (string, error) {
 	switch dialect {
-	case "postgres":
+	case engine.Postgres:
 		return "UPDATE " + LagTableName + " SET seq = $1 WHERE writer = $2", nil
-	case "mysql":
+	case engine.MySQL:
 		return "UPDATE " + LagTableName + " SET seq = ? WHERE writer = ?", nil
 	}
 	return "", unknownDialect(dialect)
 }
 
-func unknownDialect(d string) error {
+func unknownDialect(d engine.Dialect) error {
 	return fmt.Errorf("the lag probe's table has no SQL for dialect %q (it knows postgres, mysql)", d)
 }
 

@@ -123,7 +123,7 @@ func check(s *spec.Spec, opt Options, forRun bool) (engine.Engine, workload.Work
 	}
 	var wl workload.Workload
 	if eng != nil || err != nil {
-		dialect := ""
+		var dialect engine.Dialect
 		if eng != nil {
 			dialect = engine.DialectOf(eng)
 		} else if e, ok := opt.Engines.Get(s.Engine.Kind); ok {

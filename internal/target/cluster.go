@@ -38,7 +38,7 @@ type Cluster struct {
 // server is one engine's side of target mode. Its errors need not name
 // the node: the cluster adds it.
 type server interface {
-	dialect() string
+	dialect() engine.Dialect
 	// addr is where node's server is, from its DSN.
 	addr(node string) (host string, port int)
 	// user and database node connects as and to.
@@ -335,7 +335,7 @@ func (c *Cluster) checkSchema(ctx context.Context) error {
 func (c *Cluster) Nodes() []engine.Node { return slices.Clone(c.nodes) }
 
 // Dialect implements engine.SQL.
-func (c *Cluster) Dialect() string { return c.srv.dialect() }
+func (c *Cluster) Dialect() engine.Dialect { return c.srv.dialect() }
 
 // Open implements engine.SQL: a pool to node from this host, in replab's
 // schema. fromSite is a label here: the driver runs where it was started.

@@ -58,7 +58,7 @@ func parseMySQLDSN(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-func (m *mariadb) dialect() string { return "mysql" }
+func (m *mariadb) dialect() engine.Dialect { return engine.MySQL }
 
 func (m *mariadb) addr(node string) (string, int) {
 	host, port, err := net.SplitHostPort(m.cfg[node].Addr)
@@ -204,12 +204,12 @@ func (m *mariadb) create(ctx context.Context, primary string, s engine.Schema, e
 	}
 	stmts := []string{"USE " + name}
 	for _, t := range s.Tables {
-		ddl, ok := t.Create["mysql"]
+		ddl, ok := t.Create[engine.MySQL]
 		if !ok {
 			return fmt.Errorf("table %s has no MariaDB definition", t.Name)
 		}
 		stmts = append(stmts, ddl)
-		stmts = append(stmts, t.Indexes["mysql"]...)
+		stmts = append(stmts, t.Indexes[engine.MySQL]...)
 	}
 	for _, q := range stmts {
 		if _, err := conn.ExecContext(ctx, q); err != nil {

@@ -57,7 +57,7 @@ func parseDSN(dsn string) (*pgx.ConnConfig, error) {
 	return cfg, nil
 }
 
-func (p *postgres) dialect() string { return "postgres" }
+func (p *postgres) dialect() engine.Dialect { return engine.Postgres }
 
 func (p *postgres) addr(node string) (string, int) {
 	cfg := p.cfg[node]
@@ -182,12 +182,12 @@ func (p *postgres) create(ctx context.Context, primary string, s engine.Schema, 
 	}
 	stmts = append(stmts, "SET LOCAL search_path = "+schema)
 	for _, t := range s.Tables {
-		ddl, ok := t.Create["postgres"]
+		ddl, ok := t.Create[engine.Postgres]
 		if !ok {
 			return fmt.Errorf("table %s has no PostgreSQL definition", t.Name)
 		}
 		stmts = append(stmts, ddl)
-		stmts = append(stmts, t.Indexes["postgres"]...)
+		stmts = append(stmts, t.Indexes[engine.Postgres]...)
 	}
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {

@@ -52,11 +52,11 @@ func (e Engine) Connect(ctx context.Context, s *spec.Spec, log io.Writer) (engin
 }
 
 // Dialect implements engine.Dialecter.
-func (e Engine) Dialect() string {
+func (e Engine) Dialect() engine.Dialect {
 	if e.kind == "mariadb" {
-		return "mysql"
+		return engine.MySQL
 	}
-	return "postgres"
+	return engine.Postgres
 }
 
 // Up implements engine.Engine; a target is connected to, not built.

@@ -74,7 +74,7 @@ type Engine struct{}
 func (Engine) Kind() string { return "bdbje" }
 
 // Dialect implements engine.Dialecter: records, not SQL.
-func (Engine) Dialect() string { return engine.DialectKV }
+func (Engine) Dialect() engine.Dialect { return engine.KV }
 
 // plan is what the spec asks of the engine.
 type plan struct {
@@ -161,7 +161,7 @@ func (Engine) Validate(s *spec.Spec) error {
 var (
 	_ engine.NodeControl     = (*cluster)(nil)
 	_ engine.Pauser          = (*cluster)(nil)
-	_ engine.KV              = (*cluster)(nil)
+	_ engine.KVStore         = (*cluster)(nil)
 	_ engine.LagStamps       = (*cluster)(nil)
 	_ engine.BulkLoader      = (*cluster)(nil)
 	_ engine.Checksummer     = (*cluster)(nil)

@@ -268,7 +268,7 @@ func (c *cluster) Checksums(ctx context.Context, tables ...string) (map[string]m
 	return out, nil
 }
 
-// KVClient implements engine.KV.
+// KVClient implements engine.KVStore.
 func (c *cluster) KVClient(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (engine.KVClient, error) {
 	k := &kvClient{c: c, dial: dial}
 	if err := k.connect(ctx); err != nil {

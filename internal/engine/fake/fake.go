@@ -383,10 +383,10 @@ func (c *cluster) Close() error {
 }
 
 // Dialect implements engine.Dialecter: placeholders are $n.
-func (Engine) Dialect() string { return "postgres" }
+func (Engine) Dialect() engine.Dialect { return engine.Postgres }
 
 // Dialect implements engine.SQL.
-func (c *cluster) Dialect() string { return "postgres" }
+func (c *cluster) Dialect() engine.Dialect { return engine.Postgres }
 
 // Open implements engine.SQL.
 func (c *cluster) Open(ctx context.Context, node, fromSite string) (*sql.DB, error) {
@@ -401,7 +401,7 @@ func (c *cluster) Open(ctx context.Context, node, fromSite string) (*sql.DB, err
 func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 	for _, n := range c.nodes {
 		for _, t := range s.Tables {
-			ddl, ok := t.Create["postgres"]
+			ddl, ok := t.Create[engine.Postgres]
 			if !ok {
 				return fmt.Errorf("table %s has no postgres definition", t.Name)
 			}

@@ -70,7 +70,7 @@ func TestAChangeReachesTheStandbyAfterTheDelay(t *testing.T) {
 	c := up(t, twoNodes)
 	ctx := context.Background()
 	sc := c.(engine.SQL)
-	if err := sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "kv", Create: map[string]string{
+	if err := sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "kv", Create: map[engine.Dialect]string{
 		"postgres": "CREATE TABLE kv (k bytea NOT NULL, v bytea NOT NULL, PRIMARY KEY (k))"}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestStatementsTheFakeUnderstands(t *testing.T) {
 	c := up(t, strings.Replace(twoNodes, "conflict_every = 3", "", 1))
 	ctx := context.Background()
 	sc := c.(engine.SQL)
-	if err := sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "t", Create: map[string]string{
+	if err := sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "t", Create: map[engine.Dialect]string{
 		"postgres": "CREATE TABLE t (id bigint NOT NULL, name text, n bigint NOT NULL, CONSTRAINT pk PRIMARY KEY (id))"}}}}); err != nil {
 		t.Fatal(err)
 	}

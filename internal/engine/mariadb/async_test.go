@@ -99,7 +99,7 @@ func TestAsyncCascadingConverges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{enginekit.LagTable(),
-		{Name: "t", Create: map[string]string{"mysql": "CREATE TABLE t (id BIGINT PRIMARY KEY, k VARBINARY(16), v VARCHAR(100), n BIGINT)"}}}}); err != nil {
+		{Name: "t", Create: map[engine.Dialect]string{"mysql": "CREATE TABLE t (id BIGINT PRIMARY KEY, k VARBINARY(16), v VARCHAR(100), n BIGINT)"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	ld, err := c.Loader(ctx, "p", "a")

@@ -59,7 +59,7 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 		t.Logf("set-up on %s->%s: %.1f MB", d.From, d.To, float64(d.Counters.DeliveredBytes)/1e6)
 	}
 	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "t",
-		Create: map[string]string{"mysql": "CREATE TABLE t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT)"}}}}); err != nil {
+		Create: map[engine.Dialect]string{"mysql": "CREATE TABLE t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT)"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []string{"g1", "g2", "g3"} {
@@ -68,7 +68,7 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 	agree(t, ctx, c, "t")
 	// The bulk path loads in write-sets of galeraLoadChunk rows.
 	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "u",
-		Create: map[string]string{"mysql": "CREATE TABLE u (id BIGINT PRIMARY KEY, k VARBINARY(16), v VARCHAR(100), n BIGINT)"}}}}); err != nil {
+		Create: map[engine.Dialect]string{"mysql": "CREATE TABLE u (id BIGINT PRIMARY KEY, k VARBINARY(16), v VARCHAR(100), n BIGINT)"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	ld, err := c.Loader(ctx, "g2", "b")

@@ -34,7 +34,7 @@ type Engine struct{}
 func (Engine) Kind() string { return "mariadb" }
 
 // Dialect implements engine.Dialecter.
-func (Engine) Dialect() string { return "mysql" }
+func (Engine) Dialect() engine.Dialect { return engine.MySQL }
 
 // galeraSSTBytes is what a joiner's rsync SST of a fresh cluster puts on
 // its link: 88.0 MB measured (TestGaleraMinorityRefusesAndRejoins), 64 MB

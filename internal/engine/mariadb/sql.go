@@ -18,7 +18,7 @@ import (
 )
 
 // Dialect implements engine.SQL.
-func (c *cluster) Dialect() string { return "mysql" }
+func (c *cluster) Dialect() engine.Dialect { return engine.MySQL }
 
 // Open implements engine.SQL: a go-sql-driver/mysql pool whose connections
 // are dialled from inside fromSite (no global dialer registration).

@@ -121,7 +121,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 }
 
 func table(name, ddl string) engine.Table {
-	return engine.Table{Name: name, Create: map[string]string{"postgres": ddl}}
+	return engine.Table{Name: name, Create: map[engine.Dialect]string{"postgres": ddl}}
 }
 
 const logicalSpec = `

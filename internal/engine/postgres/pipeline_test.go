@@ -73,7 +73,7 @@ replication = "pipeline"
 `+tc.scheme)
 			ctx := context.Background()
 			if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "acct",
-				Create: map[string]string{"postgres": "CREATE TABLE acct (id int PRIMARY KEY, bal bigint)",
+				Create: map[engine.Dialect]string{"postgres": "CREATE TABLE acct (id int PRIMARY KEY, bal bigint)",
 					"mysql": "CREATE TABLE acct (id INT PRIMARY KEY, bal BIGINT) ENGINE=InnoDB"}}}}); err != nil {
 				t.Fatal(err)
 			}

@@ -54,14 +54,14 @@ func (c *cluster) startMyTargets(ctx context.Context) error {
 // createMyTables runs a schema's MySQL statements at a MariaDB target.
 func (c *cluster) createMyTables(ctx context.Context, node string, s engine.Schema) error {
 	for _, t := range s.Tables {
-		ddl, ok := t.Create["mysql"]
+		ddl, ok := t.Create[engine.MySQL]
 		if !ok {
 			return fmt.Errorf("node %s: table %s has no MySQL definition, which a MariaDB target (target = \"mariadb\") needs: use a workload that has one (dml-stream, kv-insert, personnel)", node, t.Name)
 		}
 		if err := c.my.Exec(ctx, node, ddl); err != nil {
 			return fmt.Errorf("node %s: %w", node, err)
 		}
-		for _, ix := range t.Indexes["mysql"] {
+		for _, ix := range t.Indexes[engine.MySQL] {
 			if err := c.my.Exec(ctx, node, ix); err != nil {
 				return fmt.Errorf("node %s: %w", node, err)
 			}

@@ -45,10 +45,10 @@ func (Engine) InitialCopyBytes(s *spec.Spec, node string) int64 {
 }
 
 // Dialect implements engine.Dialecter.
-func (Engine) Dialect() string { return "postgres" }
+func (Engine) Dialect() engine.Dialect { return engine.Postgres }
 
 // Dialect implements engine.SQL.
-func (c *cluster) Dialect() string { return "postgres" }
+func (c *cluster) Dialect() engine.Dialect { return engine.Postgres }
 
 // A cluster has every capability replab knows but its own lag stamps: the
 // SQL implementation (package lagprobe's replab_lag table) serves it, read

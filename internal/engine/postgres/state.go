@@ -37,14 +37,14 @@ func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 // createTables runs a schema's PostgreSQL statements on one node.
 func createTables(ctx context.Context, n *node, s engine.Schema) error {
 	for _, t := range s.Tables {
-		ddl, ok := t.Create["postgres"]
+		ddl, ok := t.Create[engine.Postgres]
 		if !ok {
 			return fmt.Errorf("table %s has no PostgreSQL definition", t.Name)
 		}
 		if err := n.exec(ctx, "", ddl); err != nil {
 			return err
 		}
-		for _, ix := range t.Indexes["postgres"] {
+		for _, ix := range t.Indexes[engine.Postgres] {
 			if err := n.exec(ctx, "", ix); err != nil {
 				return err
 			}
