@@ -114,13 +114,25 @@ type Registry struct {
 // error: it panics, naming them.
 func NewRegistry(engines ...Engine) *Registry {
 	r := &Registry{byKind: map[string]Engine{}}
+	r.MustRegister(engines...)
+	return r
+}
+
+// MustRegister adds engines, and panics on a kind that is taken: for
+// engines made with the registry's Get (a Finder) in hand.
+func (r *Registry) MustRegister(engines ...Engine) {
 	for _, e := range engines {
 		if err := r.Register(e); err != nil {
 			panic(err)
 		}
 	}
-	return r
 }
+
+// Finder finds a registered engine by kind, as Registry.Get does: what an
+// engine that needs another (PostgreSQL's pipeline scheme runs MariaDB
+// servers) or target mode is handed at construction, so that no engine
+// package imports another.
+type Finder func(kind string) (Engine, bool)
 
 // Register adds an engine; it refuses a kind that is taken.
 func (r *Registry) Register(e Engine) error {
