@@ -18,12 +18,13 @@ import (
 )
 
 // engines is every database engine this binary can run, one line each.
-// Target mode finds the engine of [target] engine = "…" in the same
+// An engine that runs another's servers (PostgreSQL's pipeline scheme,
+// MariaDB sinks) and target mode find the engines they need in the same
 // registry.
 func engines() *engine.Registry {
 	r := engine.NewRegistry()
 	r.MustRegister(
-		postgres.Engine{},
+		postgres.Engine{Engines: r.Get},
 		mariadb.Engine{},
 		xrootd.Engine{},
 		bdbje.Engine{},

@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
 	"time"
 
+	"replab/internal/lab"
 	"replab/internal/spec"
 )
 
@@ -367,6 +369,43 @@ type Dialecter interface {
 // workload's data: how long provisioning across a slow link would take.
 type CopySizer interface {
 	InitialCopyBytes(s *spec.Spec, node string) int64
+}
+
+// SinkRunner is an Engine whose servers another engine's replication
+// scheme applies changes to, run by that engine's cluster: PostgreSQL's
+// pipeline scheme with [scheme] target = "mariadb" runs its replicas as
+// MariaDB servers, its sinks. The other engine finds this one through
+// the registry (a Finder), never by importing it.
+type SinkRunner interface {
+	// StartSinks installs and starts the named nodes of l's spec as
+	// servers of this engine, none replicating from another, and waits
+	// until they answer. On error nothing it started remains.
+	StartSinks(ctx context.Context, l *lab.Lab, names []string, log io.Writer) (Sinks, error)
+}
+
+// Sinks are the servers a SinkRunner started, for the cluster that runs
+// them: it reaches them with SQL, reads the lag probe's stamps there
+// (LagReaders) and does to them what faults do (NodeControl, Pauser).
+type Sinks interface {
+	// Version is the servers' version.
+	Version() string
+	// DSN is node's connection string, with its password: it works from
+	// every site.
+	DSN(node string) string
+	// Running says whether node's server runs.
+	Running(node string) bool
+	// Exec runs one statement at node; QueryInt64 reads one integer.
+	Exec(ctx context.Context, node, q string, args ...any) error
+	QueryInt64(ctx context.Context, node, q string, args ...any) (int64, error)
+	// Open is a pool to node whose connections are made from fromSite.
+	Open(ctx context.Context, node, fromSite string) (*sql.DB, error)
+	// Processes are the servers' processes (or threads) by role.
+	Processes(ctx context.Context) ([]Process, error)
+	LagReaders
+	NodeControl
+	Pauser
+	// Close stops every server.
+	Close() error
 }
 
 // ErrNoNodeControl is DoNode's error when the engine cannot do the action

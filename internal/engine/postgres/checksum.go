@@ -30,7 +30,8 @@ import (
 
 // skipChecksum are replab's own tables, left out when Checksums is given
 // no table names: the engine's markers (written by WaitFlowing), the lag
-// probe's stamps and the journal (the runner verifies the journal itself).
+// probe's stamps and the acknowledged-commits journal (the runner checks it
+// itself).
 var skipChecksum = []string{"replab_marker", enginekit.LagTableName, enginekit.AckTableName}
 
 // checksumSession makes a row's text the same at every node whatever the
@@ -78,8 +79,8 @@ func foldSum(s string) (int64, error) {
 // transaction, so its tables come from one snapshot; nodes are read in
 // parallel.
 func (c *cluster) Checksums(ctx context.Context, tables ...string) (map[string]map[string]int64, error) {
-	if c.my != nil {
-		return c.myChecksums(ctx, tables)
+	if c.sinks != nil {
+		return c.sinkChecksums(ctx, tables)
 	}
 	c.topo.RLock()
 	var nodes []*node

@@ -22,8 +22,8 @@ import (
 // to directly (wireConn). A failed poll drops the connection; the next one
 // makes a new one.
 func (c *cluster) LagReader(ctx context.Context, node string) (engine.LagReader, error) {
-	if c.isMy(node) {
-		return c.my.LagReader(ctx, node)
+	if c.isSink(node) {
+		return c.sinks.LagReader(ctx, node)
 	}
 	n := c.byName[node]
 	if n == nil {

@@ -46,7 +46,7 @@ type pipePlan struct {
 	groupOps     int           // GROUPTRANSOPS
 	replicats    int           // replicats per replica ("more replicats", @RANGE)
 	split        string        // how they share the changes: "key" or "table"
-	target       string        // the replicas' engine: "postgres" or "mariadb"
+	sink         string        // the replicas' engine ([scheme] target): "postgres" or "mariadb"
 }
 
 func readPipePlan(o *spec.Options) *pipePlan {
@@ -72,7 +72,7 @@ func readPipePlan(o *spec.Options) *pipePlan {
 	pp.groupOps = int(o.Int("group_ops", 1000, 1, 1_000_000)) // GoldenGate's GROUPTRANSOPS default
 	pp.replicats = int(o.Int("replicats", 1, 1, 16))
 	pp.split = o.String("split", "key", "key", "table")
-	pp.target = o.String("target", targetPostgres, targetPostgres, targetMariaDB)
+	pp.sink = o.String("target", sinkPostgres, sinkPostgres, sinkMariaDB)
 	if o.Has("split") && pp.replicats == 1 {
 		o.Errorf("split", "split says how several replicats share a replica's changes; set replicats = 2 or more")
 	}
@@ -128,8 +128,8 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	if err := pipeline.CreateSlot(ctx, primary.conninfo(""), pipeSlot, primary.site.DialContext); err != nil {
 		return fmt.Errorf("node %s: %w", primary.Name, err)
 	}
-	if pp := c.plan.pipe; pp.target == targetMariaDB {
-		if err := c.startMyTargets(ctx); err != nil {
+	if pp := c.plan.pipe; pp.sink == sinkMariaDB {
+		if err := c.startSinks(ctx); err != nil {
 			return err
 		}
 	} else if err := enginekit.Each(c.replicas(), func(r *node) error { return c.createPrimary(ctx, r) }); err != nil {
@@ -157,8 +157,8 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	replicats := func(r *node, site, trailPath, statsDir, prefix string) {
 		for i := 0; i < pp.replicats; i++ {
 			rc := &pipeline.ReplicatConfig{DSN: r.conninfo("replab_replicat"), Name: r.Name, Trail: trailPath, Batch: pp.batch, GroupOps: pp.groupOps}
-			if c.isMy(r.Name) {
-				rc.Engine, rc.DSN = pipeline.EngineMariaDB, c.my.DSN(r.Name)
+			if c.isSink(r.Name) {
+				rc.Engine, rc.DSN = pipeline.EngineMariaDB, c.sinks.DSN(r.Name)
 			}
 			stats := prefix + ".json"
 			if pp.replicats > 1 {
@@ -209,8 +209,8 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	if pp.replicats > 1 {
 		mode += fmt.Sprintf(", %d replicats per replica split by %s", pp.replicats, pp.split)
 	}
-	if c.my != nil {
-		mode += ", replicas on MariaDB " + c.my.Version()
+	if c.sinks != nil {
+		mode += ", replicas on MariaDB " + c.sinks.Version()
 	}
 	compress := "off"
 	if pp.compress > 0 {
@@ -465,7 +465,7 @@ func (c *cluster) Stages(node string) []string {
 // node's stage (a replica's replicats together). A killed or stopped
 // stage resumes where it left off when started again: the extract from
 // its trail's end, a pump from the collector's, a replicat from its
-// checkpoint at the target.
+// checkpoint at the replica.
 func (c *cluster) DoStage(ctx context.Context, node, stage, do string) error {
 	if c.pipe == nil {
 		return fmt.Errorf("node %s has no replication stages", node)

@@ -222,7 +222,7 @@ func makePlan(s *spec.Spec) (*plan, error) {
 			errs.Add("scheme.conflict", "unknown conflict resolution %q; pglogical offers %s", p.conflict, strings.Join(conflicts, ", "))
 		}
 	}
-	if p.pipe != nil && p.pipe.target == targetMariaDB && s.Workload != nil {
+	if p.pipe != nil && p.pipe.sink == sinkMariaDB && s.Workload != nil {
 		// The workload's SQL is PostgreSQL's: reads sent to a replica
 		// would reach MariaDB.
 		if v, _ := s.Workload.Options["reads_at"].(string); strings.TrimSpace(v) == "replica" {

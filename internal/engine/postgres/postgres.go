@@ -20,14 +20,17 @@ import (
 	"time"
 
 	"replab/internal/engine"
-	"replab/internal/engine/mariadb"
 	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
 
 // Engine is PostgreSQL.
-type Engine struct{}
+type Engine struct {
+	// Engines finds the engines this one runs servers of (the pipeline
+	// scheme's MariaDB sinks, an engine.SinkRunner): the registry's Get.
+	Engines engine.Finder
+}
 
 // Kind implements engine.Engine.
 func (Engine) Kind() string { return "postgres" }
@@ -90,13 +93,16 @@ type cluster struct {
 	markerSeq int64
 	lg        *logicalState // logical and snapshot schemes (logical.go)
 	pipe      *pipeState    // the pipeline scheme (pipeline.go)
-	// my are the pipeline's MariaDB targets (pipetarget.go), nil
+	// engines finds the sinks' engine (Engine.Engines); sinks are the
+	// pipeline's MariaDB sinks (pipesink.go), the nodes in sinkNodes, nil
 	// without target = "mariadb".
-	my *mariadb.Servers
+	engines   engine.Finder
+	sinks     engine.Sinks
+	sinkNodes map[string]bool
 }
 
 // Up implements engine.Engine.
-func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Cluster, err error) {
+func (e Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Cluster, err error) {
 	p, err := makePlan(l.Spec)
 	if err != nil {
 		return nil, err
@@ -113,7 +119,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 		return nil, err
 	}
 	// Nodes start and copy in parallel: one writer for their lines.
-	c := &cluster{lab: l, plan: p, inst: inst, uid: uid, gid: gid, log: enginekit.NewLockedWriter(log), byName: map[string]*node{}}
+	c := &cluster{lab: l, plan: p, inst: inst, uid: uid, gid: gid, log: enginekit.NewLockedWriter(log), byName: map[string]*node{}, engines: e.Engines}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -268,8 +274,8 @@ func (c *cluster) Nodes() []engine.Node {
 	for _, n := range c.nodes {
 		en := engine.Node{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, Addr: n.addr, DSN: n.dsn(), Version: c.inst.Version,
 			Writable: slices.Contains(c.plan.primaries, n.Name)}
-		if c.isMy(n.Name) {
-			en.DSN, en.Version = c.my.DSN(n.Name), "MariaDB "+c.my.Version()
+		if c.isSink(n.Name) {
+			en.DSN, en.Version = c.sinks.DSN(n.Name), "MariaDB "+c.sinks.Version()
 		}
 		switch {
 		case n.From != "":
@@ -351,8 +357,8 @@ func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64
 	_, err := enginekit.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		var got int64
 		var err error
-		if c.isMy(n.Name) {
-			got, err = c.my.QueryInt64(ctx, n.Name, "SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = ?", src)
+		if c.isSink(n.Name) {
+			got, err = c.sinks.QueryInt64(ctx, n.Name, "SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = ?", src)
 		} else {
 			err = n.query1(ctx, "", `SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = $1`, &got, src)
 		}
@@ -382,8 +388,8 @@ func (c *cluster) Close() error {
 		}
 		c.bg.Wait()
 		c.stopPipeline() // before the servers: a stage finishes what it holds
-		if c.my != nil {
-			c.my.Close()
+		if c.sinks != nil {
+			c.sinks.Close()
 		}
 		var wg sync.WaitGroup
 		for _, n := range c.nodes {

@@ -16,10 +16,11 @@ import (
 // Open implements engine.SQL: a pgx pool (through database/sql) whose
 // connections are dialled from inside fromSite.
 func (c *cluster) Open(ctx context.Context, name, fromSite string) (*sql.DB, error) {
-	if c.isMy(name) {
-		// A MariaDB target: for readers whose SQL both dialects speak
-		// (the journal's check); the workload runs at the primary.
-		return c.my.Open(ctx, name, fromSite)
+	if c.isSink(name) {
+		// A MariaDB sink: for readers whose SQL both dialects speak
+		// (the check of acknowledged commits); the workload runs at the
+		// primary.
+		return c.sinks.Open(ctx, name, fromSite)
 	}
 	cfg, err := c.connConfig(name, fromSite)
 	if err != nil {

@@ -23,8 +23,8 @@ func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 		// DDL is not carried: the tables are created at every node, and
 		// the publication (FOR ALL TABLES) takes them in.
 		return enginekit.Each(c.nodes, func(n *node) error {
-			if c.isMy(n.Name) {
-				return c.createMyTables(ctx, n.Name, s)
+			if c.isSink(n.Name) {
+				return c.createSinkTables(ctx, n.Name, s)
 			}
 			return createTables(ctx, n, s)
 		})
@@ -127,12 +127,12 @@ func lsns(sent, write, flush, replay string) []engine.Position {
 // down (stopped or killed) has none.
 func (c *cluster) Processes(ctx context.Context) ([]engine.Process, error) {
 	var out []engine.Process
-	if c.my != nil {
-		my, err := c.my.Processes(ctx)
+	if c.sinks != nil {
+		sp, err := c.sinks.Processes(ctx)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, my...)
+		out = append(out, sp...)
 	}
 	children := childrenByParent()
 	for _, n := range c.nodes {
