@@ -12,8 +12,8 @@ import (
 // transaction of a run with verification on also inserts its key (writer,
 // seq) into the table replab_journal, in the same transaction as its
 // changes; after the run, the keys found at each node are compared with
-// those whose COMMIT was acknowledged. (Not the lag probe's per-user
-// journal of stamps, which never leaves the driver's memory.)
+// those whose COMMIT was acknowledged. (Not the lag probe's per-writer
+// journal of stamps, package lagprobe.)
 
 // AckTableName is the acknowledged-commits journal's table.
 const AckTableName = "replab_journal"
