@@ -91,8 +91,8 @@ type cluster struct {
 	stopBg    context.CancelFunc
 	closeOnce sync.Once
 	markerSeq int64
-	lg        *logicalState // logical and snapshot schemes (logical.go)
-	pipe      *pipeState    // the pipeline scheme (pipeline.go)
+	lg        *logicalState  // logical and snapshot schemes (logical.go)
+	pipeline  *pipelineState // the pipeline scheme (pipeline.go)
 	// engines finds the sinks' engine (Engine.Engines); sinks are the
 	// pipeline's MariaDB sinks (pipesink.go), the nodes in sinkNodes, nil
 	// without target = "mariadb".
@@ -334,7 +334,7 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 	if err := enginekit.Each(trips, func(t trip) error { return c.waitMarker(ctx, t.n, t.src, seq) }); err != nil {
 		return err
 	}
-	return c.pipeWaitApplied(ctx)
+	return c.pipelineWaitApplied(ctx)
 }
 
 // writeMarker upserts the source's marker. It is bounded: under a
@@ -353,7 +353,7 @@ func (c *cluster) writeMarker(ctx context.Context, n *node, seq int64) error {
 
 // waitMarker polls n until src's marker reaches seq.
 func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64) error {
-	var stageErr *pipeStageError
+	var stageErr *pipelineStageError
 	_, err := enginekit.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		var got int64
 		var err error
@@ -363,7 +363,7 @@ func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64
 			err = n.query1(ctx, "", `SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = $1`, &got, src)
 		}
 		if err == nil && got < seq {
-			err = c.pipeDown() // a stage that died carries nothing more
+			err = c.pipelineDown() // a stage that died carries nothing more
 		}
 		return err == nil && got >= seq, fmt.Sprintf("still at %d", got), err
 	})

@@ -106,7 +106,7 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 		return c.logicalReplicationState(ctx, out)
 	}
 	if c.plan.replication == Pipeline {
-		return c.pipeReplicationState(ctx)
+		return c.pipelineReplicationState(ctx)
 	}
 	return out, nil
 }
@@ -146,7 +146,7 @@ func (c *cluster) Processes(ctx context.Context) ([]engine.Process, error) {
 			out = append(out, engine.Process{Node: n.Name, Role: role, PID: pid, Apply: applyRoles[role]})
 		}
 	}
-	return append(out, c.pipeProcesses()...), nil
+	return append(out, c.pipelineProcesses()...), nil
 }
 
 // applyRoles receive or apply changes at a replica.
