@@ -14,6 +14,7 @@ import (
 	"replab/internal/driver"
 	"replab/internal/engine"
 	"replab/internal/engine/postgres"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -140,7 +141,7 @@ func (p *pgLab) driverConfig(cfg driver.Config) driver.Config {
 
 // lagReader reads replab_lag at node as replab run does.
 func (p *pgLab) lagReader(ctx context.Context, node string) (engine.LagReader, error) {
-	stamps, _, err := engine.StampsOf(p.cluster)
+	stamps, _, err := enginekit.StampsOf(p.cluster)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"replab/internal/driver"
 	"replab/internal/engine"
 	"replab/internal/engine/postgres"
+	"replab/internal/enginekit"
 	"replab/internal/lagprobe"
 	"replab/internal/stats"
 	"replab/internal/workload"
@@ -176,7 +177,7 @@ type lagTarget struct {
 	prefix  string // of every figure's name: "" (PostgreSQL) or "mariadb_"
 	lab     string
 	engine  engine.Engine
-	dialect string
+	dialect engine.Dialect
 	nodes   string // the spec's [engine], nodes and [scheme]
 	scheme  string // described in the figures
 	tx      workload.TxType
@@ -190,7 +191,7 @@ func (b *bench) lagOverhead(ctx context.Context) error { return b.lagOverheadOn(
 
 // postgresLag is pgbench's accounts at scale 10, physical streaming.
 var postgresLag = lagTarget{
-	lab: "bench-lagprobe", engine: postgres.Engine{}, dialect: "postgres",
+	lab: "bench-lagprobe", engine: postgres.Engine{}, dialect: engine.Postgres,
 	nodes: `
 [engine]
 kind = "postgres"
@@ -208,7 +209,7 @@ from = "db"
 	tx:     updateTx(),
 	txText: "BEGIN; UPDATE pgbench_accounts … WHERE aid = uniform(1, 1000000); [UPDATE replab_lag SET seq = $1 WHERE writer = $2;] COMMIT, pipelined",
 	load:   func(ctx context.Context, b *bench, p *pgLab) error { return b.loadPgbench(ctx, p, "db") },
-	prep:   []string{"VACUUM pgbench_accounts", "VACUUM " + engine.LagTableName, "CHECKPOINT"},
+	prep:   []string{"VACUUM pgbench_accounts", "VACUUM " + enginekit.LagTableName, "CHECKPOINT"},
 }
 
 func (b *bench) lagOverheadOn(ctx context.Context, t lagTarget) error {
@@ -229,7 +230,7 @@ rate = "1gbit"
 	if err := t.load(ctx, b, p); err != nil {
 		return err
 	}
-	if err := p.sql().ApplySchema(ctx, engine.Schema{Tables: []engine.Table{engine.LagTable()}}); err != nil {
+	if err := p.sql().ApplySchema(ctx, engine.Schema{Tables: []engine.Table{enginekit.LagTable()}}); err != nil {
 		return err
 	}
 	if err := p.cluster.WaitFlowing(ctx); err != nil {
@@ -272,7 +273,7 @@ rate = "1gbit"
 // its slices alternating the probe on and off.
 func (b *bench) lagRun(ctx context.Context, p *pgLab, t lagTarget, variant string, rep int) (lagRun, error) {
 	probe := lagprobe.New(lagprobe.Config{Writers: lagUsers, Interval: lagInterval})
-	seed, err := engine.LagSeedSQL(t.dialect, lagUsers)
+	seed, err := enginekit.LagSeedSQL(t.dialect, lagUsers)
 	if err != nil {
 		return lagRun{}, err
 	}
@@ -299,7 +300,7 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, t lagTarget, variant strin
 		return run, err
 	}
 	cfg := p.driverConfig(driver.Config{Users: lagUsers, Warmup: lagWarmup, Duration: lagMeasure, Seed: int64(rep), MaxRetries: 3})
-	if cfg.LagStatement, err = engine.LagUpdateSQL(t.dialect); err != nil {
+	if cfg.LagStatement, err = enginekit.LagUpdateSQL(t.dialect); err != nil {
 		return run, err
 	}
 	cfg.LagEvery = 0 // automatic, as replab run by default

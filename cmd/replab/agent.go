@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
 	"replab/internal/agent"
+	"replab/internal/engine"
 )
 
 func cmdAgent(ctx context.Context, args []string, out io.Writer) error {
@@ -47,10 +49,40 @@ root. Ctrl-C stops it.`)
 	if token == "" {
 		return fmt.Errorf("agent: give the token drivers must present with --token-file or REPLAB_AGENT_TOKEN")
 	}
-	srv, err := agent.NewServer(agent.ServerConfig{Listen: *listen, Token: token, Engine: *eng, DSN: *dsn, ClockOffset: *offset, Log: out})
+	open, err := replicaOpener(*eng, *dsn)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	srv, err := agent.NewServer(agent.ServerConfig{Listen: *listen, Token: token, Open: open, ClockOffset: *offset, Log: out})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	fmt.Fprintf(out, "agent: listening on %s for drivers (engine %s)\n", srv.Addr(), *eng)
 	return srv.Serve(ctx)
+}
+
+// replicaOpener is how the agent opens pools to its replica: through the
+// engine's side of target mode (engine.Attacher), found in the registry.
+func replicaOpener(kind, dsn string) (func() (*sql.DB, error), error) {
+	var kinds []string
+	r := engines()
+	for _, k := range r.Kinds() {
+		if e, _ := r.Get(k); isAttacher(e) {
+			kinds = append(kinds, k)
+		}
+	}
+	e, _ := r.Get(kind)
+	if !isAttacher(e) {
+		return nil, fmt.Errorf("unknown engine %q: %s", kind, strings.Join(kinds, " or "))
+	}
+	open, err := e.(engine.Attacher).Opener(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("--dsn is %w", err)
+	}
+	return open, nil
+}
+
+func isAttacher(e engine.Engine) bool {
+	_, ok := e.(engine.Attacher)
+	return ok
 }

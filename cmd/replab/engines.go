@@ -17,9 +17,20 @@ import (
 	"replab/internal/target"
 )
 
-// engines is every database engine this binary can run.
+// engines is every database engine this binary can run, one line each.
+// An engine that runs another's servers (PostgreSQL's pipeline scheme,
+// MariaDB sinks) and target mode find the engines they need in the same
+// registry.
 func engines() *engine.Registry {
-	return engine.NewRegistry(postgres.Engine{}, mariadb.Engine{}, xrootd.Engine{}, bdbje.Engine{}, target.Engine{})
+	r := engine.NewRegistry()
+	r.MustRegister(
+		postgres.Engine{Engines: r.Get},
+		mariadb.Engine{},
+		xrootd.Engine{},
+		bdbje.Engine{},
+		target.Engine{Engines: r.Get},
+	)
+	return r
 }
 
 // loadChecked loads a spec and validates it as replab run would: its

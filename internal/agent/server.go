@@ -22,10 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-
 	"replab/internal/clock"
 )
 
@@ -69,8 +65,10 @@ type msg struct {
 type ServerConfig struct {
 	Listen string // host:port
 	Token  string // what the driver must present (≥ MinTokenBytes)
-	Engine string // "postgres" or "mariadb"
-	DSN    string // the local replica; the password from the environment or the DSN, never logged
+	// Open opens a pool to the local replica: its engine's
+	// (engine.Attacher.Opener), made from the connection string whose
+	// password, if any, is never logged.
+	Open func() (*sql.DB, error)
 	// ClockOffset is added to every time the agent reports: a testing aid
 	// that makes its host's clock look that far off.
 	ClockOffset time.Duration
@@ -93,29 +91,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	s := &Server{cfg: cfg}
-	switch cfg.Engine {
-	case "postgres":
-		pc, err := pgx.ParseConfig(cfg.DSN)
-		if err != nil {
-			return nil, fmt.Errorf("--dsn is not a PostgreSQL connection string: %v", errors.Unwrap(err))
-		}
-		s.open = func() (*sql.DB, error) { return stdlib.OpenDB(*pc), nil }
-	case "mariadb":
-		mc, err := mysql.ParseDSN(cfg.DSN)
-		if err != nil {
-			return nil, fmt.Errorf("--dsn is not a MariaDB connection string (user@tcp(host:3306)/db): %v", err)
-		}
-		s.open = func() (*sql.DB, error) {
-			c, err := mysql.NewConnector(mc)
-			if err != nil {
-				return nil, err
-			}
-			return sql.OpenDB(c), nil
-		}
-	default:
-		return nil, fmt.Errorf("unknown engine %q: postgres or mariadb", cfg.Engine)
+	if cfg.Open == nil {
+		return nil, errors.New("no way to reach the replica: ServerConfig.Open is nil")
 	}
+	s := &Server{cfg: cfg, open: cfg.Open}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)

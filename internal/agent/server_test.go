@@ -3,7 +3,9 @@ package agent
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -16,7 +18,7 @@ const testToken = "0123456789abcdef-test"
 // reached by these tests (they stop before a poll).
 func startServer(t *testing.T, offset time.Duration) *Server {
 	t.Helper()
-	srv, err := NewServer(ServerConfig{Listen: "127.0.0.1:0", Token: testToken, Engine: "postgres", DSN: "host=127.0.0.1 port=1 user=x", ClockOffset: offset})
+	srv, err := NewServer(ServerConfig{Listen: "127.0.0.1:0", Token: testToken, Open: neverOpened, ClockOffset: offset})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +105,15 @@ func TestOnlyTheLagTableIsPolled(t *testing.T) {
 }
 
 func TestShortTokenRefused(t *testing.T) {
-	if _, err := NewServer(ServerConfig{Listen: "127.0.0.1:0", Token: "short", Engine: "postgres", DSN: "host=x"}); err == nil || !strings.Contains(err.Error(), "at least 16 bytes") {
+	if _, err := NewServer(ServerConfig{Listen: "127.0.0.1:0", Token: "short", Open: neverOpened}); err == nil || !strings.Contains(err.Error(), "at least 16 bytes") {
 		t.Errorf("a 5-byte token: %v", err)
 	}
-	if _, err := NewServer(ServerConfig{Listen: "127.0.0.1:0", Token: testToken, Engine: "oracle", DSN: "host=x"}); err == nil || !strings.Contains(err.Error(), "unknown engine") {
-		t.Errorf("engine oracle: %v", err)
+	if _, err := NewServer(ServerConfig{Listen: "127.0.0.1:0", Token: testToken}); err == nil || !strings.Contains(err.Error(), "no way to reach the replica") {
+		t.Errorf("no Open: %v", err)
 	}
+}
+
+// neverOpened is the replica of agents these tests stop before a poll.
+func neverOpened() (*sql.DB, error) {
+	return nil, errors.New("the tests reach no replica")
 }

@@ -62,7 +62,7 @@ kind = "fake"
 	}
 	t.Cleanup(func() { c.Close() })
 	sc := c.(engine.SQL)
-	if err := sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "kv", Create: map[string]string{
+	if err := sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "kv", Create: map[engine.Dialect]string{
 		"postgres": "CREATE TABLE kv (k bigint PRIMARY KEY, v bigint NOT NULL)"}}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"slices"
 	"strings"
 	"time"
 
+	"replab/internal/lab"
 	"replab/internal/spec"
 )
 
@@ -21,9 +21,9 @@ import (
 
 // SQL is a cluster that clients reach with SQL through database/sql.
 type SQL interface {
-	// Dialect is the SQL flavour workloads write for it: "postgres" or
-	// "mysql".
-	Dialect() string
+	// Dialect is the SQL flavour workloads write for it: Postgres or
+	// MySQL.
+	Dialect() Dialect
 	// Open returns a connection pool to node whose connections are made
 	// from fromSite, so their traffic crosses the links a client there
 	// would use.
@@ -40,13 +40,13 @@ type Schema struct {
 }
 
 // Table is one table. Create holds its CREATE TABLE statement per SQL
-// dialect ("postgres", "mysql"); every table needs a primary key, which
+// dialect (Postgres, MySQL); every table needs a primary key, which
 // logical and multi-master replication use to match rows.
 type Table struct {
 	Name   string
-	Create map[string]string
+	Create map[Dialect]string
 	// Indexes are extra CREATE INDEX statements per dialect.
-	Indexes map[string][]string
+	Indexes map[Dialect][]string
 	// Everywhere replicates the table, whole, to every replica, whatever
 	// its filters: replab's own bookkeeping (the lag probe's table).
 	Everywhere bool
@@ -285,44 +285,6 @@ type Gauge struct {
 	Counter bool
 }
 
-// Divergence is one table whose copies differ: its checksum at each node
-// that has it.
-type Divergence struct {
-	Table string           `json:"table"`
-	Sums  map[string]int64 `json:"sums"` // node -> checksum; a node without the table is missing
-}
-
-// Diverged compares checksums (from Checksums): the tables whose copies
-// are not all equal, or missing at some node, sorted by name; none when
-// every copy agrees.
-func Diverged(sums map[string]map[string]int64) []Divergence {
-	tables := map[string]bool{}
-	for _, ts := range sums {
-		for t := range ts {
-			tables[t] = true
-		}
-	}
-	var out []Divergence
-	for _, t := range slices.Sorted(maps.Keys(tables)) {
-		d := Divergence{Table: t, Sums: map[string]int64{}}
-		seen := map[int64]bool{}
-		missing := false
-		for node, ts := range sums {
-			s, ok := ts[t]
-			if !ok {
-				missing = true
-				continue
-			}
-			d.Sums[node] = s
-			seen[s] = true
-		}
-		if missing || len(seen) > 1 {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
 // SyncFallbacker is a cluster whose synchronous replication falls back to
 // asynchronous by itself when no replica acknowledges in time, and back
 // when one catches up (MariaDB's semi-sync after its timeout). The runner
@@ -365,44 +327,9 @@ type ErrorClass struct {
 	Unavailable bool
 }
 
-// Classify classifies err with the cluster's classifier when it has one
-// that knows the error, and otherwise by what any client can tell:
-// timeouts, cancellation, broken connections, and errors carrying an
-// SQLSTATE.
-func Classify(c any, err error) ErrorClass {
-	if ec, ok := c.(ErrorClassifier); ok {
-		if cl := ec.Classify(err); cl.Code != "" && cl.Code != "other" {
-			return cl
-		}
-	}
-	return DefaultClass(err)
-}
-
-// DefaultClass classifies err without an engine's help.
-func DefaultClass(err error) ErrorClass {
-	var ne net.Error
-	var coded interface{ SQLState() string }
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return ErrorClass{Code: "timeout"}
-	case errors.Is(err, context.Canceled):
-		return ErrorClass{Code: "canceled"}
-	case errors.As(err, &ne):
-		return ErrorClass{Code: "connection"}
-	case errors.As(err, &coded):
-		return ErrorClass{Code: coded.SQLState()}
-	}
-	return ErrorClass{Code: "other"}
-}
-
-// DialectKV is the "dialect" of an engine that stores records, not rows:
-// its clusters implement KV, and a workload that writes key-value records
-// (kv-insert) puts them through it.
-const DialectKV = "kv"
-
-// KV is a cluster of key-value stores reached over their own protocol
+// KVStore is a cluster of key-value stores reached over their own protocol
 // (Berkeley DB Java Edition): records go in as puts, in transactions.
-type KV interface {
+type KVStore interface {
 	// KVClient connects, with dial (from the client's site), to the node
 	// that takes writes now; the client follows the master when it moves.
 	KVClient(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (KVClient, error)
@@ -434,15 +361,7 @@ type KVStamp struct {
 // known before any node is up, so a spec's SQL workload can be checked at
 // once.
 type Dialecter interface {
-	Dialect() string
-}
-
-// DialectOf is e's SQL dialect, or "" for an engine without SQL.
-func DialectOf(e Engine) string {
-	if d, ok := e.(Dialecter); ok {
-		return d.Dialect()
-	}
-	return ""
+	Dialect() Dialect
 }
 
 // CopySizer is an Engine that can say, from the spec alone, how many bytes
@@ -450,6 +369,43 @@ func DialectOf(e Engine) string {
 // workload's data: how long provisioning across a slow link would take.
 type CopySizer interface {
 	InitialCopyBytes(s *spec.Spec, node string) int64
+}
+
+// SinkRunner is an Engine whose servers another engine's replication
+// scheme applies changes to, run by that engine's cluster: PostgreSQL's
+// pipeline scheme with [scheme] target = "mariadb" runs its replicas as
+// MariaDB servers, its sinks. The other engine finds this one through
+// the registry (a Finder), never by importing it.
+type SinkRunner interface {
+	// StartSinks installs and starts the named nodes of l's spec as
+	// servers of this engine, none replicating from another, and waits
+	// until they answer. On error nothing it started remains.
+	StartSinks(ctx context.Context, l *lab.Lab, names []string, log io.Writer) (Sinks, error)
+}
+
+// Sinks are the servers a SinkRunner started, for the cluster that runs
+// them: it reaches them with SQL, reads the lag probe's stamps there
+// (LagReaders) and does to them what faults do (NodeControl, Pauser).
+type Sinks interface {
+	// Version is the servers' version.
+	Version() string
+	// DSN is node's connection string, with its password: it works from
+	// every site.
+	DSN(node string) string
+	// Running says whether node's server runs.
+	Running(node string) bool
+	// Exec runs one statement at node; QueryInt64 reads one integer.
+	Exec(ctx context.Context, node, q string, args ...any) error
+	QueryInt64(ctx context.Context, node, q string, args ...any) (int64, error)
+	// Open is a pool to node whose connections are made from fromSite.
+	Open(ctx context.Context, node, fromSite string) (*sql.DB, error)
+	// Processes are the servers' processes (or threads) by role.
+	Processes(ctx context.Context) ([]Process, error)
+	LagReaders
+	NodeControl
+	Pauser
+	// Close stops every server.
+	Close() error
 }
 
 // ErrNoNodeControl is DoNode's error when the engine cannot do the action
@@ -493,43 +449,4 @@ func DoNode(ctx context.Context, c Cluster, node, do string) error {
 		return pz.Resume(ctx, node)
 	}
 	return fmt.Errorf("unknown node action %q: want kill, stop, start, restart, pause, resume or promote", do)
-}
-
-// TargetKind is the kind under which target mode registers: the engine
-// of every spec with [target], which connects to servers that exist
-// (Connector) instead of building them in a lab.
-const TargetKind = "target"
-
-// SpecEngine is a registered engine that is made anew for each spec (its
-// dialect, say, is the spec's).
-type SpecEngine interface {
-	ForSpec(s *spec.Spec) Engine
-}
-
-// Connector is an engine whose cluster exists already: Connect reaches
-// and checks it, and builds nothing (target mode).
-type Connector interface {
-	Connect(ctx context.Context, s *spec.Spec, log io.Writer) (Cluster, error)
-}
-
-// LagBounder is a LagReader whose times are not the lab's one clock read
-// beside the replica: a reader polling across a WAN from the driver's
-// host, or an agent on the replica's host with a clock of its own. It
-// says how its times were corrected and how far a lag may be off.
-type LagBounder interface {
-	LagBound() LagBound
-}
-
-// LagBound is how a replica's lags were timed.
-type LagBound struct {
-	// Method: "remote-poll" (polled from the driver's host, corrected by
-	// the one-way time), "agent" (polled on the replica's host, its clock
-	// offset estimated).
-	Method string `json:"method"`
-	// CorrectionMs is what was taken off (the one-way time) or the clock
-	// offset applied, in ms.
-	CorrectionMs float64 `json:"correction_ms"`
-	// BoundMs: each lag may be off by up to ± this much because of the
-	// correction, besides the watcher's own resolution.
-	BoundMs float64 `json:"bound_ms"`
 }

@@ -4,8 +4,11 @@
 // replication state, processes, close). What not every system has — SQL,
 // a bulk path, lag stamps of its own, node control, snapshot refresh,
 // error classification, pipelining — is a capability: a separate small
-// interface a Cluster may implement, found by type assertion. Engines live
-// in subpackages (engine/postgres, …) and are collected in a Registry.
+// interface a Cluster may implement, found by type assertion; an Engine
+// may have some too (Dialecter, Attacher for target mode, SinkRunner).
+// This package is the contract only: engines live in subpackages
+// (engine/postgres, …), are built with the kit of package enginekit and
+// are collected in a Registry.
 package engine
 
 import (
@@ -13,8 +16,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"sort"
-	"strings"
 
 	"replab/internal/lab"
 	"replab/internal/spec"
@@ -105,69 +106,6 @@ func Roots(nodes []Node) []Node {
 	return out
 }
 
-// Registry holds the engines a replab binary knows, by kind.
-type Registry struct {
-	byKind map[string]Engine
-}
-
-// NewRegistry collects engines. Two engines of one kind are a programming
-// error: it panics, naming them.
-func NewRegistry(engines ...Engine) *Registry {
-	r := &Registry{byKind: map[string]Engine{}}
-	for _, e := range engines {
-		if err := r.Register(e); err != nil {
-			panic(err)
-		}
-	}
-	return r
-}
-
-// Register adds an engine; it refuses a kind that is taken.
-func (r *Registry) Register(e Engine) error {
-	if old, dup := r.byKind[e.Kind()]; dup {
-		return fmt.Errorf("engine kind %q registered twice (%T and %T)", e.Kind(), old, e)
-	}
-	r.byKind[e.Kind()] = e
-	return nil
-}
-
-// Kinds lists the registered engine kinds, sorted.
-func (r *Registry) Kinds() []string {
-	var k []string
-	for n := range r.byKind {
-		k = append(k, n)
-	}
-	sort.Strings(k)
-	return k
-}
-
-// For returns the engine a spec asks for, after validating the spec with
-// it; nil when the spec has no engine. A spec with [target] gets the
-// registered TargetKind engine, made for that spec (SpecEngine).
-func (r *Registry) For(s *spec.Spec) (Engine, error) {
-	if s.Target != nil {
-		e, ok := r.byKind[TargetKind]
-		if !ok {
-			return nil, s.Errorf("target", "this replab has no target mode")
-		}
-		if se, ok := e.(SpecEngine); ok {
-			e = se.ForSpec(s)
-		}
-		return e, e.Validate(s)
-	}
-	if s.Engine == nil {
-		return nil, nil
-	}
-	e, ok := r.byKind[s.Engine.Kind]
-	if !ok {
-		return nil, s.Errorf("engine.kind", "unknown engine %q; engines: %s", s.Engine.Kind, strings.Join(r.Kinds(), ", "))
-	}
-	if err := e.Validate(s); err != nil {
-		return nil, err
-	}
-	return e, nil
-}
-
 // Describe prints one line per node, for lab up.
 func Describe(w io.Writer, nodes []Node) {
 	for _, n := range nodes {
@@ -177,10 +115,4 @@ func Describe(w io.Writer, nodes []Node) {
 		}
 		fmt.Fprintf(w, "node %-8s %-8s in %-10s %s%s\n", n.Name, n.Role, n.Site, n.DSN, from)
 	}
-}
-
-// Get returns the engine of a kind.
-func (r *Registry) Get(kind string) (Engine, bool) {
-	e, ok := r.byKind[kind]
-	return e, ok
 }

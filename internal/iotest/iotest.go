@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 // FileName is the one file every fio job of a profile reads and writes,
@@ -54,7 +54,7 @@ type Options struct {
 	// says which was used).
 	Buffered bool
 	// User runs fio as this account (the database server's, see
-	// engine.ServerCredentials); nil = as this process.
+	// enginekit.ServerCredentials); nil = as this process.
 	User *User
 	// Start starts the fio process: nil = cmd.Start; (*lab.Site).Start
 	// runs it inside a site (its network namespace and cgroups), where the
@@ -145,7 +145,7 @@ func Profile(ctx context.Context, dir string, opt Options) (*Result, error) {
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, opt.Fio, args...)
 	if opt.User != nil {
-		engine.AsUser(cmd, opt.User.UID, opt.User.GID)
+		enginekit.AsUser(cmd, opt.User.UID, opt.User.GID)
 	}
 	// fio stops its jobs and still writes its output on SIGINT; killed
 	// if it lingers.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/report"
 	"replab/internal/spec"
@@ -50,7 +50,7 @@ func LabNodes(ctx context.Context, l *lab.Lab, only []string, opt Options, progr
 		}
 		return nil, fmt.Errorf("no node %s in lab %s (nodes: %s)", strings.Join(only, ", "), l.Spec.Lab.Name, strings.Join(names, ", "))
 	}
-	uid, gid, err := engine.ServerCredentials(ctx)
+	uid, gid, err := enginekit.ServerCredentials(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func LabNodes(ctx context.Context, l *lab.Lab, only []string, opt Options, progr
 			return rows, fmt.Errorf("node %s: %w", n.Name, err)
 		}
 		fmt.Fprintf(progress, "iotest %d/%d: node %s (site %s, %s storage): %d fio jobs of %s in %s as %s\n",
-			i+1, len(nodes), n.Name, n.Site, storage, jobs, opt.Runtime, dir, engine.ServerUser)
+			i+1, len(nodes), n.Name, n.Site, storage, jobs, opt.Runtime, dir, enginekit.ServerUser)
 		o := opt
 		o.Start = site.Start
 		r, err := Profile(ctx, dir, o)
@@ -94,7 +94,7 @@ func nodeDir(l *lab.Lab, node string, uid, gid int) (dir, storage string, err er
 		storage = st.Kind
 	}
 	dir = filepath.Join(data, "iotest-"+node)
-	return dir, storage, engine.MkdirOwned(dir, uid, gid)
+	return dir, storage, enginekit.MkdirOwned(dir, uid, gid)
 }
 
 // Brief is the profile in one line, for progress output.

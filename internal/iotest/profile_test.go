@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 func requireFio(t *testing.T) {
@@ -53,7 +53,7 @@ func TestProfileAsServerUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run fio as another user")
 	}
-	uid, gid, err := engine.ServerCredentials(context.Background())
+	uid, gid, err := enginekit.ServerCredentials(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestProfileAsServerUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(parent, "node")
-	if err := engine.MkdirOwned(dir, uid, gid); err != nil {
+	if err := enginekit.MkdirOwned(dir, uid, gid); err != nil {
 		t.Fatal(err)
 	}
 	blocks := []int{8192}

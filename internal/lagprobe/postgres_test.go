@@ -11,6 +11,7 @@ import (
 	"replab/internal/engine/postgres/pgtest"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 // standbySpec is a primary and one physical standby 50 ms (one way) apart.
@@ -47,7 +48,7 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 
 	const writers, perWriter = 4, 15 // 5 tx/s each for 3 s
 	p := New(Config{Writers: writers})
-	if err := c.(engine.SQL).ApplySchema(ctx, engine.Schema{Tables: []engine.Table{engine.LagTable()}}); err != nil {
+	if err := c.(engine.SQL).ApplySchema(ctx, engine.Schema{Tables: []engine.Table{enginekit.LagTable()}}); err != nil {
 		t.Fatal(err)
 	}
 	prim, err := c.(engine.SQL).Open(ctx, "p1", "primary")
@@ -55,7 +56,7 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prim.Close()
-	stamps, update, err := engine.StampsOf(c)
+	stamps, update, err := enginekit.StampsOf(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ func TestPostgresStandbyAcross50ms(t *testing.T) {
 
 	// The engine's reader and the generic database/sql one read what the
 	// standby shows.
-	for name, q := range map[string]engine.LagReader{"postgres": sq, "database/sql": &engine.SQLLagReader{DB: stby}} {
+	for name, q := range map[string]engine.LagReader{"postgres": sq, "database/sql": &enginekit.SQLLagReader{DB: stby}} {
 		got := make([]int64, writers)
 		if err := q.Positions(ctx, got); err != nil {
 			t.Fatal(err)

@@ -45,7 +45,7 @@ func TestMonitorPostgresPrimaryAndStandby(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if err := c.(engine.SQL).ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "m",
-		Create: map[string]string{"postgres": "CREATE TABLE m (id bigserial PRIMARY KEY, v text NOT NULL)"}}}}); err != nil {
+		Create: map[engine.Dialect]string{"postgres": "CREATE TABLE m (id bigserial PRIMARY KEY, v text NOT NULL)"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitFlowing(ctx); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/engine/postgres/pgtest"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/pipeline"
 )
@@ -477,7 +478,7 @@ func TestMain(m *testing.M) {
 type procStage struct {
 	site string
 	cfg  pipeline.StageConfig
-	proc *engine.Proc
+	proc *enginekit.Proc
 }
 
 // TestStagesSurviveKill9: the four stages as processes in their sites
@@ -510,7 +511,7 @@ func TestStagesSurviveKill9(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd.Stderr = &testWriter{t: t, prefix: s.cfg.Kind + ": "}
-		if s.proc, err = engine.StartProc(r.l.Site(s.site), cmd); err != nil {
+		if s.proc, err = enginekit.StartProc(r.l.Site(s.site), cmd); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -22,7 +22,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/pipeline/trail"
 )
 
@@ -182,7 +182,7 @@ func startMariaDB(t *testing.T) *mariadbServer {
 	defer cancel()
 	// mariadbd will not run as root without --user: it runs as the
 	// servers' unprivileged user, which owns the directory.
-	uid, gid, err := engine.ServerCredentials(ctx)
+	uid, gid, err := enginekit.ServerCredentials(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,14 +235,14 @@ func startMariaDB(t *testing.T) *mariadbServer {
 	}
 	install := exec.CommandContext(ctx, installBin, "--defaults-file="+cnf, "--skip-test-db",
 		"--auth-root-authentication-method=socket", "--skip-name-resolve")
-	engine.AsUser(install, uid, gid)
+	enginekit.AsUser(install, uid, gid)
 	install.WaitDelay = 5 * time.Second
 	if out, err := install.CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(logPath)
-		t.Fatalf("mariadb-install-db: %v\n%s\n%s", err, engine.LastLines(string(out), 10), engine.LastLines(string(log), 10))
+		t.Fatalf("mariadb-install-db: %v\n%s\n%s", err, enginekit.LastLines(string(out), 10), enginekit.LastLines(string(log), 10))
 	}
 	server := exec.Command(serverBin, "--defaults-file="+cnf, "--init-file="+initSQL)
-	engine.AsUser(server, uid, gid)
+	enginekit.AsUser(server, uid, gid)
 	// Should the test binary die, the server goes with it.
 	server.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := server.Start(); err != nil {
@@ -250,7 +250,7 @@ func startMariaDB(t *testing.T) *mariadbServer {
 	}
 	exited := make(chan struct{})
 	go func() { _ = server.Wait(); close(exited) }()
-	t.Cleanup(func() { engine.StopServer(server, exited, syscall.SIGTERM, 20*time.Second) })
+	t.Cleanup(func() { enginekit.StopServer(server, exited, syscall.SIGTERM, 20*time.Second) })
 
 	s := &mariadbServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	s.admin, err = sql.Open("mysql", s.dsn(""))
@@ -268,10 +268,10 @@ func startMariaDB(t *testing.T) *mariadbServer {
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(logPath)
-			t.Fatalf("mariadbd exited during start-up (%v): %s", server.ProcessState, engine.LastLines(string(log), 10))
+			t.Fatalf("mariadbd exited during start-up (%v): %s", server.ProcessState, enginekit.LastLines(string(log), 10))
 		case <-ctx.Done():
 			log, _ := os.ReadFile(logPath)
-			t.Fatalf("mariadbd did not accept connections: %v: %s", err, engine.LastLines(string(log), 10))
+			t.Fatalf("mariadbd did not accept connections: %v: %s", err, enginekit.LastLines(string(log), 10))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"replab/internal/driver"
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/report"
 	"replab/internal/workload"
 )
@@ -71,7 +72,7 @@ func (r *run) loader(ctx context.Context, src engine.Node) (workload.Loader, err
 	if err != nil {
 		return nil, err
 	}
-	return &closingLoader{Loader: workload.InsertLoader(db, sc.Dialect()), db: db}, nil
+	return &closingLoader{Loader: enginekit.InsertLoader(db, sc.Dialect()), db: db}, nil
 }
 
 // closingLoader closes its pool with it.
@@ -120,7 +121,7 @@ func (r *run) driverConfig() driver.Config {
 	if sc, ok := r.cluster.(engine.SQL); ok && r.s.VerifyOn() {
 		// Journal every writing transaction, under writers of this
 		// measurement's own.
-		cfg.Journal, _ = engine.JournalInsertSQL(sc.Dialect())
+		cfg.Journal, _ = enginekit.AckInsertSQL(sc.Dialect())
 		cfg.JournalWriterBase = r.journalBase()
 	}
 	if len(r.s.Faults) > 0 && !r.s.Written("run.max_error_pct") {

@@ -17,6 +17,7 @@ import (
 
 	"replab/internal/driver"
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/lagprobe"
 	"replab/internal/livemetrics"
@@ -60,7 +61,7 @@ func Run(ctx context.Context, s *spec.Spec, opt Options) (*report.Summary, strin
 	// The driver's progress, the engine, faults and monitors write to the
 	// log from goroutines of their own: one lock for all of them (an
 	// engine's own LockedWriter is this one).
-	opt.Log = engine.NewLockedWriter(opt.Log)
+	opt.Log = enginekit.NewLockedWriter(opt.Log)
 	if err := Validate(s, opt.Engines, opt.Workloads, true); err != nil {
 		return nil, "", err
 	}
@@ -186,7 +187,7 @@ func check(s *spec.Spec, opt Options, forRun bool) (engine.Engine, workload.Work
 	}
 	var wl workload.Workload
 	if eng != nil || err != nil {
-		dialect := ""
+		var dialect engine.Dialect
 		if eng != nil {
 			dialect = engine.DialectOf(eng)
 		} else if e, ok := opt.Engines.Get(s.Engine.Kind); ok {
@@ -325,7 +326,7 @@ func (r *run) prepare(ctx context.Context, start time.Time) (err error) {
 		return fmt.Errorf("engine %s: no node takes writes", r.eng.Kind())
 	}
 	r.client = r.clientSite()
-	if r.stamps, r.stampSQL, err = engine.StampsOf(r.cluster); err != nil {
+	if r.stamps, r.stampSQL, err = enginekit.StampsOf(r.cluster); err != nil {
 		if len(r.replicas) > 0 {
 			fmt.Fprintf(r.log, "warning: %v\n", err)
 		}
@@ -398,10 +399,10 @@ func (r *run) createSchema(ctx context.Context) error {
 	}
 	schema := r.wl.Schema()
 	if _, own := r.cluster.(engine.LagStamps); !own && r.stamps != nil {
-		schema.Tables = append(schema.Tables, engine.LagTable())
+		schema.Tables = append(schema.Tables, enginekit.LagTable())
 	}
 	if r.s.VerifyOn() {
-		schema.Tables = append(schema.Tables, engine.JournalTable())
+		schema.Tables = append(schema.Tables, enginekit.AckTable())
 	}
 	if err := sc.ApplySchema(ctx, schema); err != nil {
 		return fmt.Errorf("create schema: %w", err)

@@ -16,7 +16,7 @@ import (
 // prepares like a lab run.
 func (r *run) setupTarget(ctx context.Context, start time.Time) (err error) {
 	t := r.s.Target
-	tc, ok := r.eng.(engine.Connector)
+	tc, ok := r.eng.(engine.TargetMode)
 	if !ok {
 		return fmt.Errorf("engine %s cannot connect to existing servers", r.eng.Kind())
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/report"
 	"replab/internal/spec"
 )
@@ -153,10 +154,10 @@ func VerifyPlan(s *spec.Spec, eng engine.Engine) string {
 		return ""
 	}
 	d := engine.DialectOf(eng)
-	if _, err := engine.JournalInsertSQL(d); err == nil {
+	if _, err := enginekit.AckInsertSQL(d); err == nil {
 		return "every acknowledged commit is looked for at every node after the run"
 	}
-	if d == engine.DialectKV {
+	if d == engine.KV {
 		return fmt.Sprintf("acknowledged commits are NOT verified for engine %s: its writes are not journalled (yet)", eng.Kind())
 	}
 	return fmt.Sprintf("acknowledged commits: does not apply to engine %s, through which replab only reads (pages): there are no commits to look for", eng.Kind())
@@ -175,13 +176,13 @@ func (r *run) checkJournal(ctx context.Context, stopped time.Time) *report.Verif
 	}
 	v := &report.Verification{Nodes: map[string]*report.NodeVerification{}}
 	base := r.journalBase()
-	acked, unknown := map[engine.JournalKey]bool{}, map[engine.JournalKey]bool{}
+	acked, unknown := map[enginekit.AckKey]bool{}, map[enginekit.AckKey]bool{}
 	for u, j := range r.res.Journal {
 		for _, s := range j.Acked {
-			acked[engine.JournalKey{Writer: base + u, Seq: s}] = true
+			acked[enginekit.AckKey{Writer: base + u, Seq: s}] = true
 		}
 		for _, s := range j.Unknown {
-			unknown[engine.JournalKey{Writer: base + u, Seq: s}] = true
+			unknown[enginekit.AckKey{Writer: base + u, Seq: s}] = true
 		}
 	}
 	v.Acked, v.Unknown = int64(len(acked)), int64(len(unknown))
@@ -224,13 +225,13 @@ func (r *run) checkJournal(ctx context.Context, stopped time.Time) *report.Verif
 }
 
 // verifyNode reads one node's journal, from its own site, and compares.
-func (r *run) verifyNode(ctx context.Context, sc engine.SQL, n engine.Node, base int, acked, unknown map[engine.JournalKey]bool) (*report.NodeVerification, error) {
+func (r *run) verifyNode(ctx context.Context, sc engine.SQL, n engine.Node, base int, acked, unknown map[enginekit.AckKey]bool) (*report.NodeVerification, error) {
 	db, err := sc.Open(ctx, n.Name, n.Site)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	present, err := engine.ReadJournal(ctx, db)
+	present, err := enginekit.ReadAcks(ctx, db)
 	if err != nil {
 		return nil, err
 	}
@@ -248,14 +249,14 @@ func (r *run) verifyNode(ctx context.Context, sc engine.SQL, n engine.Node, base
 			nv.Unexpected++
 		}
 	}
-	var lost []engine.JournalKey
+	var lost []enginekit.AckKey
 	for k := range acked {
 		if !present[k] {
 			lost = append(lost, k)
 		}
 	}
 	nv.Lost = int64(len(lost))
-	slices.SortFunc(lost, func(a, b engine.JournalKey) int {
+	slices.SortFunc(lost, func(a, b enginekit.AckKey) int {
 		if a.Writer != b.Writer {
 			return a.Writer - b.Writer
 		}

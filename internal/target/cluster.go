@@ -15,113 +15,65 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/spec"
 )
 
 // Cluster is a running primary and its replicas that replab did not
 // build: engine.Cluster, engine.SQL, engine.LagReaders and
-// engine.Pipeliner. What differs between engines is a server.
+// engine.Pipeliner. What differs between engines is their
+// engine.Attached.
 type Cluster struct {
-	t     *spec.Target
-	run   spec.Run
-	log   io.Writer
-	nodes []engine.Node
-	srv   server
-	token string // for agents
+	t       *spec.Target
+	run     spec.Run
+	log     io.Writer
+	nodes   []engine.Node
+	srv     engine.Attached
+	dialect engine.Dialect
+	token   string // for agents
 
 	mu      sync.Mutex
 	created bool // replab created t.Schema: Close drops it (unless keep_schema)
 	closed  bool
 }
 
-// server is one engine's side of target mode. Its errors need not name
-// the node: the cluster adds it.
-type server interface {
-	dialect() string
-	// addr is where node's server is, from its DSN.
-	addr(node string) (host string, port int)
-	// user and database node connects as and to.
-	user(node string) (user, db string)
-	// facts reads what node says of itself.
-	facts(ctx context.Context, node string) (fact, error)
-	// schema reads what is there of replab's schema at the primary.
-	schema(ctx context.Context, primary string) (schemaState, error)
-	// tables lists the tables in replab's schema.
-	tables(ctx context.Context, primary string) ([]string, error)
-	// create makes replab's schema unless it exists (made is called once
-	// it does, so that a later failure still drops it) and s's tables in
-	// it.
-	create(ctx context.Context, primary string, s engine.Schema, exists bool, made func()) error
-	// open is a pool to node in replab's schema.
-	open(node string) (*sql.DB, error)
-	// position is the primary's current position; reached says whether
-	// node has applied it, and where node is.
-	position(ctx context.Context, primary string) (string, error)
-	reached(ctx context.Context, node, pos string) (bool, string, error)
-	// state is node's replication state, pos the primary's position.
-	state(ctx context.Context, node, from, pos string) (engine.ReplicaState, error)
-	drop(ctx context.Context, primary string) error
-	close()
-}
-
-// fact is what a server says of itself.
-type fact struct {
-	version string
-	replica bool   // in recovery (PostgreSQL), has a replication source (MariaDB)
-	sysid   string // PostgreSQL's system identifier; "" where there is none
-	// sender is where a replica streams from; receiver the state of its
-	// receiving side ("" when it runs none).
-	senderHost string
-	senderPort int
-	receiver   string
-	// A Galera member: its cluster's state UUID ("" when wsrep is off),
-	// the cluster's status (Primary) and its own state (Synced).
-	galera, galeraStatus, galeraState string
-}
-
-// schemaState is what exists of replab's schema.
-type schemaState struct {
-	exists    bool
-	tables    string // the tables in it, comma separated
-	mayCreate bool   // the user may create it (true when only trying tells)
-}
-
-// Connect reaches every node of s's [target], checks that the servers
+// Connect implements engine.TargetMode: it reaches every node of s's
+// [target] through its engine's Attacher, checks that the servers
 // replicate as the spec says and that replab may do what it was asked to
 // (create its schema), and returns the cluster. It changes nothing on the
 // servers; on error nothing is left open.
-func Connect(ctx context.Context, s *spec.Spec, log io.Writer) (_ *Cluster, err error) {
+func (e Engine) Connect(ctx context.Context, s *spec.Spec, log io.Writer) (_ engine.Cluster, err error) {
 	t := s.Target
 	if t == nil {
 		return nil, errors.New("the spec has no [target]")
 	}
+	if e.kind != t.Engine {
+		e = e.ForSpec(s).(Engine)
+	}
+	if e.att == nil {
+		return nil, fmt.Errorf("this replab cannot measure existing %s servers", t.Engine)
+	}
 	if log == nil {
 		log = io.Discard
 	}
-	c := &Cluster{t: t, run: s.Run, log: log}
+	c := &Cluster{t: t, run: s.Run, log: log, dialect: e.Dialect()}
 	password := ""
 	if t.PasswordFile != "" {
 		if password, err = readSecret(t.PasswordFile, "[target] password_file"); err != nil {
 			return nil, err
 		}
 	}
-	switch t.Engine {
-	case "mariadb":
-		c.srv, err = newMariaDB(t, password)
-	default:
-		c.srv, err = newPostgres(t, password)
-	}
-	if err != nil {
+	if c.srv, err = e.att.Attach(t, password); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			c.srv.close()
+			c.srv.Close()
 		}
 	}()
-	facts := make([]fact, len(t.Nodes))
-	err = engine.Each(indices(len(t.Nodes)), func(i int) error {
-		f, err := c.srv.facts(ctx, t.Nodes[i].Name)
+	facts := make([]engine.ServerFacts, len(t.Nodes))
+	err = enginekit.Each(indices(len(t.Nodes)), func(i int) error {
+		f, err := c.srv.Facts(ctx, t.Nodes[i].Name)
 		facts[i] = f
 		return c.at(t.Nodes[i].Name, err)
 	})
@@ -132,7 +84,7 @@ func Connect(ctx context.Context, s *spec.Spec, log io.Writer) (_ *Cluster, err 
 		return nil, err
 	}
 	for i, n := range t.Nodes {
-		en := engine.Node{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, DSN: n.DSN, Version: facts[i].version,
+		en := engine.Node{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, DSN: n.DSN, Version: facts[i].Version,
 			Writable: n.Role == "primary" || n.Role == "master"}
 		if n.From != "" {
 			en.Upstreams = []string{n.From}
@@ -140,7 +92,7 @@ func Connect(ctx context.Context, s *spec.Spec, log io.Writer) (_ *Cluster, err 
 		if n.Role == "master" {
 			en.Upstreams = c.otherMasters(n.Name)
 		}
-		host, port := c.srv.addr(n.Name)
+		host, port := c.srv.Addr(n.Name)
 		if a, err := netip.ParseAddr(host); err == nil {
 			en.Addr = netip.AddrPortFrom(a, uint16(port))
 		}
@@ -177,7 +129,7 @@ func indices(n int) []int {
 // where names a node's server for messages: host:port, never the
 // password.
 func (c *Cluster) where(node string) string {
-	host, port := c.srv.addr(node)
+	host, port := c.srv.Addr(node)
 	return fmt.Sprintf("%s (%s)", node, net.JoinHostPort(host, strconv.Itoa(port)))
 }
 
@@ -191,10 +143,11 @@ func (c *Cluster) at(node string, err error) error {
 
 // checkTopology compares what the servers say with the spec: the primary
 // takes writes, every replica is a copy of the same system and streams
-// from the node named as its upstream.
-func (c *Cluster) checkTopology(facts []fact) error {
+// from the node named as its upstream, every master is a full member of
+// the same multi-master cluster.
+func (c *Cluster) checkTopology(facts []engine.ServerFacts) error {
 	var errs []error
-	byName := map[string]fact{}
+	byName := map[string]engine.ServerFacts{}
 	for i, n := range c.t.Nodes {
 		byName[n.Name] = facts[i]
 	}
@@ -203,22 +156,22 @@ func (c *Cluster) checkTopology(facts []fact) error {
 		f := facts[i]
 		if n.Role == "master" {
 			switch {
-			case f.galera == "":
-				errs = append(errs, c.at(n.Name, errors.New("the spec says master, but the server is not a Galera member (wsrep_on is OFF): target mode reads multi-master MariaDB as a Galera cluster")))
-			case f.galeraStatus != "Primary" || f.galeraState != "Synced":
-				errs = append(errs, c.at(n.Name, fmt.Errorf("a Galera member that is %s in a %s component: measure a cluster whose members are all Synced in the Primary component", f.galeraState, f.galeraStatus)))
+			case f.NotMaster != "":
+				errs = append(errs, c.at(n.Name, errors.New(f.NotMaster)))
+			case f.Group == "":
+				errs = append(errs, c.at(n.Name, errors.New("the spec says master, but the server is in no multi-master cluster")))
 			case first < 0:
 				first = i
-			case f.galera != facts[first].galera:
-				errs = append(errs, c.at(n.Name, fmt.Errorf("not in the same Galera cluster as %s (cluster state %s, %s's is %s)", c.t.Nodes[first].Name, f.galera, c.t.Nodes[first].Name, facts[first].galera)))
+			case f.Group != facts[first].Group:
+				errs = append(errs, c.at(n.Name, fmt.Errorf("not in the same %s as %s (cluster state %s, %s's is %s)", f.GroupKind, c.t.Nodes[first].Name, f.Group, c.t.Nodes[first].Name, facts[first].Group)))
 			}
 			continue
 		}
 		switch {
-		case n.Role == "primary" && f.replica:
+		case n.Role == "primary" && f.Replica:
 			errs = append(errs, c.at(n.Name, errors.New("the spec says primary, but the server is a replica: name the server that takes writes as primary")))
 			continue
-		case n.Role != "primary" && !f.replica:
+		case n.Role != "primary" && !f.Replica:
 			errs = append(errs, c.at(n.Name, fmt.Errorf("the spec says %s from %s, but the server replicates from nobody", n.Role, n.From)))
 			continue
 		case n.Role == "primary":
@@ -228,21 +181,21 @@ func (c *Cluster) checkTopology(facts []fact) error {
 		if !ok {
 			continue // the spec refused it already
 		}
-		if f.sysid != "" && up.sysid != "" && f.sysid != up.sysid {
-			errs = append(errs, c.at(n.Name, fmt.Errorf("not a copy of %s: its system identifier is %s, %s's is %s", n.From, f.sysid, n.From, up.sysid)))
+		if f.SystemID != "" && up.SystemID != "" && f.SystemID != up.SystemID {
+			errs = append(errs, c.at(n.Name, fmt.Errorf("not a copy of %s: its system identifier is %s, %s's is %s", n.From, f.SystemID, n.From, up.SystemID)))
 			continue
 		}
-		if f.receiver == "" {
+		if !f.Receiving {
 			errs = append(errs, c.at(n.Name, fmt.Errorf("a replica that receives from nobody now (no WAL receiver, or replication stopped): it does not stream from %s", n.From)))
 			continue
 		}
-		if !c.sameServer(f.senderHost, f.senderPort, n.From) {
+		if !c.sameServer(f.UpstreamHost, f.UpstreamPort, n.From) {
 			hint := ""
-			if other := c.nodeAt(f.senderHost, f.senderPort); other != "" {
+			if other := c.nodeAt(f.UpstreamHost, f.UpstreamPort); other != "" {
 				hint = fmt.Sprintf(": that is node %s; write from = %q", other, other)
 			}
 			errs = append(errs, c.at(n.Name, fmt.Errorf("the spec says it replicates from %s, but it streams from %s%s", c.where(n.From),
-				net.JoinHostPort(f.senderHost, strconv.Itoa(f.senderPort)), hint)))
+				net.JoinHostPort(f.UpstreamHost, strconv.Itoa(f.UpstreamPort)), hint)))
 		}
 	}
 	return errors.Join(errs...)
@@ -251,7 +204,7 @@ func (c *Cluster) checkTopology(facts []fact) error {
 // sameServer says whether host:port reaches node: the same port, and the
 // same host by name or by any of its addresses.
 func (c *Cluster) sameServer(host string, port int, node string) bool {
-	h, p := c.srv.addr(node)
+	h, p := c.srv.Addr(node)
 	if port != p {
 		return false
 	}
@@ -307,24 +260,19 @@ func (c *Cluster) primary() string {
 // its schema (create_schema) and that it would overwrite nothing.
 func (c *Cluster) checkSchema(ctx context.Context) error {
 	p := c.primary()
-	st, err := c.srv.schema(ctx, p)
+	st, err := c.srv.Schema(ctx, p)
 	if err != nil {
 		return c.at(p, fmt.Errorf("read schema %s: %w", c.t.Schema, err))
 	}
-	user, db := c.srv.user(p)
-	kind := "schema"
-	if c.t.Engine == "mariadb" {
-		kind = "database"
-	}
+	kind := st.Word
 	switch {
-	case c.t.CreateSchema && st.exists && st.tables != "":
-		return c.at(p, fmt.Errorf("%s %s exists and holds tables (%s): replab will not overwrite them; drop the %s, or set [target] schema to a new name, or use them as they are with create_schema = false", kind, c.t.Schema, st.tables, kind))
-	case c.t.CreateSchema && st.exists:
+	case c.t.CreateSchema && st.Exists && st.Objects != "":
+		return c.at(p, fmt.Errorf("%s %s exists and holds tables (%s): replab will not overwrite them; drop the %s, or set [target] schema to a new name, or use them as they are with create_schema = false", kind, c.t.Schema, st.Objects, kind))
+	case c.t.CreateSchema && st.Exists:
 		return c.at(p, fmt.Errorf("%s %s exists already: replab creates its own %s and drops it at the end; drop it, or set [target] schema to a new name, or use it as it is with create_schema = false", kind, c.t.Schema, kind))
-	case c.t.CreateSchema && !st.mayCreate:
-		return c.at(p, fmt.Errorf("user %s may not create schemas in database %s: GRANT CREATE ON DATABASE %s TO %s, or create schema %s with replab's tables yourself and set create_schema = false",
-			user, db, db, user, c.t.Schema))
-	case !c.t.CreateSchema && !st.exists:
+	case c.t.CreateSchema && st.CannotCreate != "":
+		return c.at(p, errors.New(st.CannotCreate))
+	case !c.t.CreateSchema && !st.Exists:
 		return c.at(p, fmt.Errorf("%s %s does not exist, and replab may not create it: set [target] create_schema = true (replab creates it and drops it at the end; keep_schema = true keeps it for later runs)", kind, c.t.Schema))
 	}
 	return nil
@@ -334,15 +282,15 @@ func (c *Cluster) checkSchema(ctx context.Context) error {
 func (c *Cluster) Nodes() []engine.Node { return slices.Clone(c.nodes) }
 
 // Dialect implements engine.SQL.
-func (c *Cluster) Dialect() string { return c.srv.dialect() }
+func (c *Cluster) Dialect() engine.Dialect { return c.dialect }
 
 // Open implements engine.SQL: a pool to node from this host, in replab's
 // schema. fromSite is a label here: the driver runs where it was started.
 func (c *Cluster) Open(ctx context.Context, node, fromSite string) (*sql.DB, error) {
 	if c.t.Node(node) == nil {
-		return nil, engine.NoSuchNode(node, c.nodes)
+		return nil, enginekit.NoSuchNode(node, c.nodes)
 	}
-	return c.srv.open(node)
+	return c.srv.Open(node)
 }
 
 // Pipe implements engine.Pipeliner: a target pipelines a transaction
@@ -350,15 +298,10 @@ func (c *Cluster) Open(ctx context.Context, node, fromSite string) (*sql.DB, err
 // difference is two round trips a transaction), where its engine can;
 // elsewhere the driver sends statement by statement (ErrNoPipeline).
 func (c *Cluster) Pipe(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error) {
-	if p, ok := c.srv.(piper); ok {
-		return p.pipe(ctx, db, stmts)
+	if p, ok := c.srv.(engine.Pipeliner); ok {
+		return p.Pipe(ctx, db, stmts)
 	}
 	return nil, engine.ErrNoPipeline
-}
-
-// piper is a server whose connections can pipeline.
-type piper interface {
-	pipe(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error)
 }
 
 var _ engine.Pipeliner = (*Cluster)(nil)
@@ -371,7 +314,7 @@ func (c *Cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 	if !c.t.CreateSchema {
 		return c.checkTables(ctx, s)
 	}
-	err := c.srv.create(ctx, p, s, c.isCreated(), func() {
+	err := c.srv.Create(ctx, p, s, c.isCreated(), func() {
 		c.mu.Lock()
 		c.created = true
 		c.mu.Unlock()
@@ -400,7 +343,7 @@ func (c *Cluster) dropNote() string {
 // checkTables says which of s's tables the schema lacks.
 func (c *Cluster) checkTables(ctx context.Context, s engine.Schema) error {
 	p := c.primary()
-	have, err := c.srv.tables(ctx, p)
+	have, err := c.srv.Tables(ctx, p)
 	if err != nil {
 		return c.at(p, err)
 	}
@@ -416,11 +359,6 @@ func (c *Cluster) checkTables(ctx context.Context, s engine.Schema) error {
 	return nil
 }
 
-func firstWords(q string) string {
-	f := strings.Fields(q)
-	return strings.Join(f[:min(len(f), 4)], " ")
-}
-
 // Loads reports whether replab loads the workload's data: only into
 // tables it created.
 func (c *Cluster) Loads() bool { return c.t.CreateSchema }
@@ -431,13 +369,13 @@ func (c *Cluster) WaitFlowing(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	p := c.primary()
-	pos, err := c.srv.position(ctx, p)
+	pos, err := c.srv.Position(ctx, p)
 	if err != nil {
 		return c.at(p, fmt.Errorf("read its position: %w", err))
 	}
-	return engine.Each(engine.Replicas(c.nodes), func(n engine.Node) error {
+	return enginekit.Each(engine.Replicas(c.nodes), func(n engine.Node) error {
 		for {
-			done, at, err := c.srv.reached(ctx, n.Name, pos)
+			done, at, err := c.srv.Reached(ctx, n.Name, pos)
 			if err != nil {
 				return c.at(n.Name, fmt.Errorf("wait until it applies %s: %w (it is at %s)", pos, err, at))
 			}
@@ -457,13 +395,13 @@ func (c *Cluster) WaitFlowing(ctx context.Context) error {
 // it received and applied, and how far behind the primary it is.
 func (c *Cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, error) {
 	p := c.primary()
-	pos, err := c.srv.position(ctx, p)
+	pos, err := c.srv.Position(ctx, p)
 	if err != nil {
 		return nil, c.at(p, err)
 	}
 	var out []engine.ReplicaState
 	for _, n := range engine.Replicas(c.nodes) {
-		r, err := c.srv.state(ctx, n.Name, strings.Join(n.Upstreams, ","), pos)
+		r, err := c.srv.State(ctx, n.Name, strings.Join(n.Upstreams, ","), pos)
 		if err != nil {
 			return nil, c.at(n.Name, fmt.Errorf("read its replication state: %w", err))
 		}
@@ -485,14 +423,14 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.closed = true
-	defer c.srv.close()
+	defer c.srv.Close()
 	if !c.created || c.t.KeepSchema {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p := c.primary()
-	if err := c.srv.drop(ctx, p); err != nil {
+	if err := c.srv.Drop(ctx, p); err != nil {
 		return c.at(p, fmt.Errorf("drop schema %s: %w (drop it by hand)", c.t.Schema, err))
 	}
 	fmt.Fprintf(c.log, "target: dropped schema %s at %s\n", c.t.Schema, p)

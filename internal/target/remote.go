@@ -12,6 +12,7 @@ import (
 	"replab/internal/agent"
 	"replab/internal/clock"
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/spec"
 )
 
@@ -90,7 +91,7 @@ func (r *remoteReader) LagBound() engine.LagBound {
 func (c *Cluster) LagReader(ctx context.Context, node string) (engine.LagReader, error) {
 	tn := c.t.Node(node)
 	if tn == nil {
-		return nil, engine.NoSuchNode(node, c.nodes)
+		return nil, enginekit.NoSuchNode(node, c.nodes)
 	}
 	if tn.Agent != "" {
 		return c.agentReader(ctx, *tn)
@@ -100,11 +101,11 @@ func (c *Cluster) LagReader(ctx context.Context, node string) (engine.LagReader,
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
-	inner := &engine.SQLLagReader{DB: db, CloseDB: true}
+	inner := &enginekit.SQLLagReader{DB: db, CloseDB: true}
 	r, err := newRemoteReader(ctx, inner, 1)
 	if err != nil {
 		inner.Close()
-		return nil, fmt.Errorf("node %s: poll %s: %w", c.where(node), engine.LagTableName, err)
+		return nil, fmt.Errorf("node %s: poll %s: %w", c.where(node), enginekit.LagTableName, err)
 	}
 	return r, nil
 }
@@ -138,7 +139,7 @@ func (c *Cluster) checkAgents(ctx context.Context) error {
 		return err
 	}
 	c.token = tok
-	return engine.Each(agents, func(n spec.TargetNode) error {
+	return enginekit.Each(agents, func(n spec.TargetNode) error {
 		cl, err := c.dialAgent(ctx, n)
 		if err != nil {
 			return err
@@ -157,7 +158,7 @@ func (c *Cluster) agentReader(ctx context.Context, n spec.TargetNode) (engine.La
 	if interval <= 0 {
 		interval = spec.DefaultLagInterval
 	}
-	if err := cl.Watch(ctx, c.t.Schema+"."+engine.LagTableName, interval); err != nil {
+	if err := cl.Watch(ctx, c.t.Schema+"."+enginekit.LagTableName, interval); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("node %s: %w", n.Name, err)
 	}

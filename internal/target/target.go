@@ -12,9 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"regexp"
 	"strings"
 
 	"replab/internal/engine"
@@ -25,9 +23,17 @@ import (
 // Engine is target mode as an engine.Engine, registered under
 // engine.TargetKind: the runner checks a target spec's workload in the
 // target's dialect like any other, and connects through it
-// (engine.Connector). Up is not how a target starts.
+// (engine.TargetMode). Up is not how a target starts. What differs
+// between engines is their engine.Attacher, found by [target] engine in
+// the registry.
 type Engine struct {
-	kind string // the target's engine, "postgres" or "mariadb"; "" as registered
+	// Engines finds the engine of [target] engine = "…" (the registry's
+	// Get).
+	Engines engine.Finder
+
+	kind string          // the target's engine, "postgres" or "mariadb"; "" as registered
+	eng  engine.Engine   // that engine; nil as registered, or when none is registered
+	att  engine.Attacher // its side of target mode; nil when it has none
 }
 
 // ForSpec implements engine.SpecEngine.
@@ -35,7 +41,12 @@ func (e Engine) ForSpec(s *spec.Spec) engine.Engine {
 	if s.Target == nil {
 		return e
 	}
-	return Engine{kind: s.Target.Engine}
+	out := Engine{Engines: e.Engines, kind: s.Target.Engine}
+	if e.Engines != nil {
+		out.eng, _ = e.Engines(s.Target.Engine)
+		out.att, _ = out.eng.(engine.Attacher)
+	}
+	return out
 }
 
 // Kind implements engine.Engine.
@@ -46,27 +57,22 @@ func (e Engine) Kind() string {
 	return engine.TargetKind + " " + e.kind
 }
 
-// Connect implements engine.Connector.
-func (e Engine) Connect(ctx context.Context, s *spec.Spec, log io.Writer) (engine.Cluster, error) {
-	return Connect(ctx, s, log)
-}
-
-// Dialect implements engine.Dialecter.
-func (e Engine) Dialect() string {
-	if e.kind == "mariadb" {
-		return "mysql"
+// Dialect implements engine.Dialecter: the target's engine's.
+func (e Engine) Dialect() engine.Dialect {
+	if e.eng == nil {
+		return ""
 	}
-	return "postgres"
+	return engine.DialectOf(e.eng)
 }
 
 // Up implements engine.Engine; a target is connected to, not built.
 func (e Engine) Up(context.Context, *lab.Lab, io.Writer) (engine.Cluster, error) {
-	return nil, errors.New("a target is not built in a lab: use target.Connect")
+	return nil, errors.New("a target is not built in a lab: connect to it (Engine.Connect)")
 }
 
 // Validate implements engine.Engine: what can be checked without the
-// servers — connection strings that parse and carry no password, a
-// supported engine.
+// servers — connection strings that parse and carry no password, roles
+// the engine can read — is the target's engine's to say.
 func (e Engine) Validate(s *spec.Spec) error {
 	errs := s.NewErrors()
 	t := s.Target
@@ -74,48 +80,11 @@ func (e Engine) Validate(s *spec.Spec) error {
 		errs.Add("engine.kind", `"target" is not an engine to build: to measure servers that exist, write a [target] table instead of [engine] and [node.NAME] (docs/target.md)`)
 		return errs.Err()
 	}
-	for _, n := range t.Nodes {
-		if n.Role == "master" && t.Engine != "mariadb" {
-			errs.Add("target.node."+n.Name+".role", `masters are read from a MariaDB Galera cluster (engine = "mariadb"); PostgreSQL multi-master targets (pglogical) are not supported yet`)
-		}
-		field := "target.node." + n.Name + ".dsn"
-		if t.Engine == "mariadb" {
-			cfg, err := parseMySQLDSN(n.DSN)
-			switch {
-			case err != nil:
-				errs.Add(field, "%v", err)
-			case cfg.Passwd != "":
-				errs.Add(field, "the connection string carries a password, and the spec is kept with the results: remove it and give the password with [target] password_file")
-			}
-			continue
-		}
-		if hasPassword(n.DSN) {
-			errs.Add(field, "the connection string carries a password, and the spec is kept with the results: remove it and give the password in the environment (PGPASSWORD, ~/.pgpass) or with [target] password_file")
-			continue
-		}
-		if _, err := parseDSN(n.DSN); err != nil {
-			errs.Add(field, "%v", err)
-		}
+	if e.att == nil {
+		errs.Add("target.engine", "this replab cannot measure existing %s servers", t.Engine)
+		return errs.Err()
 	}
-	return errs.Err()
-}
-
-var kvPasswordRE = regexp.MustCompile(`(^|\s)password\s*=`)
-
-// hasPassword says whether a libpq connection string (key=value or URL)
-// carries a password.
-func hasPassword(dsn string) bool {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return strings.Contains(dsn, "password")
-		}
-		if _, set := u.User.Password(); set {
-			return true
-		}
-		return u.Query().Has("password")
-	}
-	return kvPasswordRE.MatchString(dsn)
+	return e.att.ValidateTarget(s)
 }
 
 // readSecret reads a one-line secret file (a password, a token): its

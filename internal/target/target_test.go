@@ -4,29 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"replab/internal/engine"
+	"replab/internal/engine/postgres"
 	"replab/internal/spec"
 )
-
-func TestHasPassword(t *testing.T) {
-	for _, tc := range []struct {
-		dsn  string
-		want bool
-	}{
-		{"host=a user=b dbname=c", false},
-		{"host=a password=x dbname=c", true},
-		{"host=a  password = x", true},
-		{"password=x host=a", true},
-		{"host=a passwordless=1", false},
-		{"postgres://u@h:5432/db", false},
-		{"postgres://u:secret@h:5432/db", true},
-		{"postgresql://u@h/db?password=secret", true},
-		{"postgres://u@h/db?sslmode=disable", false},
-	} {
-		if got := hasPassword(tc.dsn); got != tc.want {
-			t.Errorf("hasPassword(%q) = %v, want %v", tc.dsn, got, tc.want)
-		}
-	}
-}
 
 func TestValidate(t *testing.T) {
 	text := `[target]
@@ -46,7 +27,7 @@ dsn = "postgres://replab@[::1"
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = Engine{}.ForSpec(s).Validate(s)
+	err = Engine{Engines: engine.NewRegistry(postgres.Engine{}).Get}.ForSpec(s).Validate(s)
 	if err == nil {
 		t.Fatal("no error")
 	}

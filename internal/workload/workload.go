@@ -48,7 +48,7 @@ type Counted interface {
 }
 
 // Loader is the engine's bulk path (COPY for PostgreSQL, multi-row
-// INSERTs without one: see InsertLoader).
+// INSERTs without one: see enginekit.InsertLoader).
 type Loader = engine.Loader
 
 // RowSource yields rows for Loader.Copy.
@@ -288,7 +288,7 @@ func (t *Tx) Query(ctx context.Context, name string, args ...any) (*sql.Rows, er
 type Options struct {
 	*spec.Options
 	Spec    *spec.Spec
-	Dialect string // "postgres", "mysql", or engine.DialectKV for a key-value store
+	Dialect engine.Dialect // engine.Postgres, engine.MySQL, or engine.KV for a key-value store
 	Seed    int64
 }
 
@@ -336,7 +336,7 @@ func (r *Registry) Kinds() []string {
 
 // For builds the workload a spec asks for, in the given SQL dialect;
 // nil when the spec has none. Option errors point at file:line.
-func (r *Registry) For(s *spec.Spec, dialect string) (Workload, error) {
+func (r *Registry) For(s *spec.Spec, dialect engine.Dialect) (Workload, error) {
 	if s.Workload == nil {
 		return nil, nil
 	}
@@ -375,8 +375,8 @@ func Pick(types []TxType, r *rand.Rand) int {
 }
 
 // ErrNoDialect is returned by workloads asked for a dialect they lack.
-func ErrNoDialect(workload, dialect string) error {
-	if dialect == "" || dialect == engine.DialectKV {
+func ErrNoDialect(workload string, dialect engine.Dialect) error {
+	if dialect == "" || dialect == engine.KV {
 		return fmt.Errorf("workload %s runs SQL, and this engine has no SQL", workload)
 	}
 	return fmt.Errorf("workload %s has no %s schema", workload, dialect)

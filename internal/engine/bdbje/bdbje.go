@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 	"replab/internal/units"
@@ -73,7 +74,7 @@ type Engine struct{}
 func (Engine) Kind() string { return "bdbje" }
 
 // Dialect implements engine.Dialecter: records, not SQL.
-func (Engine) Dialect() string { return engine.DialectKV }
+func (Engine) Dialect() engine.Dialect { return engine.KV }
 
 // plan is what the spec asks of the engine.
 type plan struct {
@@ -160,7 +161,7 @@ func (Engine) Validate(s *spec.Spec) error {
 var (
 	_ engine.NodeControl     = (*cluster)(nil)
 	_ engine.Pauser          = (*cluster)(nil)
-	_ engine.KV              = (*cluster)(nil)
+	_ engine.KVStore         = (*cluster)(nil)
 	_ engine.LagStamps       = (*cluster)(nil)
 	_ engine.BulkLoader      = (*cluster)(nil)
 	_ engine.Checksummer     = (*cluster)(nil)
@@ -169,17 +170,17 @@ var (
 )
 
 type cluster struct {
-	engine.ProcNodes // node control and pausing
-	lab              *lab.Lab
-	plan             *plan
-	prog             *program
-	uid, gid         int
-	log              io.Writer
-	nodes            []*node
-	byName           map[string]*node
-	once             sync.Once
-	masterName       atomic.Value  // string: the node last seen as master
-	closed           chan struct{} // closed by Close
+	enginekit.ProcNodes // node control and pausing
+	lab                 *lab.Lab
+	plan                *plan
+	prog                *program
+	uid, gid            int
+	log                 io.Writer
+	nodes               []*node
+	byName              map[string]*node
+	once                sync.Once
+	masterName          atomic.Value  // string: the node last seen as master
+	closed              chan struct{} // closed by Close
 }
 
 // Up implements engine.Engine: the node program is built if needed, the
@@ -194,15 +195,15 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if err != nil {
 		return nil, err
 	}
-	uid, gid, err := engine.ServerCredentials(ctx)
+	uid, gid, err := enginekit.ServerCredentials(ctx)
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := engine.NodeAddresses(l, DefaultPort)
+	addrs, err := enginekit.NodeAddresses(l, DefaultPort)
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{lab: l, plan: p, prog: prog, uid: uid, gid: gid, log: engine.NewLockedWriter(log), byName: map[string]*node{}, closed: make(chan struct{})}
+	c := &cluster{lab: l, plan: p, prog: prog, uid: uid, gid: gid, log: enginekit.NewLockedWriter(log), byName: map[string]*node{}, closed: make(chan struct{})}
 	c.ProcNodes = c.procNodes()
 	defer func() {
 		if err != nil {
@@ -226,7 +227,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 		return nil, err
 	}
 	c.setMaster(first.Name)
-	if err := engine.Each(c.nodes[1:], func(n *node) error { return n.create(ctx) }); err != nil {
+	if err := enginekit.Each(c.nodes[1:], func(n *node) error { return n.create(ctx) }); err != nil {
 		return nil, err
 	}
 	if err := c.WaitFlowing(ctx); err != nil {

@@ -99,7 +99,7 @@ func TestGroupOfThree(t *testing.T) {
 		t.Errorf("thread roles: %v", roles)
 	}
 
-	k, err := c.(engine.KV).KVClient(ctx, l.Site("a").DialContext)
+	k, err := c.(engine.KVStore).KVClient(ctx, l.Site("a").DialContext)
 	if err != nil {
 		t.Fatal(err)
 	}

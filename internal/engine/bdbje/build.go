@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 // The node program is compiled on first use against JE, which Maven
@@ -93,11 +93,11 @@ func fetchJE(ctx context.Context, mvn string, log io.Writer) (string, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("fetch JE %s with Maven: %v: %s", JEVersion, err, engine.LastLines(out.String(), 8))
+		return "", fmt.Errorf("fetch JE %s with Maven: %v: %s", JEVersion, err, enginekit.LastLines(out.String(), 8))
 	}
 	got := filepath.Join(tmp, filepath.Base(jar))
 	if err := os.Chmod(got, 0o644); err != nil {
-		return "", fmt.Errorf("fetch JE %s: Maven wrote no %s: %s", JEVersion, filepath.Base(jar), engine.LastLines(out.String(), 8))
+		return "", fmt.Errorf("fetch JE %s: Maven wrote no %s: %s", JEVersion, filepath.Base(jar), enginekit.LastLines(out.String(), 8))
 	}
 	// Rename is atomic: a concurrent fetch finds the jar whole or not at all.
 	if err := os.Rename(got, jar); err != nil {
@@ -122,7 +122,7 @@ func compile(ctx context.Context, javac, jar, classes string) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, javac, "-nowarn", "-d", out, "-cp", jar, src)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("compile the JE node program: %v: %s", err, engine.LastLines(string(b), 8))
+		return fmt.Errorf("compile the JE node program: %v: %s", err, enginekit.LastLines(string(b), 8))
 	}
 	if err := filepath.Walk(out, func(p string, fi os.FileInfo, err error) error {
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 // flowWriter is the lag stamp WaitFlowing writes: far above any user's
@@ -109,8 +110,8 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 	if err := mc.insert(ctx, nil, flowWriter, seq, nil); err != nil {
 		return fmt.Errorf("node %s: %w", m.Name, err)
 	}
-	return engine.Each(c.running(), func(n *node) error {
-		_, err := engine.Poll{Interval: 20 * time.Millisecond, Stall: 2 * time.Minute}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+	return enginekit.Each(c.running(), func(n *node) error {
+		_, err := enginekit.Poll{Interval: 20 * time.Millisecond, Stall: 2 * time.Minute}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 			got, err := n.stamp(ctx, flowWriter)
 			if err != nil {
 				return false, err.Error(), nil
@@ -190,7 +191,7 @@ func (c *cluster) ResetLag(ctx context.Context, writers int) error {
 func (c *cluster) LagReader(ctx context.Context, node string) (engine.LagReader, error) {
 	n := c.byName[node]
 	if n == nil {
-		return nil, engine.NoSuchNode(node, c.Nodes())
+		return nil, enginekit.NoSuchNode(node, c.Nodes())
 	}
 	cn, err := n.dialFromSite(ctx)
 	if err != nil {
@@ -267,7 +268,7 @@ func (c *cluster) Checksums(ctx context.Context, tables ...string) (map[string]m
 	return out, nil
 }
 
-// KVClient implements engine.KV.
+// KVClient implements engine.KVStore.
 func (c *cluster) KVClient(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (engine.KVClient, error) {
 	k := &kvClient{c: c, dial: dial}
 	if err := k.connect(ctx); err != nil {

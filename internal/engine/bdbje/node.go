@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -38,8 +38,8 @@ type node struct {
 	client netip.AddrPort // the node program's port
 	base   string         // everything of the node lives under base
 
-	proc    atomic.Pointer[engine.Proc] // nil before the first start
-	started atomic.Bool                 // it ran once: the group knows it
+	proc    atomic.Pointer[enginekit.Proc] // nil before the first start
+	started atomic.Bool                    // it ran once: the group knows it
 }
 
 func (n *node) envDir() string  { return filepath.Join(n.base, "env") }
@@ -49,7 +49,7 @@ func (n *node) logPath() string { return filepath.Join(n.base, "node.log") }
 // joined the group.
 func (n *node) create(ctx context.Context) error {
 	for _, d := range []string{n.base, n.envDir()} {
-		if err := engine.MkdirOwned(d, n.c.uid, n.c.gid); err != nil {
+		if err := enginekit.MkdirOwned(d, n.c.uid, n.c.gid); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
@@ -109,14 +109,14 @@ func (n *node) args() []string {
 // waits until it answers on its client port with a known state.
 func (n *node) start(ctx context.Context) error {
 	cmd := exec.Command(n.c.prog.java, n.args()...)
-	engine.AsUser(cmd, n.c.uid, n.c.gid)
+	enginekit.AsUser(cmd, n.c.uid, n.c.gid)
 	out, err := os.OpenFile(n.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
-	pr, err := engine.StartProc(n.site, cmd)
+	pr, err := enginekit.StartProc(n.site, cmd)
 	if err != nil {
 		return fmt.Errorf("start the JVM: %w", err)
 	}
@@ -172,7 +172,7 @@ func (n *node) dialFromSite(ctx context.Context) (*conn, error) {
 func (n *node) logTail() string {
 	out := "(no log)"
 	if b, err := os.ReadFile(n.logPath()); err == nil && len(b) > 0 {
-		out = engine.LastLines(string(b), 6)
+		out = enginekit.LastLines(string(b), 6)
 	}
 	if b, err := os.ReadFile(filepath.Join(n.envDir(), "je.info.0")); err == nil {
 		var bad []string
@@ -198,24 +198,24 @@ func (n *node) pid() int { return n.proc.Load().PID() }
 // it after timeout.
 func (n *node) stop(timeout time.Duration) { n.proc.Load().Stop(syscall.SIGTERM, timeout) }
 
-// Proc implements engine.ProcServer.
-func (n *node) Proc() *engine.Proc { return n.proc.Load() }
+// Proc implements enginekit.ProcServer.
+func (n *node) Proc() *enginekit.Proc { return n.proc.Load() }
 
-// Disconnect implements engine.ProcServer: replab's connections are per
+// Disconnect implements enginekit.ProcServer: replab's connections are per
 // call.
 func (n *node) Disconnect() {}
 
-// StartServer implements engine.ProcServer.
+// StartServer implements enginekit.ProcServer.
 func (n *node) StartServer(ctx context.Context) error { return n.start(ctx) }
 
 // procNodes is the cluster's node control: a stopped or killed node keeps
 // its environment, and Start runs the JVM again on it; it rejoins the
 // group (as a replica if another node was elected meanwhile).
-func (c *cluster) procNodes() engine.ProcNodes {
-	return engine.ProcNodes{Log: c.log, StopSig: syscall.SIGTERM, Node: func(name string) (engine.ProcServer, error) {
+func (c *cluster) procNodes() enginekit.ProcNodes {
+	return enginekit.ProcNodes{Log: c.log, StopSig: syscall.SIGTERM, Node: func(name string) (enginekit.ProcServer, error) {
 		n := c.byName[name]
 		if n == nil {
-			return nil, engine.NoSuchNode(name, c.Nodes())
+			return nil, enginekit.NoSuchNode(name, c.Nodes())
 		}
 		return n, nil
 	}}

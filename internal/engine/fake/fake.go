@@ -37,6 +37,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -315,7 +316,7 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 			srcs = append(srcs, n)
 		}
 	}
-	_, err := engine.Poll{Interval: time.Millisecond, Stall: 10*c.plan.delay + 10*time.Second}.Until(ctx, func(context.Context) (bool, string, error) {
+	_, err := enginekit.Poll{Interval: time.Millisecond, Stall: 10*c.plan.delay + 10*time.Second}.Until(ctx, func(context.Context) (bool, string, error) {
 		var behind []string
 		for _, n := range c.nodes {
 			for _, src := range srcs {
@@ -382,10 +383,10 @@ func (c *cluster) Close() error {
 }
 
 // Dialect implements engine.Dialecter: placeholders are $n.
-func (Engine) Dialect() string { return "postgres" }
+func (Engine) Dialect() engine.Dialect { return engine.Postgres }
 
 // Dialect implements engine.SQL.
-func (c *cluster) Dialect() string { return "postgres" }
+func (c *cluster) Dialect() engine.Dialect { return engine.Postgres }
 
 // Open implements engine.SQL.
 func (c *cluster) Open(ctx context.Context, node, fromSite string) (*sql.DB, error) {
@@ -400,7 +401,7 @@ func (c *cluster) Open(ctx context.Context, node, fromSite string) (*sql.DB, err
 func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 	for _, n := range c.nodes {
 		for _, t := range s.Tables {
-			ddl, ok := t.Create["postgres"]
+			ddl, ok := t.Create[engine.Postgres]
 			if !ok {
 				return fmt.Errorf("table %s has no postgres definition", t.Name)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/engine/enginetest"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -69,7 +70,7 @@ func TestAChangeReachesTheStandbyAfterTheDelay(t *testing.T) {
 	c := up(t, twoNodes)
 	ctx := context.Background()
 	sc := c.(engine.SQL)
-	if err := sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "kv", Create: map[string]string{
+	if err := sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "kv", Create: map[engine.Dialect]string{
 		"postgres": "CREATE TABLE kv (k bytea NOT NULL, v bytea NOT NULL, PRIMARY KEY (k))"}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestEveryThirdCommitConflicts(t *testing.T) {
 	c := up(t, twoNodes)
 	ctx := context.Background()
 	sc := c.(engine.SQL)
-	_ = sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{engine.LagTable()}})
+	_ = sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{enginekit.LagTable()}})
 	p, _ := sc.Open(ctx, "p", "a")
 	defer p.Close()
 	commits := c.(*cluster).commits.Load()
@@ -133,7 +134,7 @@ func TestANodeThatIsDownRefusesAndCatchesUpWhenStarted(t *testing.T) {
 	c := up(t, strings.Replace(twoNodes, "conflict_every = 3", "", 1))
 	ctx := context.Background()
 	sc, nc := c.(engine.SQL), c.(engine.NodeControl)
-	_ = sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{engine.LagTable()}})
+	_ = sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{enginekit.LagTable()}})
 	if err := nc.Kill(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +185,8 @@ func TestProcessesAreTheAppliersThreads(t *testing.T) {
 func TestStampsAreReadThroughSQL(t *testing.T) {
 	c := up(t, twoNodes)
 	ctx := context.Background()
-	_ = c.(engine.SQL).ApplySchema(ctx, engine.Schema{Tables: []engine.Table{engine.LagTable()}})
-	stamps, update, err := engine.StampsOf(c)
+	_ = c.(engine.SQL).ApplySchema(ctx, engine.Schema{Tables: []engine.Table{enginekit.LagTable()}})
+	stamps, update, err := enginekit.StampsOf(c)
 	if err != nil || update == "" {
 		t.Fatalf("stamps: %v, update %q", err, update)
 	}
@@ -220,7 +221,7 @@ func TestStatementsTheFakeUnderstands(t *testing.T) {
 	c := up(t, strings.Replace(twoNodes, "conflict_every = 3", "", 1))
 	ctx := context.Background()
 	sc := c.(engine.SQL)
-	if err := sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "t", Create: map[string]string{
+	if err := sc.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "t", Create: map[engine.Dialect]string{
 		"postgres": "CREATE TABLE t (id bigint NOT NULL, name text, n bigint NOT NULL, CONSTRAINT pk PRIMARY KEY (id))"}}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/labtest"
 )
@@ -97,8 +98,8 @@ func TestAsyncCascadingConverges(t *testing.T) {
 	_, c := testCluster(t, "mdbasync", asyncSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{engine.LagTable(),
-		{Name: "t", Create: map[string]string{"mysql": "CREATE TABLE t (id BIGINT PRIMARY KEY, k VARBINARY(16), v VARCHAR(100), n BIGINT)"}}}}); err != nil {
+	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{enginekit.LagTable(),
+		{Name: "t", Create: map[engine.Dialect]string{"mysql": "CREATE TABLE t (id BIGINT PRIMARY KEY, k VARBINARY(16), v VARCHAR(100), n BIGINT)"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	ld, err := c.Loader(ctx, "p", "a")
@@ -138,7 +139,7 @@ func TestAsyncCascadingConverges(t *testing.T) {
 	}
 	// The lag probe's stamps: reset at the primary, a tracked update, read
 	// at the far replica by the cluster's own reader.
-	stamps, update, err := engine.StampsOf(c)
+	stamps, update, err := enginekit.StampsOf(c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestNodeControl(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "t",
-		Create: map[string]string{"mysql": "CREATE TABLE t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT)"}}}}); err != nil {
+		Create: map[engine.Dialect]string{"mysql": "CREATE TABLE t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT)"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Kill(ctx, "r"); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 // Galera: every node a master of one synchronous cluster. The first node
@@ -72,7 +73,7 @@ func (n *node) galeraSettings(s map[string]string) {
 // upGalera installs every node at once, bootstraps the first and joins
 // the others one after the other (each SST blocks its donor).
 func (c *cluster) upGalera(ctx context.Context) error {
-	if err := engine.Each(c.nodes, func(n *node) error {
+	if err := enginekit.Each(c.nodes, func(n *node) error {
 		if err := n.installDB(ctx); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
@@ -103,7 +104,7 @@ func (c *cluster) upGalera(ctx context.Context) error {
 
 // waitSynced polls n until it is a Synced member of the primary component.
 func (c *cluster) waitSynced(ctx context.Context, n *node) error {
-	_, err := engine.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+	_, err := enginekit.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		st, err := n.wsrepStatus(ctx)
 		if err != nil {
 			return false, "", err

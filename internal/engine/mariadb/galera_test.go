@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 const galeraSpec = `
@@ -58,7 +59,7 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 		t.Logf("set-up on %s->%s: %.1f MB", d.From, d.To, float64(d.Counters.DeliveredBytes)/1e6)
 	}
 	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "t",
-		Create: map[string]string{"mysql": "CREATE TABLE t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT)"}}}}); err != nil {
+		Create: map[engine.Dialect]string{"mysql": "CREATE TABLE t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v BIGINT)"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []string{"g1", "g2", "g3"} {
@@ -67,7 +68,7 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 	agree(t, ctx, c, "t")
 	// The bulk path loads in write-sets of galeraLoadChunk rows.
 	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "u",
-		Create: map[string]string{"mysql": "CREATE TABLE u (id BIGINT PRIMARY KEY, k VARBINARY(16), v VARCHAR(100), n BIGINT)"}}}}); err != nil {
+		Create: map[engine.Dialect]string{"mysql": "CREATE TABLE u (id BIGINT PRIMARY KEY, k VARBINARY(16), v VARCHAR(100), n BIGINT)"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	ld, err := c.Loader(ctx, "g2", "b")
@@ -172,7 +173,7 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 	}
 	b, _ := os.ReadFile(g3.logPath)
 	if since := string(b[min(len(before), len(b)):]); !strings.Contains(since, "IST received") && !strings.Contains(since, "Receiving IST") {
-		t.Errorf("g3's log since the heal names no IST:\n%s", engine.LastLines(since, 15))
+		t.Errorf("g3's log since the heal names no IST:\n%s", enginekit.LastLines(since, 15))
 	}
 	// The lag probe reads what a node shows now, without a causal wait.
 	lr, err := c.LagReader(ctx, "g3")
@@ -203,7 +204,7 @@ func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(g2.logPath); !strings.Contains(string(b[min(len(before), len(b)):]), "IST received") {
-		t.Errorf("g2 did not catch up by IST after its crash:\n%s", engine.LastLines(string(b[min(len(before), len(b)):]), 15))
+		t.Errorf("g2 did not catch up by IST after its crash:\n%s", enginekit.LastLines(string(b[min(len(before), len(b)):]), 15))
 	}
 	if err := c.WaitFlowing(ctx); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"strings"
 	"time"
 )
@@ -17,8 +17,8 @@ const (
 	installBin = "/usr/bin/mariadb-install-db"
 )
 
-// OSUser runs every server of every lab (engine.ServerUser).
-const OSUser = engine.ServerUser
+// OSUser runs every server of every lab (enginekit.ServerUser).
+const OSUser = enginekit.ServerUser
 
 var versionRE = regexp.MustCompile(`Ver (\d+\.\d+\.\d+)`)
 

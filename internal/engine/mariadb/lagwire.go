@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,7 +57,7 @@ func (r *wireReader) Positions(ctx context.Context, dst []int64) error {
 // Close implements engine.LagReader.
 func (r *wireReader) Close() error {
 	if r.fd > 0 {
-		_ = engine.SockWrite(context.Background(), r.fd, []byte{1, 0, 0, 0, comQuit})
+		_ = enginekit.SockWrite(context.Background(), r.fd, []byte{1, 0, 0, 0, comQuit})
 		_ = unix.Close(r.fd)
 	}
 	r.fd = -1
@@ -90,12 +90,12 @@ func (r *wireReader) connect(ctx context.Context) error {
 	if err := r.handshake(conn); err != nil {
 		return fmt.Errorf("lag reader: connect to %s: %w", r.addr, err)
 	}
-	fd, err := engine.BlockingSocket(conn)
+	fd, err := enginekit.BlockingSocket(conn)
 	if err != nil {
 		return err
 	}
 	r.fd, r.buf = fd, make([]byte, 0, 16<<10)
-	r.req = packet(0, append([]byte{comQuery}, engine.LagSelectSQL...))
+	r.req = packet(0, append([]byte{comQuery}, enginekit.LagSelectSQL...))
 	if r.syncWait0 {
 		if err := r.query(ctx, packet(0, append([]byte{comQuery}, "SET SESSION wsrep_sync_wait = 0"...)), nil); err != nil {
 			r.Close()
@@ -197,7 +197,7 @@ func scramble(salt []byte, pw string) []byte {
 // query sends a COM_QUERY packet and reads its reply to the end: an OK,
 // an error, or a result set whose rows of (int, int) go to row.
 func (r *wireReader) query(ctx context.Context, req []byte, row func(int32, int64)) error {
-	if err := engine.SockWrite(ctx, r.fd, req); err != nil {
+	if err := enginekit.SockWrite(ctx, r.fd, req); err != nil {
 		return err
 	}
 	r.buf = r.buf[:0]
@@ -245,7 +245,7 @@ func (r *wireReader) query(ctx context.Context, req []byte, row func(int32, int6
 		if len(r.buf) == cap(r.buf) {
 			r.buf = append(r.buf, make([]byte, cap(r.buf))...)[:len(r.buf)]
 		}
-		n, err := engine.SockRead(ctx, r.fd, r.buf[len(r.buf):cap(r.buf)])
+		n, err := enginekit.SockRead(ctx, r.fd, r.buf[len(r.buf):cap(r.buf)])
 		if err != nil {
 			return err
 		}

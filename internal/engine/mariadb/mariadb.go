@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -33,7 +34,7 @@ type Engine struct{}
 func (Engine) Kind() string { return "mariadb" }
 
 // Dialect implements engine.Dialecter.
-func (Engine) Dialect() string { return "mysql" }
+func (Engine) Dialect() engine.Dialect { return engine.MySQL }
 
 // galeraSSTBytes is what a joiner's rsync SST of a fresh cluster puts on
 // its link: 88.0 MB measured (TestGaleraMinorityRefusesAndRejoins), 64 MB
@@ -68,7 +69,7 @@ func (Engine) Validate(s *spec.Spec) error {
 }
 
 // The capabilities a cluster has; lag stamps are the SQL implementation
-// (engine.StampsOf) over replab_lag, read by the cluster's own LagReader.
+// (enginekit.StampsOf) over replab_lag, read by the cluster's own LagReader.
 var (
 	_ engine.SQL             = (*cluster)(nil)
 	_ engine.BulkLoader      = (*cluster)(nil)
@@ -81,15 +82,15 @@ var (
 
 // cluster is a running set of MariaDB nodes.
 type cluster struct {
-	engine.ProcNodes // node control and pausing
-	lab              *lab.Lab
-	plan             *plan
-	version          string
-	password         string // the replab SQL user's, the same at every node
-	uid, gid         int
-	log              io.Writer
-	nodes            []*node // spec order
-	byName           map[string]*node
+	enginekit.ProcNodes // node control and pausing
+	lab                 *lab.Lab
+	plan                *plan
+	version             string
+	password            string // the replab SQL user's, the same at every node
+	uid, gid            int
+	log                 io.Writer
+	nodes               []*node // spec order
+	byName              map[string]*node
 
 	semi      *semiTracker // semisync only
 	semiArmed atomic.Bool  // the primary's semi-sync is on (and in its option file)
@@ -124,7 +125,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if p.replication == Galera {
 		err = c.upGalera(ctx)
 	} else {
-		err = engine.Each(c.nodes, func(n *node) error { return c.createNode(ctx, n) })
+		err = enginekit.Each(c.nodes, func(n *node) error { return c.createNode(ctx, n) })
 	}
 	if err != nil {
 		return nil, err
@@ -133,11 +134,11 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if err := first.exec(ctx, markerDDL); err != nil {
 		return nil, err
 	}
-	if err := engine.Each(c.nodes, func(n *node) error { return c.follow(ctx, n) }); err != nil {
+	if err := enginekit.Each(c.nodes, func(n *node) error { return c.follow(ctx, n) }); err != nil {
 		return nil, err
 	}
 	// Markers at the other sources need the table: wait until it arrived.
-	if err := engine.Each(c.nodes, func(n *node) error { return c.waitTable(ctx, n, "replab_marker") }); err != nil {
+	if err := enginekit.Each(c.nodes, func(n *node) error { return c.waitTable(ctx, n, "replab_marker") }); err != nil {
 		return nil, err
 	}
 	if p.replication == Semisync {
@@ -163,7 +164,7 @@ func newCluster(ctx context.Context, l *lab.Lab, p *plan, log io.Writer) (*clust
 	if err != nil {
 		return nil, err
 	}
-	uid, gid, err := engine.ServerCredentials(ctx)
+	uid, gid, err := enginekit.ServerCredentials(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func newCluster(ctx context.Context, l *lab.Lab, p *plan, log io.Writer) (*clust
 		return nil, err
 	}
 	c := &cluster{lab: l, plan: p, version: version, password: hex.EncodeToString(pw), uid: uid, gid: gid,
-		log: engine.NewLockedWriter(log), byName: map[string]*node{}}
+		log: enginekit.NewLockedWriter(log), byName: map[string]*node{}}
 	c.ProcNodes = c.procNodes()
 	return c, nil
 }
@@ -203,7 +204,7 @@ func (c *cluster) armSemisync(ctx context.Context, primary *node) error {
 			return err
 		}
 	}
-	_, err := engine.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+	_, err := enginekit.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		db, err := primary.db()
 		if err != nil {
 			return false, "", err
@@ -229,7 +230,7 @@ const markerDDL = `CREATE TABLE IF NOT EXISTS replab_marker (source VARCHAR(64) 
 // layout assigns each node its address, port and files: on its storage
 // (lab.NodeDataDir). With only, just those nodes of the spec.
 func (c *cluster) layout(only ...string) error {
-	addrs, err := engine.NodeAddresses(c.lab, DefaultPort)
+	addrs, err := enginekit.NodeAddresses(c.lab, DefaultPort)
 	if err != nil {
 		return err
 	}
@@ -269,7 +270,7 @@ func (c *cluster) layout(only ...string) error {
 }
 
 // asServerUser makes cmd run as the servers' OS user.
-func (c *cluster) asServerUser(cmd *exec.Cmd) { engine.AsUser(cmd, c.uid, c.gid) }
+func (c *cluster) asServerUser(cmd *exec.Cmd) { enginekit.AsUser(cmd, c.uid, c.gid) }
 
 // createNode installs, starts and empties the binlog of one node.
 func (c *cluster) createNode(ctx context.Context, n *node) error {
@@ -326,7 +327,7 @@ func (c *cluster) follow(ctx context.Context, n *node) error {
 
 // waitTable polls n until table exists there.
 func (c *cluster) waitTable(ctx context.Context, n *node, table string) error {
-	_, err := engine.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+	_, err := enginekit.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		var k int
 		err := n.query1(ctx, "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", []any{Database, table}, &k)
 		return err == nil && k > 0, "not there", err
@@ -385,7 +386,7 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 			}
 		}
 	}
-	return engine.Each(trips, func(t trip) error { return c.waitMarker(ctx, t.n, t.src, seq) })
+	return enginekit.Each(trips, func(t trip) error { return c.waitMarker(ctx, t.n, t.src, seq) })
 }
 
 // writeMarker upserts the source's marker, bounded: a semi-synchronous
@@ -403,7 +404,7 @@ func (c *cluster) writeMarker(ctx context.Context, n *node, seq int64) error {
 
 // waitMarker polls n until src's marker reaches seq.
 func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64) error {
-	_, err := engine.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+	_, err := enginekit.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		var got int64
 		err := n.query1(ctx, `SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = ?`, []any{src}, &got)
 		return err == nil && got >= seq, fmt.Sprintf("still at %d", got), err

@@ -43,8 +43,8 @@ func TestMultimasterConflictDiverges(t *testing.T) {
 		t.Fatalf("nodes: %+v", nodes)
 	}
 	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{
-		{Name: "t", Create: map[string]string{"mysql": "CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT)"}},
-		{Name: "seq", Create: map[string]string{"mysql": "CREATE TABLE seq (id BIGINT AUTO_INCREMENT PRIMARY KEY, at VARCHAR(8))"}},
+		{Name: "t", Create: map[engine.Dialect]string{"mysql": "CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT)"}},
+		{Name: "seq", Create: map[engine.Dialect]string{"mysql": "CREATE TABLE seq (id BIGINT AUTO_INCREMENT PRIMARY KEY, at VARCHAR(8))"}},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestMultimasterRing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{
-		{Name: "seq", Create: map[string]string{"mysql": "CREATE TABLE seq (id BIGINT AUTO_INCREMENT PRIMARY KEY, at VARCHAR(8))"}},
+		{Name: "seq", Create: map[engine.Dialect]string{"mysql": "CREATE TABLE seq (id BIGINT AUTO_INCREMENT PRIMARY KEY, at VARCHAR(8))"}},
 	}}); err != nil {
 		t.Fatal(err)
 	}

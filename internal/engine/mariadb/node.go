@@ -18,7 +18,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -47,7 +47,7 @@ type node struct {
 	initPath string // SQL run at every start (the replab user and database)
 	logPath  string
 
-	proc atomic.Pointer[engine.Proc] // nil before the first start
+	proc atomic.Pointer[enginekit.Proc] // nil before the first start
 
 	adminMu sync.Mutex
 	admin   *sql.DB // over the unix socket
@@ -236,7 +236,7 @@ func (n *node) run(ctx context.Context, bin string, args ...string) error {
 	}
 	if err := cmd.Wait(); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w (%s)", name, ctx.Err(), engine.LastLines(out.String(), 3))
+			return fmt.Errorf("%s: %w (%s)", name, ctx.Err(), enginekit.LastLines(out.String(), 3))
 		}
 		return fmt.Errorf("%s: %v: %s", name, err, errorLines(out.String()))
 	}
@@ -257,7 +257,7 @@ func errorLines(out string) string {
 		}
 	}
 	if len(errs) == 0 {
-		return engine.LastLines(out, 5)
+		return enginekit.LastLines(out, 5)
 	}
 	if len(errs) > 3 {
 		errs = errs[:3]
@@ -268,7 +268,7 @@ func errorLines(out string) string {
 // installDB creates a fresh data directory.
 func (n *node) installDB(ctx context.Context) error {
 	for _, d := range []string{n.dataDir, n.tmpDir, n.sockDir} {
-		if err := engine.MkdirOwned(d, n.c.uid, n.c.gid); err != nil {
+		if err := enginekit.MkdirOwned(d, n.c.uid, n.c.gid); err != nil {
 			return err
 		}
 	}
@@ -313,7 +313,7 @@ func (n *node) startWith(ctx context.Context, args []string) error {
 	cmd := exec.Command(serverBin, append([]string{"--defaults-file=" + n.cnfPath, "--init-file=" + n.initPath}, args...)...)
 	n.c.asServerUser(cmd)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	sv, err := engine.StartProc(n.site, cmd)
+	sv, err := enginekit.StartProc(n.site, cmd)
 	if err != nil {
 		return fmt.Errorf("start mariadbd: %w", err)
 	}
@@ -364,7 +364,7 @@ func (n *node) logTail() string {
 	if e := errorLines(string(b)); strings.Contains(e, "[ERROR]") {
 		return e
 	}
-	return engine.LastLines(string(b), 4)
+	return enginekit.LastLines(string(b), 4)
 }
 
 // pid is mariadbd's PID while it runs; 0 when the node is down.
@@ -403,7 +403,7 @@ func (n *node) exec(ctx context.Context, q string, args ...any) error {
 		return err
 	}
 	if _, err := db.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("node %s: %s: %w", n.Name, firstWords(q), err)
+		return fmt.Errorf("node %s: %s: %w", n.Name, enginekit.FirstWords(q), err)
 	}
 	return nil
 }
@@ -415,17 +415,9 @@ func (n *node) query1(ctx context.Context, q string, args []any, dst ...any) err
 		return err
 	}
 	if err := db.QueryRowContext(ctx, q, args...).Scan(dst...); err != nil {
-		return fmt.Errorf("node %s: %s: %w", n.Name, firstWords(q), err)
+		return fmt.Errorf("node %s: %s: %w", n.Name, enginekit.FirstWords(q), err)
 	}
 	return nil
-}
-
-func firstWords(q string) string {
-	f := strings.Fields(q)
-	if len(f) > 4 {
-		f = f[:4]
-	}
-	return strings.Join(f, " ")
 }
 
 // sqlString writes a SQL string literal.

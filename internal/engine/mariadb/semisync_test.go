@@ -43,7 +43,7 @@ func TestSemisyncFallsBackWhenCut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "t",
-		Create: map[string]string{"mysql": "CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT)"}}}}); err != nil {
+		Create: map[engine.Dialect]string{"mysql": "CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT)"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	execAt(t, ctx, c, "p", "INSERT INTO t VALUES (1, 1)")

@@ -14,11 +14,11 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"replab/internal/engine"
-	"replab/internal/workload"
+	"replab/internal/enginekit"
 )
 
 // Dialect implements engine.SQL.
-func (c *cluster) Dialect() string { return "mysql" }
+func (c *cluster) Dialect() engine.Dialect { return engine.MySQL }
 
 // Open implements engine.SQL: a go-sql-driver/mysql pool whose connections
 // are dialled from inside fromSite (no global dialer registration).
@@ -240,7 +240,7 @@ func ident(name string) string {
 // Exec implements engine.Loader.
 func (l *infileLoader) Exec(ctx context.Context, q string) error {
 	if _, err := l.db.ExecContext(ctx, q); err != nil {
-		return fmt.Errorf("%s: %w", workload.FirstWords(q), err)
+		return fmt.Errorf("%s: %w", enginekit.FirstWords(q), err)
 	}
 	return nil
 }

@@ -17,14 +17,14 @@ import (
 func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 	n := c.byName[c.plan.sources[0]]
 	for _, t := range s.Tables {
-		ddl, ok := t.Create["mysql"]
+		ddl, ok := t.Create[engine.MySQL]
 		if !ok {
 			return fmt.Errorf("table %s has no MySQL definition", t.Name)
 		}
 		if err := n.exec(ctx, ddl); err != nil {
 			return err
 		}
-		for _, ix := range t.Indexes["mysql"] {
+		for _, ix := range t.Indexes[engine.MySQL] {
 			if err := n.exec(ctx, ix); err != nil {
 				return err
 			}

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 // Open is engine.Pipeliner's Pipe for PostgreSQL. It takes a connection
@@ -303,7 +304,7 @@ func (p *pipe) Close() error {
 // error after the calls is the commit's. runErr is the server's answer
 // (an error of one statement); ioErr means the connection is unusable.
 func (p *pipe) exchange(ctx context.Context, rows []int64, block bool) (runErr, ioErr error) {
-	if err := engine.SockWrite(ctx, p.fd, p.req); err != nil {
+	if err := enginekit.SockWrite(ctx, p.fd, p.req); err != nil {
 		return nil, err
 	}
 	n := 0 // replies so far: BEGIN is -1, calls 0…, COMMIT len(rows)
@@ -351,7 +352,7 @@ func (p *pipe) exchange(ctx context.Context, rows []int64, block bool) (runErr, 
 // the replies up to the last call's ReadyForQuery; runErr is the first
 // call's error.
 func (p *pipe) exchangeAutocommit(ctx context.Context, rows []int64) (runErr, ioErr error) {
-	if err := engine.SockWrite(ctx, p.fd, p.req); err != nil {
+	if err := enginekit.SockWrite(ctx, p.fd, p.req); err != nil {
 		return nil, err
 	}
 	for n := 0; n < len(rows); {
@@ -376,7 +377,7 @@ func (p *pipe) exchangeAutocommit(ctx context.Context, rows []int64) (runErr, io
 // rollBack ends an aborted transaction: one more round trip, on errors
 // only.
 func (p *pipe) rollBack(ctx context.Context) error {
-	if err := engine.SockWrite(ctx, p.fd, p.rollback); err != nil {
+	if err := enginekit.SockWrite(ctx, p.fd, p.rollback); err != nil {
 		return err
 	}
 	for {
@@ -467,7 +468,7 @@ func (r *wireMsgs) next(ctx context.Context) (typ byte, body []byte, err error) 
 		if len(r.buf) == cap(r.buf) {
 			r.buf = append(r.buf, make([]byte, cap(r.buf))...)[:len(r.buf)]
 		}
-		n, err := engine.SockRead(ctx, r.fd, r.buf[len(r.buf):cap(r.buf)])
+		n, err := enginekit.SockRead(ctx, r.fd, r.buf[len(r.buf):cap(r.buf)])
 		if err != nil {
 			return 0, nil, err
 		}
@@ -684,7 +685,7 @@ func (e badConn) Unwrap() error        { return e.err }
 func (e badConn) Is(target error) bool { return target == driver.ErrBadConn }
 
 // TakeSocket takes pc's socket over from pgx (pc is unusable afterwards)
-// as a blocking descriptor of its own (engine.BlockingSocket).
+// as a blocking descriptor of its own (enginekit.BlockingSocket).
 func TakeSocket(pc *pgconn.PgConn) (int, error) {
 	hc, err := pc.Hijack()
 	if err != nil {
@@ -694,5 +695,5 @@ func TakeSocket(pc *pgconn.PgConn) (int, error) {
 	if hc.TLSConfig != nil {
 		return -1, errors.New("TLS connections are not supported")
 	}
-	return engine.BlockingSocket(hc.Conn)
+	return enginekit.BlockingSocket(hc.Conn)
 }

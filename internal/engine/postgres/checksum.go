@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 // Checksums (engine.Checksummer): after a run the runner compares every
@@ -30,8 +30,9 @@ import (
 
 // skipChecksum are replab's own tables, left out when Checksums is given
 // no table names: the engine's markers (written by WaitFlowing), the lag
-// probe's stamps and the journal (the runner verifies the journal itself).
-var skipChecksum = []string{"replab_marker", engine.LagTableName, engine.JournalTableName}
+// probe's stamps and the acknowledged-commits journal (the runner checks it
+// itself).
+var skipChecksum = []string{"replab_marker", enginekit.LagTableName, enginekit.AckTableName}
 
 // checksumSession makes a row's text the same at every node whatever the
 // servers' defaults.
@@ -78,8 +79,8 @@ func foldSum(s string) (int64, error) {
 // transaction, so its tables come from one snapshot; nodes are read in
 // parallel.
 func (c *cluster) Checksums(ctx context.Context, tables ...string) (map[string]map[string]int64, error) {
-	if c.my != nil {
-		return c.myChecksums(ctx, tables)
+	if c.sinks != nil {
+		return c.sinkChecksums(ctx, tables)
 	}
 	c.topo.RLock()
 	var nodes []*node
@@ -92,7 +93,7 @@ func (c *cluster) Checksums(ctx context.Context, tables ...string) (map[string]m
 	c.topo.RUnlock()
 	out := make(map[string]map[string]int64, len(nodes))
 	var mu sync.Mutex
-	err := engine.Each(nodes, func(n *node) error {
+	err := enginekit.Each(nodes, func(n *node) error {
 		s, err := n.checksums(ctx, tables)
 		if err != nil {
 			return fmt.Errorf("node %s: checksums: %w", n.Name, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,7 +33,7 @@ func (n *node) pid() int {
 func (c *cluster) controlled(name string) (*node, error) {
 	n := c.byName[name]
 	if n == nil {
-		return nil, engine.NoSuchNode(name, c.Nodes())
+		return nil, enginekit.NoSuchNode(name, c.Nodes())
 	}
 	return n, nil
 }
@@ -40,8 +41,8 @@ func (c *cluster) controlled(name string) (*node, error) {
 // Stop implements engine.NodeControl: a fast shutdown (SIGINT: clients are
 // disconnected, the WAL is flushed), waiting until the postmaster exits.
 func (c *cluster) Stop(ctx context.Context, name string) error {
-	if c.isMy(name) {
-		return c.my.Control().Stop(ctx, name)
+	if c.isSink(name) {
+		return c.sinks.Stop(ctx, name)
 	}
 	n, err := c.controlled(name)
 	if err != nil {
@@ -66,8 +67,8 @@ func (c *cluster) Stop(ctx context.Context, name string) error {
 // Kill implements engine.NodeControl: SIGKILL to the postmaster and every
 // one of its children at once, then a wait until all are gone.
 func (c *cluster) Kill(ctx context.Context, name string) error {
-	if c.isMy(name) {
-		return c.my.Control().Kill(ctx, name)
+	if c.isSink(name) {
+		return c.sinks.Kill(ctx, name)
 	}
 	n, err := c.controlled(name)
 	if err != nil {
@@ -110,8 +111,8 @@ func (c *cluster) Kill(ctx context.Context, name string) error {
 // Start implements engine.NodeControl. A node failed over from is not
 // started: it would be a second primary..
 func (c *cluster) Start(ctx context.Context, name string) error {
-	if c.isMy(name) {
-		return c.my.Control().Start(ctx, name)
+	if c.isSink(name) {
+		return c.sinks.Start(ctx, name)
 	}
 	n, err := c.controlled(name)
 	if err != nil {
@@ -187,16 +188,16 @@ var _ engine.Pauser = (*cluster)(nil)
 // Pause implements engine.Pauser: SIGSTOP to the postmaster and every one
 // of its children, a server that hangs with its connections open.
 func (c *cluster) Pause(ctx context.Context, name string) error {
-	if c.isMy(name) {
-		return c.my.Control().Pause(ctx, name)
+	if c.isSink(name) {
+		return c.sinks.Pause(ctx, name)
 	}
 	return c.stopCont(name, syscall.SIGSTOP, "paused")
 }
 
 // Resume implements engine.Pauser: SIGCONT to the same processes.
 func (c *cluster) Resume(ctx context.Context, name string) error {
-	if c.isMy(name) {
-		return c.my.Control().Resume(ctx, name)
+	if c.isSink(name) {
+		return c.sinks.Resume(ctx, name)
 	}
 	return c.stopCont(name, syscall.SIGCONT, "resumed")
 }

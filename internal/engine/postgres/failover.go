@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 // Failover (engine.Promoter): a standby of a physical scheme is promoted
@@ -159,7 +160,7 @@ func (c *cluster) Promote(ctx context.Context, name string) error {
 			fmt.Fprintf(c.log, "node %s: re-pointed to %s in its configuration (%.2f s after the promotion began); it is paused and follows %s when resumed\n", o.Name, name, at, name)
 		}
 	}
-	errs = append(errs, engine.Each(follow, func(o *node) error { return c.follow(ctx, o, n, fork, tli, start, ahead[o]) }))
+	errs = append(errs, enginekit.Each(follow, func(o *node) error { return c.follow(ctx, o, n, fork, tli, start, ahead[o]) }))
 	return errors.Join(errs...)
 }
 
@@ -240,7 +241,7 @@ func (c *cluster) follow(ctx context.Context, o, up *node, fork string, tli int6
 			running = append(running, d)
 		}
 	}
-	errs = append(errs, engine.Each(running, func(d *node) error { return c.follow(ctx, d, o, fork, tli, start, belowAhead[d]) }))
+	errs = append(errs, enginekit.Each(running, func(d *node) error { return c.follow(ctx, d, o, fork, tli, start, belowAhead[d]) }))
 	return errors.Join(errs...)
 }
 
@@ -336,7 +337,7 @@ func (n *node) timelineStart(ctx context.Context) (lsn string, tli int64, err er
 // has replayed WAL beyond fork (where tli begins; "" if not known): o has
 // commits up never had and cannot follow it.
 func (c *cluster) waitFollowing(ctx context.Context, o, up *node, fork string, tli int64) error {
-	_, err := engine.Poll{Stall: c.flowTimeout(),
+	_, err := enginekit.Poll{Stall: c.flowTimeout(),
 		Permanent: func(err error) bool { return errors.Is(err, errDiverged) || permanent(err) },
 		Log:       func(state string) { c.logf("  … node %s still waiting: %s\n", o.Name, state) },
 	}.Until(ctx, func(ctx context.Context) (bool, string, error) {

@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,8 +18,8 @@ import (
 // directory per major version.
 const pgRoot = "/usr/lib/postgresql"
 
-// OSUser runs every server of every lab (engine.ServerUser).
-const OSUser = engine.ServerUser
+// OSUser runs every server of every lab (enginekit.ServerUser).
+const OSUser = enginekit.ServerUser
 
 // install is one PostgreSQL installation.
 type install struct {

@@ -8,6 +8,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/engine/pgpipe"
+	"replab/internal/enginekit"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,8 +22,8 @@ import (
 // to directly (wireConn). A failed poll drops the connection; the next one
 // makes a new one.
 func (c *cluster) LagReader(ctx context.Context, node string) (engine.LagReader, error) {
-	if c.isMy(node) {
-		return c.my.LagReader(ctx, node)
+	if c.isSink(node) {
+		return c.sinks.LagReader(ctx, node)
 	}
 	n := c.byName[node]
 	if n == nil {
@@ -48,7 +49,7 @@ func (r *lagReader) Positions(ctx context.Context, dst []int64) error {
 		if err != nil {
 			return err
 		}
-		w, err := hijackWire(ctx, conn.PgConn(), engine.LagSelectSQL)
+		w, err := hijackWire(ctx, conn.PgConn(), enginekit.LagSelectSQL)
 		if err != nil {
 			conn.Close(context.Background())
 			return err
@@ -115,9 +116,11 @@ func hijackWire(ctx context.Context, pc *pgconn.PgConn, query string) (*wireConn
 	return &wireConn{fd: fd, req: req, buf: make([]byte, 0, 64<<10)}, nil
 }
 
-func sockWrite(ctx context.Context, fd int, b []byte) error { return engine.SockWrite(ctx, fd, b) }
+func sockWrite(ctx context.Context, fd int, b []byte) error { return enginekit.SockWrite(ctx, fd, b) }
 
-func sockRead(ctx context.Context, fd int, b []byte) (int, error) { return engine.SockRead(ctx, fd, b) }
+func sockRead(ctx context.Context, fd int, b []byte) (int, error) {
+	return enginekit.SockRead(ctx, fd, b)
+}
 
 // bindExecuteSync encodes Bind (unnamed portal, no parameters, binary
 // results), Execute (all rows) and Sync for a prepared statement.

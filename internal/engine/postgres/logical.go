@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/spec"
 )
 
@@ -98,7 +99,7 @@ func (c *cluster) upLogical(ctx, bg context.Context) error {
 			return err
 		}
 	}
-	if err := engine.Each(c.replicas(), func(r *node) error { return c.createReplica(ctx, primary, r) }); err != nil {
+	if err := enginekit.Each(c.replicas(), func(r *node) error { return c.createReplica(ctx, primary, r) }); err != nil {
 		return err
 	}
 	if c.plan.replication != Snapshot || len(c.replicas()) == 0 {
@@ -221,7 +222,7 @@ func (c *cluster) applySchemaLogical(ctx context.Context, s engine.Schema) error
 	c.warnUnmatched(replicas, s)
 
 	// Replicas: the same tables, minus columns a column list leaves out.
-	if err := engine.Each(replicas, func(r *node) error {
+	if err := enginekit.Each(replicas, func(r *node) error {
 		if err := createTables(ctx, r, s); err != nil {
 			return err
 		}
@@ -284,7 +285,7 @@ func (c *cluster) applySchemaLogical(ctx context.Context, s engine.Schema) error
 	if c.plan.replication == Snapshot {
 		return c.refreshRound(ctx, "new tables", refresh)
 	}
-	return engine.Each(targets, func(r *node) error {
+	return enginekit.Each(targets, func(r *node) error {
 		if err := refresh(ctx, r); err != nil {
 			return err
 		}

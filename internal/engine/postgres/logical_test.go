@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/engine/mariadb"
 	"replab/internal/lab"
 	"replab/internal/labtest"
 	"replab/internal/spec"
@@ -33,10 +34,15 @@ func testCluster(t *testing.T, prefix, text string) (*lab.Lab, *cluster, *testLo
 	requirePostgres(t)
 	log := &testLog{t: t}
 	start := time.Now()
-	l, c := labtest.ClusterLog(t, Engine{}, prefix, text, log)
+	l, c := labtest.ClusterLog(t, Engine{Engines: testEngines.Get}, prefix, text, log)
 	t.Logf("cluster up in %.1f s", time.Since(start).Seconds())
 	return l, c.(*cluster), log
 }
+
+// testEngines are the engines a test cluster may run servers of: the
+// pipeline scheme's MariaDB sinks. (In replab, the registry of
+// cmd/replab/engines.go; no engine package imports another.)
+var testEngines = engine.NewRegistry(mariadb.Engine{})
 
 // testLog passes a cluster's progress lines to the test log.
 type testLog struct {
@@ -121,7 +127,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 }
 
 func table(name, ddl string) engine.Table {
-	return engine.Table{Name: name, Create: map[string]string{"postgres": ddl}}
+	return engine.Table{Name: name, Create: map[engine.Dialect]string{"postgres": ddl}}
 }
 
 const logicalSpec = `

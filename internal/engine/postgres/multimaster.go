@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 // Multi-master with pglogical (replication = "multimaster").
@@ -103,12 +104,12 @@ func (c *cluster) upMultimaster(ctx context.Context) error {
 		len(ms), strings.Join(c.plan.primaries, ", "))
 	fmt.Fprintf(c.log, "multimaster: conflicts: %s: %s\n", c.plan.conflict, mmConflictPolicy[c.plan.conflict])
 
-	if err := engine.Each(c.masters(), func(n *node) error { return c.createPrimary(ctx, n) }); err != nil {
+	if err := enginekit.Each(c.masters(), func(n *node) error { return c.createPrimary(ctx, n) }); err != nil {
 		return err
 	}
 	var version string
 	var vmu sync.Mutex
-	err := engine.Each(c.masters(), func(n *node) error {
+	err := enginekit.Each(c.masters(), func(n *node) error {
 		if err := n.exec(ctx, "", "CREATE EXTENSION IF NOT EXISTS pglogical"); err != nil {
 			return err
 		}
@@ -134,7 +135,7 @@ func (c *cluster) upMultimaster(ctx context.Context) error {
 	// Subscriptions last: create_subscription asks the provider for its
 	// node, so every master must be a node first.
 	start := time.Now()
-	err = engine.Each(c.masters(), func(n *node) error {
+	err = enginekit.Each(c.masters(), func(n *node) error {
 		for _, other := range ms {
 			if other == n {
 				continue
@@ -151,7 +152,7 @@ func (c *cluster) upMultimaster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := engine.Each(c.masters(), func(n *node) error { return c.waitSubscriptions(ctx, n, start) }); err != nil {
+	if err := enginekit.Each(c.masters(), func(n *node) error { return c.waitSubscriptions(ctx, n, start) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.log, "multimaster: %d subscriptions replicating (%.2f s)\n", len(ms)*(len(ms)-1), time.Since(start).Seconds())
@@ -167,7 +168,7 @@ func (c *cluster) waitSubscriptions(ctx context.Context, n *node, start time.Tim
 			pending[mmSubscription(n.Name, other.Name)] = "not yet listed"
 		}
 	}
-	_, err := engine.Poll{Interval: 100 * time.Millisecond, Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+	_, err := enginekit.Poll{Interval: 100 * time.Millisecond, Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		conn, err := n.connect(ctx, "")
 		if err != nil {
 			return false, "", err
@@ -210,7 +211,7 @@ func (c *cluster) waitSubscriptions(ctx context.Context, n *node, start time.Tim
 // each to every master's default replication set (see the comment at
 // the top of this file for why not replicate_ddl_command).
 func (c *cluster) applySchemaMultimaster(ctx context.Context, s engine.Schema) error {
-	if err := engine.Each(c.masters(), func(n *node) error { return createTables(ctx, n, s) }); err != nil {
+	if err := enginekit.Each(c.masters(), func(n *node) error { return createTables(ctx, n, s) }); err != nil {
 		return err
 	}
 	first := c.masters()[0]
@@ -223,7 +224,7 @@ func (c *cluster) applySchemaMultimaster(ctx context.Context, s engine.Schema) e
 			return fmt.Errorf("table %s has no primary key: multi-master matches rows by primary key", t.Name)
 		}
 	}
-	err := engine.Each(c.masters(), func(n *node) error {
+	err := enginekit.Each(c.masters(), func(n *node) error {
 		for _, t := range s.Tables {
 			if err := mmAddTable(ctx, n, t.Name); err != nil {
 				return err

@@ -193,7 +193,7 @@ func mmEventually(t *testing.T, d time.Duration, what string, cond func() bool) 
 }
 
 func mmTable(name string) engine.Table {
-	return engine.Table{Name: name, Create: map[string]string{
+	return engine.Table{Name: name, Create: map[engine.Dialect]string{
 		"postgres": fmt.Sprintf("CREATE TABLE %s (id int PRIMARY KEY, v text NOT NULL, origin text NOT NULL)", name),
 	}}
 }
@@ -209,7 +209,7 @@ func TestMultimaster(t *testing.T) {
 
 	t.Run("a table without a primary key is refused", func(t *testing.T) {
 		err := e.c.ApplySchema(mmCtx(t, 30*time.Second), engine.Schema{Tables: []engine.Table{{
-			Name: "mm_nopk", Create: map[string]string{"postgres": "CREATE TABLE mm_nopk (v text)"},
+			Name: "mm_nopk", Create: map[engine.Dialect]string{"postgres": "CREATE TABLE mm_nopk (v text)"},
 		}}})
 		if err == nil || !strings.Contains(err.Error(), "primary key") {
 			t.Errorf("want an error about the missing primary key, got %v", err)

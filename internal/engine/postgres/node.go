@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -85,16 +85,16 @@ func (n *node) run(ctx context.Context, name string, args ...string) error {
 	}
 	if err := cmd.Wait(); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w (%s)", name, ctx.Err(), engine.LastLines(out.String(), 3))
+			return fmt.Errorf("%s: %w (%s)", name, ctx.Err(), enginekit.LastLines(out.String(), 3))
 		}
-		return fmt.Errorf("%s: %v: %s", name, err, engine.LastLines(out.String(), 5))
+		return fmt.Errorf("%s: %v: %s", name, err, enginekit.LastLines(out.String(), 5))
 	}
 	return nil
 }
 
 // initdb creates a fresh data directory.
 func (n *node) initdb(ctx context.Context) error {
-	if err := engine.MkdirOwned(n.dataDir, n.c.uid, n.c.gid); err != nil {
+	if err := enginekit.MkdirOwned(n.dataDir, n.c.uid, n.c.gid); err != nil {
 		return err
 	}
 	// --no-sync: a lab's data is thrown away; trust: the lab's network is
@@ -223,7 +223,7 @@ func (n *node) start(ctx context.Context) error {
 
 func (n *node) logTail() string {
 	b, _ := os.ReadFile(n.logPath)
-	return engine.LastLines(string(b), 4)
+	return enginekit.LastLines(string(b), 4)
 }
 
 // stop shuts the server down (fast mode: SIGINT), killing it if it has
@@ -235,7 +235,7 @@ func (n *node) stop(timeout time.Duration) {
 		return
 	}
 	_ = n.signalAll(syscall.SIGCONT) // a paused node would not see the SIGINT
-	engine.StopServer(pm.cmd, pm.exited, syscall.SIGINT, timeout)
+	enginekit.StopServer(pm.cmd, pm.exited, syscall.SIGINT, timeout)
 	// A server that had to be killed, or was killed before, left its
 	// shared memory (nothing to do after a clean shutdown).
 	_ = n.releaseIPC(pm.cmd.Process.Pid)
@@ -252,7 +252,7 @@ func (n *node) exec(ctx context.Context, db, sql string, args ...any) error {
 	}
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		return fmt.Errorf("node %s: %s: %w", n.Name, firstWords(sql), err)
+		return fmt.Errorf("node %s: %s: %w", n.Name, enginekit.FirstWords(sql), err)
 	}
 	return nil
 }
@@ -265,7 +265,7 @@ func (n *node) query1(ctx context.Context, db, sql string, dst any, args ...any)
 	}
 	defer conn.Close(context.Background())
 	if err := conn.QueryRow(ctx, sql, args...).Scan(dst); err != nil {
-		return fmt.Errorf("node %s: %s: %w", n.Name, firstWords(sql), err)
+		return fmt.Errorf("node %s: %s: %w", n.Name, enginekit.FirstWords(sql), err)
 	}
 	return nil
 }
@@ -280,14 +280,6 @@ func (n *node) connect(ctx context.Context, db string) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("connect to node %s: %w", n.Name, err)
 	}
 	return c, nil
-}
-
-func firstWords(sql string) string {
-	f := strings.Fields(sql)
-	if len(f) > 4 {
-		f = f[:4]
-	}
-	return strings.Join(f, " ")
 }
 
 // dialer returns a pgx dial function that connects from inside site.

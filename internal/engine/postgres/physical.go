@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"strconv"
 	"strings"
 	"time"
@@ -67,7 +67,7 @@ func (c *cluster) createStandby(ctx context.Context, n, up *node) error {
 	if err := os.RemoveAll(n.dataDir); err != nil {
 		return err
 	}
-	if err := engine.MkdirOwned(n.dataDir, c.uid, c.gid); err != nil {
+	if err := enginekit.MkdirOwned(n.dataDir, c.uid, c.gid); err != nil {
 		return err
 	}
 	// A physical slot on the upstream keeps the WAL the standby still
@@ -151,9 +151,9 @@ func (c *cluster) basebackup(ctx context.Context, n, up *node) error {
 	}
 	if err := cmd.Wait(); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("pg_basebackup: %w (%s)", ctx.Err(), engine.LastLines(p.output(), 3))
+			return fmt.Errorf("pg_basebackup: %w (%s)", ctx.Err(), enginekit.LastLines(p.output(), 3))
 		}
-		return fmt.Errorf("pg_basebackup: %v: %s", err, engine.LastLines(p.output(), 5))
+		return fmt.Errorf("pg_basebackup: %v: %s", err, enginekit.LastLines(p.output(), 5))
 	}
 	return nil
 }

@@ -103,7 +103,7 @@ wal_compression = true
 `)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "t", Create: map[string]string{"postgres": "CREATE TABLE t (id int PRIMARY KEY, v text)"}}}}); err != nil {
+	if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "t", Create: map[engine.Dialect]string{"postgres": "CREATE TABLE t (id int PRIMARY KEY, v text)"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := sqlOn(t, ctx, c, "p1", "INSERT INTO t SELECT g, 'x' FROM generate_series(1, 100) g"); err != nil {

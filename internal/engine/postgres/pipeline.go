@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/pipeline"
 	"replab/internal/spec"
 	"replab/internal/units"
@@ -31,8 +32,8 @@ import (
 // the primary's site and applies the local trail across the link. Every
 // stage is a process of its own (replab's binary, see pipeline.StageMain).
 
-// pipePlan is the [scheme] options of the pipeline.
-type pipePlan struct {
+// pipelinePlan is the [scheme] options of the pipeline.
+type pipelinePlan struct {
 	pump         bool          // false: the "remote" configuration
 	compress     int           // compression level, 0 = off (COMPRESS)
 	codec        string        // "deflate" or "zstd"
@@ -45,11 +46,11 @@ type pipePlan struct {
 	groupOps     int           // GROUPTRANSOPS
 	replicats    int           // replicats per replica ("more replicats", @RANGE)
 	split        string        // how they share the changes: "key" or "table"
-	target       string        // the replicas' engine: "postgres" or "mariadb"
+	sink         string        // the replicas' engine ([scheme] target): "postgres" or "mariadb"
 }
 
-func readPipePlan(o *spec.Options) *pipePlan {
-	pp := &pipePlan{pump: true}
+func readPipelinePlan(o *spec.Options) *pipelinePlan {
+	pp := &pipelinePlan{pump: true}
 	if b := o.Bool("pump"); b != nil {
 		pp.pump = *b
 	}
@@ -71,7 +72,7 @@ func readPipePlan(o *spec.Options) *pipePlan {
 	pp.groupOps = int(o.Int("group_ops", 1000, 1, 1_000_000)) // GoldenGate's GROUPTRANSOPS default
 	pp.replicats = int(o.Int("replicats", 1, 1, 16))
 	pp.split = o.String("split", "key", "key", "table")
-	pp.target = o.String("target", targetPostgres, targetPostgres, targetMariaDB)
+	pp.sink = o.String("target", sinkPostgres, sinkPostgres, sinkMariaDB)
 	if o.Has("split") && pp.replicats == 1 {
 		o.Errorf("split", "split says how several replicats share a replica's changes; set replicats = 2 or more")
 	}
@@ -85,27 +86,27 @@ func readPipePlan(o *spec.Options) *pipePlan {
 	return pp
 }
 
-// pipeSlot is the primary's slot and publication.
-const pipeSlot = "replab_pipe"
+// pipelineSlot is the primary's slot and publication.
+const pipelineSlot = "replab_pipe"
 
 // collectorPort is the port a replica's collector listens on in its site
 // (GoldenGate's manager listens on 7809).
 const collectorPort = 7809
 
-// pipeState is the running stages.
-type pipeState struct {
+// pipelineState is the running stages.
+type pipelineState struct {
 	mu     sync.Mutex
 	bin    string // the binary stage processes run
 	dir    string // the primary's pipeline directory (local trail)
-	stages []*pipeStage
+	stages []*pipelineStage
 }
 
-// pipeStage is one stage process.
-type pipeStage struct {
+// pipelineStage is one stage process.
+type pipelineStage struct {
 	node string // the node it serves: the primary (extract) or a replica
 	site string
 	cfg  pipeline.StageConfig
-	proc *engine.Proc
+	proc *enginekit.Proc
 	// held: a fault stopped, killed or paused it on purpose, so its exit
 	// is not a failure.
 	held bool
@@ -121,43 +122,43 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	// The publication and slot before any workload table exists: FOR ALL
 	// TABLES takes in tables created later, and the slot, made while no
 	// transaction runs, is ready at once.
-	if err := primary.exec(ctx, "", "CREATE PUBLICATION "+pipeSlot+" FOR ALL TABLES"); err != nil {
+	if err := primary.exec(ctx, "", "CREATE PUBLICATION "+pipelineSlot+" FOR ALL TABLES"); err != nil {
 		return err
 	}
-	if err := pipeline.CreateSlot(ctx, primary.conninfo(""), pipeSlot, primary.site.DialContext); err != nil {
+	if err := pipeline.CreateSlot(ctx, primary.conninfo(""), pipelineSlot, primary.site.DialContext); err != nil {
 		return fmt.Errorf("node %s: %w", primary.Name, err)
 	}
-	if pp := c.plan.pipe; pp.target == targetMariaDB {
-		if err := c.startMyTargets(ctx); err != nil {
+	if pp := c.plan.pipeline; pp.sink == sinkMariaDB {
+		if err := c.startSinks(ctx); err != nil {
 			return err
 		}
-	} else if err := engine.Each(c.replicas(), func(r *node) error { return c.createPrimary(ctx, r) }); err != nil {
+	} else if err := enginekit.Each(c.replicas(), func(r *node) error { return c.createPrimary(ctx, r) }); err != nil {
 		return err
 	}
 	bin, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("pipeline: find replab's binary to run the stages: %w", err)
 	}
-	dir, err := c.pipeDir(primary)
+	dir, err := c.pipelineDir(primary)
 	if err != nil {
 		return err
 	}
-	ps := &pipeState{bin: bin, dir: dir}
-	c.pipe = ps
+	ps := &pipelineState{bin: bin, dir: dir}
+	c.pipeline = ps
 	local := filepath.Join(dir, "local.trail")
-	pp := c.plan.pipe
+	pp := c.plan.pipeline
 	add := func(node, site string, cfg pipeline.StageConfig) {
-		ps.stages = append(ps.stages, &pipeStage{node: node, site: site, cfg: cfg})
+		ps.stages = append(ps.stages, &pipelineStage{node: node, site: site, cfg: cfg})
 	}
 	add(primary.Name, primary.Site, pipeline.StageConfig{Kind: pipeline.KindExtract, Stats: filepath.Join(dir, "extract.json"),
-		Extract: &pipeline.ExtractConfig{DSN: primary.conninfo("replab_extract"), Slot: pipeSlot, Publications: []string{pipeSlot}, Trail: local}})
+		Extract: &pipeline.ExtractConfig{DSN: primary.conninfo("replab_extract"), Slot: pipelineSlot, Publications: []string{pipelineSlot}, Trail: local}})
 	// replicats adds a replica's replicats (one per part) reading trail in
 	// site, their counters in statsDir.
 	replicats := func(r *node, site, trailPath, statsDir, prefix string) {
 		for i := 0; i < pp.replicats; i++ {
 			rc := &pipeline.ReplicatConfig{DSN: r.conninfo("replab_replicat"), Name: r.Name, Trail: trailPath, Batch: pp.batch, GroupOps: pp.groupOps}
-			if c.isMy(r.Name) {
-				rc.Engine, rc.DSN = pipeline.EngineMariaDB, c.my.DSN(r.Name)
+			if c.isSink(r.Name) {
+				rc.Engine, rc.DSN = pipeline.EngineMariaDB, c.sinks.DSN(r.Name)
 			}
 			stats := prefix + ".json"
 			if pp.replicats > 1 {
@@ -173,7 +174,7 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 			replicats(r, primary.Site, local, dir, "replicat-"+r.Name)
 			continue
 		}
-		rdir, err := c.pipeDir(r)
+		rdir, err := c.pipelineDir(r)
 		if err != nil {
 			return err
 		}
@@ -208,8 +209,8 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	if pp.replicats > 1 {
 		mode += fmt.Sprintf(", %d replicats per replica split by %s", pp.replicats, pp.split)
 	}
-	if c.my != nil {
-		mode += ", replicas on MariaDB " + c.my.Version()
+	if c.sinks != nil {
+		mode += ", replicas on MariaDB " + c.sinks.Version()
 	}
 	compress := "off"
 	if pp.compress > 0 {
@@ -223,9 +224,9 @@ func (c *cluster) upPipeline(ctx context.Context) error {
 	return nil
 }
 
-// pipeDir is a node's pipeline directory (trails and stage counters), on
+// pipelineDir is a node's pipeline directory (trails and stage counters), on
 // its storage.
-func (c *cluster) pipeDir(n *node) (string, error) {
+func (c *cluster) pipelineDir(n *node) (string, error) {
 	data, err := c.lab.NodeDataDir(n.Name)
 	if err != nil {
 		return "", err
@@ -239,31 +240,31 @@ func (c *cluster) pipeDir(n *node) (string, error) {
 
 // startStage starts one stage process in its site; its stderr goes to the
 // cluster's log.
-func (c *cluster) startStage(s *pipeStage) error {
-	cmd, err := pipeline.Command(c.pipe.bin, s.cfg)
+func (c *cluster) startStage(s *pipelineStage) error {
+	cmd, err := pipeline.Command(c.pipeline.bin, s.cfg)
 	if err != nil {
 		return err
 	}
 	cmd.Stderr = c.log
-	p, err := engine.StartProc(c.lab.Site(s.site), cmd)
+	p, err := enginekit.StartProc(c.lab.Site(s.site), cmd)
 	if err != nil {
 		return fmt.Errorf("pipeline: start the %s for %s in %s: %w", s.cfg.Kind, s.node, s.site, err)
 	}
-	c.pipe.mu.Lock()
+	c.pipeline.mu.Lock()
 	s.proc = p
-	c.pipe.mu.Unlock()
+	c.pipeline.mu.Unlock()
 	return nil
 }
 
 // stopPipeline stops every stage (SIGTERM: each finishes what it holds),
 // killing a stage that has not exited within 15 s.
 func (c *cluster) stopPipeline() {
-	if c.pipe == nil {
+	if c.pipeline == nil {
 		return
 	}
-	c.pipe.mu.Lock()
-	stages := c.pipe.stages
-	c.pipe.mu.Unlock()
+	c.pipeline.mu.Lock()
+	stages := c.pipeline.stages
+	c.pipeline.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, s := range stages {
 		if s.proc == nil {
@@ -282,17 +283,17 @@ func (c *cluster) stopPipeline() {
 	wg.Wait()
 }
 
-// pipeProcesses are the stage processes for the monitors: a replicat and
+// pipelineProcesses are the stage processes for the monitors: a replicat and
 // a collector receive or apply changes for their replica, and its pump
 // ships them.
-func (c *cluster) pipeProcesses() []engine.Process {
-	if c.pipe == nil {
+func (c *cluster) pipelineProcesses() []engine.Process {
+	if c.pipeline == nil {
 		return nil
 	}
-	c.pipe.mu.Lock()
-	defer c.pipe.mu.Unlock()
+	c.pipeline.mu.Lock()
+	defer c.pipeline.mu.Unlock()
 	var out []engine.Process
-	for _, s := range c.pipe.stages {
+	for _, s := range c.pipeline.stages {
 		if pid := s.proc.PID(); pid != 0 {
 			// A replica's own stages are on its path alone: one that
 			// saturates a core is named by its verdict. The extract
@@ -304,24 +305,24 @@ func (c *cluster) pipeProcesses() []engine.Process {
 	return out
 }
 
-// pipeReplicationState is, per replica, how far each stage has got: the
+// pipelineReplicationState is, per replica, how far each stage has got: the
 // trail bytes the extract wrote, the pump shipped and the collector
 // holds, and the position the replicat applied, with the backlog in trail
 // bytes not yet applied (the remote configuration's replicat reads the
 // local trail, so both ends are in the same trail's positions).
-func (c *cluster) pipeReplicationState(ctx context.Context) ([]engine.ReplicaState, error) {
-	if c.pipe == nil {
+func (c *cluster) pipelineReplicationState(ctx context.Context) ([]engine.ReplicaState, error) {
+	if c.pipeline == nil {
 		return nil, nil
 	}
-	c.pipe.mu.Lock()
-	stages := c.pipe.stages
-	c.pipe.mu.Unlock()
-	read := func(s *pipeStage) pipeline.Stats {
+	c.pipeline.mu.Lock()
+	stages := c.pipeline.stages
+	c.pipeline.mu.Unlock()
+	read := func(s *pipelineStage) pipeline.Stats {
 		st, _ := pipeline.ReadStats(s.cfg.Stats) // a stage not yet started has none
 		return st
 	}
 	var extracted pipeline.Stats
-	byNode := map[string][]*pipeStage{}
+	byNode := map[string][]*pipelineStage{}
 	for _, s := range stages {
 		if s.cfg.Kind == pipeline.KindExtract {
 			extracted = read(s)
@@ -373,12 +374,12 @@ func lsnText(lsn uint64) string { return fmt.Sprintf("%X/%X", lsn>>32, uint32(ls
 // scheme (none otherwise). They are the stage processes' own totals; the
 // monitors count a restarted stage's increase from zero.
 func (c *cluster) Gauges(ctx context.Context) ([]engine.Gauge, error) {
-	if c.pipe == nil {
+	if c.pipeline == nil {
 		return nil, nil
 	}
-	c.pipe.mu.Lock()
-	stages := c.pipe.stages
-	c.pipe.mu.Unlock()
+	c.pipeline.mu.Lock()
+	stages := c.pipeline.stages
+	c.pipeline.mu.Unlock()
 	// Several replicats of one replica add up under one name.
 	var out []engine.Gauge
 	at := map[[2]string]int{}
@@ -415,12 +416,12 @@ func (c *cluster) Gauges(ctx context.Context) ([]engine.Gauge, error) {
 	return out, nil
 }
 
-// pipeStageError is a stage process that exited on its own.
-type pipeStageError struct {
+// pipelineStageError is a stage process that exited on its own.
+type pipelineStageError struct {
 	kind, node, status, why string
 }
 
-func (e *pipeStageError) Error() string {
+func (e *pipelineStageError) Error() string {
 	msg := fmt.Sprintf("pipeline: the %s for %s exited (%s)", e.kind, e.node, e.status)
 	if e.why != "" {
 		msg += ": " + e.why
@@ -428,21 +429,21 @@ func (e *pipeStageError) Error() string {
 	return msg
 }
 
-// pipeDown is the first stage that exited on its own, nil while all run
+// pipelineDown is the first stage that exited on its own, nil while all run
 // (or without the pipeline scheme). Stages stopped on purpose (Close, or
 // a fault through DoStage) do not count.
-func (c *cluster) pipeDown() error {
-	if c.pipe == nil {
+func (c *cluster) pipelineDown() error {
+	if c.pipeline == nil {
 		return nil
 	}
-	c.pipe.mu.Lock()
-	defer c.pipe.mu.Unlock()
-	for _, s := range c.pipe.stages {
+	c.pipeline.mu.Lock()
+	defer c.pipeline.mu.Unlock()
+	for _, s := range c.pipeline.stages {
 		if s.proc == nil || s.held {
 			continue
 		}
 		if st := s.proc.ExitStatus(); st != "" {
-			e := &pipeStageError{kind: s.cfg.Kind, node: s.node, status: st}
+			e := &pipelineStageError{kind: s.cfg.Kind, node: s.node, status: st}
 			if stats, err := pipeline.ReadStats(s.cfg.Stats); err == nil {
 				e.why = stats.Error
 			}
@@ -454,7 +455,7 @@ func (c *cluster) pipeDown() error {
 
 // Stages implements engine.StageControl: the stages that serve node.
 func (c *cluster) Stages(node string) []string {
-	if c.pipe == nil {
+	if c.pipeline == nil {
 		return nil
 	}
 	return c.plan.stages(node)
@@ -464,19 +465,19 @@ func (c *cluster) Stages(node string) []string {
 // node's stage (a replica's replicats together). A killed or stopped
 // stage resumes where it left off when started again: the extract from
 // its trail's end, a pump from the collector's, a replicat from its
-// checkpoint at the target.
+// checkpoint at the replica.
 func (c *cluster) DoStage(ctx context.Context, node, stage, do string) error {
-	if c.pipe == nil {
+	if c.pipeline == nil {
 		return fmt.Errorf("node %s has no replication stages", node)
 	}
-	c.pipe.mu.Lock()
-	var of []*pipeStage
-	for _, s := range c.pipe.stages {
+	c.pipeline.mu.Lock()
+	var of []*pipelineStage
+	for _, s := range c.pipeline.stages {
 		if s.node == node && s.cfg.Kind == stage {
 			of = append(of, s)
 		}
 	}
-	c.pipe.mu.Unlock()
+	c.pipeline.mu.Unlock()
 	if len(of) == 0 {
 		return fmt.Errorf("node %s has no %s", node, stage)
 	}
@@ -495,16 +496,16 @@ func (c *cluster) DoStage(ctx context.Context, node, stage, do string) error {
 	return nil
 }
 
-func (c *cluster) doStage(ctx context.Context, s *pipeStage, do string) error {
-	c.pipe.mu.Lock()
+func (c *cluster) doStage(ctx context.Context, s *pipelineStage, do string) error {
+	c.pipeline.mu.Lock()
 	p := s.proc
-	c.pipe.mu.Unlock()
+	c.pipeline.mu.Unlock()
 	running := p.PID() != 0
 	what := fmt.Sprintf("the %s for %s", s.cfg.Kind, s.node)
 	hold := func(h bool) {
-		c.pipe.mu.Lock()
+		c.pipeline.mu.Lock()
 		s.held = h
-		c.pipe.mu.Unlock()
+		c.pipeline.mu.Unlock()
 	}
 	switch do {
 	case "kill", "stop":
@@ -545,18 +546,18 @@ func (c *cluster) doStage(ctx context.Context, s *pipeStage, do string) error {
 	return nil
 }
 
-// pipeWaitApplied waits, after a marker arrived, until every replicat has
+// pipelineWaitApplied waits, after a marker arrived, until every replicat has
 // applied the trail as far as it held the marker. With several
 // replicats per replica the marker passes through one of them only; the
 // others may still be behind.
-func (c *cluster) pipeWaitApplied(ctx context.Context) error {
-	if c.pipe == nil || c.plan.pipe.replicats < 2 {
+func (c *cluster) pipelineWaitApplied(ctx context.Context) error {
+	if c.pipeline == nil || c.plan.pipeline.replicats < 2 {
 		return nil
 	}
-	c.pipe.mu.Lock()
-	stages := c.pipe.stages
-	c.pipe.mu.Unlock()
-	var extract *pipeStage
+	c.pipeline.mu.Lock()
+	stages := c.pipeline.stages
+	c.pipeline.mu.Unlock()
+	var extract *pipelineStage
 	for _, s := range stages {
 		if s.cfg.Kind == pipeline.KindExtract {
 			extract = s
@@ -573,15 +574,15 @@ func (c *cluster) pipeWaitApplied(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pipeline: the extract's counters: %w", err)
 	}
-	var stageErr *pipeStageError
-	return engine.Each(stages, func(s *pipeStage) error {
+	var stageErr *pipelineStageError
+	return enginekit.Each(stages, func(s *pipelineStage) error {
 		if s.cfg.Kind != pipeline.KindReplicat {
 			return nil
 		}
-		_, err := engine.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+		_, err := enginekit.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 			st, err := pipeline.ReadStats(s.cfg.Stats)
 			if err != nil || st.Bytes < end.Bytes {
-				if down := c.pipeDown(); down != nil {
+				if down := c.pipelineDown(); down != nil {
 					return false, "", down
 				}
 			}

@@ -73,7 +73,7 @@ replication = "pipeline"
 `+tc.scheme)
 			ctx := context.Background()
 			if err := c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{{Name: "acct",
-				Create: map[string]string{"postgres": "CREATE TABLE acct (id int PRIMARY KEY, bal bigint)",
+				Create: map[engine.Dialect]string{"postgres": "CREATE TABLE acct (id int PRIMARY KEY, bal bigint)",
 					"mysql": "CREATE TABLE acct (id INT PRIMARY KEY, bal BIGINT) ENGINE=InnoDB"}}}}); err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +158,7 @@ replication = "pipeline"
 				if err := engine.DoStage(ctx, c, node, st, "kill"); err != nil {
 					t.Fatalf("kill the %s: %v", st, err)
 				}
-				if err := c.pipeDown(); err != nil {
+				if err := c.pipelineDown(); err != nil {
 					t.Errorf("a stage killed on purpose is taken for a failure: %v", err)
 				}
 				run(t, src, fmt.Sprintf("INSERT INTO acct SELECT g, g FROM generate_series(%d, %d) g", 1000+100*i, 1099+100*i),
@@ -228,7 +228,7 @@ replication = "pipeline"
 			// A stage that dies stops the wait for a marker at once, with
 			// the stage named, instead of after the minute a stalled
 			// replication is given.
-			for _, s := range c.pipe.stages {
+			for _, s := range c.pipeline.stages {
 				if s.cfg.Kind == pipeline.KindReplicat {
 					if err := s.proc.Signal(ctx, syscall.SIGKILL); err != nil {
 						t.Fatal(err)

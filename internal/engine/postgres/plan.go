@@ -47,7 +47,7 @@ type plan struct {
 	fsync       bool
 	fullPage    bool
 	walCompress bool
-	pipe        *pipePlan // replication = "pipeline"
+	pipeline    *pipelinePlan // replication = "pipeline"
 }
 
 // scheme is the [scheme] options as written.
@@ -84,7 +84,7 @@ func makePlan(s *spec.Spec) (*plan, error) {
 		walCompr:   o.Bool("wal_compression"),
 	}
 	if p.replication == Pipeline {
-		p.pipe = readPipePlan(o)
+		p.pipeline = readPipelinePlan(o)
 	}
 	errs.Join(o.Err())
 	var standbys, replicas, masters []string
@@ -227,7 +227,7 @@ func makePlan(s *spec.Spec) (*plan, error) {
 			errs.Add("scheme.conflict", "unknown conflict resolution %q; pglogical offers %s", p.conflict, strings.Join(conflicts, ", "))
 		}
 	}
-	if p.pipe != nil && p.pipe.target == targetMariaDB && s.Workload != nil {
+	if p.pipeline != nil && p.pipeline.sink == sinkMariaDB && s.Workload != nil {
 		// The workload's SQL is PostgreSQL's: reads sent to a replica
 		// would reach MariaDB.
 		if v, _ := s.Workload.Options["reads_at"].(string); strings.TrimSpace(v) == "replica" {
@@ -258,13 +258,13 @@ func makePlan(s *spec.Spec) (*plan, error) {
 // has no pump or collector, and its replicats run in the primary's site
 // but still serve the replica).
 func (p *plan) stages(node string) []string {
-	if p.pipe == nil {
+	if p.pipeline == nil {
 		return nil
 	}
 	if slices.Contains(p.primaries, node) {
 		return []string{pipeline.KindExtract}
 	}
-	if !p.pipe.pump {
+	if !p.pipeline.pump {
 		return []string{pipeline.KindReplicat}
 	}
 	return []string{pipeline.KindPump, pipeline.KindCollector, pipeline.KindReplicat}

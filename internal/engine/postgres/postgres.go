@@ -20,13 +20,17 @@ import (
 	"time"
 
 	"replab/internal/engine"
-	"replab/internal/engine/mariadb"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
 
 // Engine is PostgreSQL.
-type Engine struct{}
+type Engine struct {
+	// Engines finds the engines this one runs servers of (the pipeline
+	// scheme's MariaDB sinks, an engine.SinkRunner): the registry's Get.
+	Engines engine.Finder
+}
 
 // Kind implements engine.Engine.
 func (Engine) Kind() string { return "postgres" }
@@ -44,10 +48,10 @@ func (Engine) InitialCopyBytes(s *spec.Spec, node string) int64 {
 }
 
 // Dialect implements engine.Dialecter.
-func (Engine) Dialect() string { return "postgres" }
+func (Engine) Dialect() engine.Dialect { return engine.Postgres }
 
 // Dialect implements engine.SQL.
-func (c *cluster) Dialect() string { return "postgres" }
+func (c *cluster) Dialect() engine.Dialect { return engine.Postgres }
 
 // A cluster has every capability replab knows but its own lag stamps: the
 // SQL implementation (package lagprobe's replab_lag table) serves it, read
@@ -87,15 +91,18 @@ type cluster struct {
 	stopBg    context.CancelFunc
 	closeOnce sync.Once
 	markerSeq int64
-	lg        *logicalState // logical and snapshot schemes (logical.go)
-	pipe      *pipeState    // the pipeline scheme (pipeline.go)
-	// my are the pipeline's MariaDB targets (pipetarget.go), nil
+	lg        *logicalState  // logical and snapshot schemes (logical.go)
+	pipeline  *pipelineState // the pipeline scheme (pipeline.go)
+	// engines finds the sinks' engine (Engine.Engines); sinks are the
+	// pipeline's MariaDB sinks (pipesink.go), the nodes in sinkNodes, nil
 	// without target = "mariadb".
-	my *mariadb.Servers
+	engines   engine.Finder
+	sinks     engine.Sinks
+	sinkNodes map[string]bool
 }
 
 // Up implements engine.Engine.
-func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Cluster, err error) {
+func (e Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Cluster, err error) {
 	p, err := makePlan(l.Spec)
 	if err != nil {
 		return nil, err
@@ -107,12 +114,12 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if p.replication == Multimaster && !inst.hasExtension("pglogical") {
 		return nil, fmt.Errorf("multi-master needs pglogical: apt-get install postgresql-%d-pglogical", inst.Major)
 	}
-	uid, gid, err := engine.ServerCredentials(ctx)
+	uid, gid, err := enginekit.ServerCredentials(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// Nodes start and copy in parallel: one writer for their lines.
-	c := &cluster{lab: l, plan: p, inst: inst, uid: uid, gid: gid, log: engine.NewLockedWriter(log), byName: map[string]*node{}}
+	c := &cluster{lab: l, plan: p, inst: inst, uid: uid, gid: gid, log: enginekit.NewLockedWriter(log), byName: map[string]*node{}, engines: e.Engines}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -145,7 +152,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 // layout assigns each node its address, port and directories: on its
 // storage (lab.NodeDataDir).
 func (c *cluster) layout() error {
-	addrs, err := engine.NodeAddresses(c.lab, DefaultPort)
+	addrs, err := enginekit.NodeAddresses(c.lab, DefaultPort)
 	if err != nil {
 		return err
 	}
@@ -169,7 +176,7 @@ func (c *cluster) layout() error {
 			sockDir: filepath.Join(sockRoot, sn.Name),
 			logPath: filepath.Join(data, "pg-"+sn.Name+".log"),
 		}
-		if err := engine.MkdirOwned(n.sockDir, c.uid, c.gid); err != nil {
+		if err := enginekit.MkdirOwned(n.sockDir, c.uid, c.gid); err != nil {
 			return err
 		}
 		_ = os.Chmod(n.sockDir, 0o755) // clients (root, other users) connect through it
@@ -180,7 +187,7 @@ func (c *cluster) layout() error {
 }
 
 // asServerUser makes cmd run as the servers' OS user.
-func (c *cluster) asServerUser(cmd *exec.Cmd) { engine.AsUser(cmd, c.uid, c.gid) }
+func (c *cluster) asServerUser(cmd *exec.Cmd) { enginekit.AsUser(cmd, c.uid, c.gid) }
 
 // clusterSettings are the settings every node shares: sized for a small,
 // shared machine (2 cores), with replication and durability from the plan.
@@ -267,8 +274,8 @@ func (c *cluster) Nodes() []engine.Node {
 	for _, n := range c.nodes {
 		en := engine.Node{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, Addr: n.addr, DSN: n.dsn(), Version: c.inst.Version,
 			Writable: slices.Contains(c.plan.primaries, n.Name)}
-		if c.isMy(n.Name) {
-			en.DSN, en.Version = c.my.DSN(n.Name), "MariaDB "+c.my.Version()
+		if c.isSink(n.Name) {
+			en.DSN, en.Version = c.sinks.DSN(n.Name), "MariaDB "+c.sinks.Version()
 		}
 		switch {
 		case n.From != "":
@@ -324,10 +331,10 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 			}
 		}
 	}
-	if err := engine.Each(trips, func(t trip) error { return c.waitMarker(ctx, t.n, t.src, seq) }); err != nil {
+	if err := enginekit.Each(trips, func(t trip) error { return c.waitMarker(ctx, t.n, t.src, seq) }); err != nil {
 		return err
 	}
-	return c.pipeWaitApplied(ctx)
+	return c.pipelineWaitApplied(ctx)
 }
 
 // writeMarker upserts the source's marker. It is bounded: under a
@@ -346,17 +353,17 @@ func (c *cluster) writeMarker(ctx context.Context, n *node, seq int64) error {
 
 // waitMarker polls n until src's marker reaches seq.
 func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64) error {
-	var stageErr *pipeStageError
-	_, err := engine.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+	var stageErr *pipelineStageError
+	_, err := enginekit.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		var got int64
 		var err error
-		if c.isMy(n.Name) {
-			got, err = c.my.QueryInt64(ctx, n.Name, "SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = ?", src)
+		if c.isSink(n.Name) {
+			got, err = c.sinks.QueryInt64(ctx, n.Name, "SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = ?", src)
 		} else {
 			err = n.query1(ctx, "", `SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = $1`, &got, src)
 		}
 		if err == nil && got < seq {
-			err = c.pipeDown() // a stage that died carries nothing more
+			err = c.pipelineDown() // a stage that died carries nothing more
 		}
 		return err == nil && got >= seq, fmt.Sprintf("still at %d", got), err
 	})
@@ -381,8 +388,8 @@ func (c *cluster) Close() error {
 		}
 		c.bg.Wait()
 		c.stopPipeline() // before the servers: a stage finishes what it holds
-		if c.my != nil {
-			c.my.Close()
+		if c.sinks != nil {
+			c.sinks.Close()
 		}
 		var wg sync.WaitGroup
 		for _, n := range c.nodes {

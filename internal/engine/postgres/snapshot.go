@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/units"
 
 	"github.com/jackc/pgx/v5"
@@ -56,7 +56,7 @@ func (c *cluster) refreshRound(ctx context.Context, why string, hook func(contex
 	defer c.lg.mu.Unlock()
 	c.lg.started.Add(1)
 	p := c.byName[c.plan.primaries[0]]
-	err := engine.Each(c.replicas(), func(r *node) error { return c.refreshOne(ctx, why, p, r, hook) })
+	err := enginekit.Each(c.replicas(), func(r *node) error { return c.refreshOne(ctx, why, p, r, hook) })
 	if err == nil {
 		c.lg.rounds.Add(1)
 	}

@@ -10,16 +10,17 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"replab/internal/engine"
-	"replab/internal/workload"
+	"replab/internal/enginekit"
 )
 
 // Open implements engine.SQL: a pgx pool (through database/sql) whose
 // connections are dialled from inside fromSite.
 func (c *cluster) Open(ctx context.Context, name, fromSite string) (*sql.DB, error) {
-	if c.isMy(name) {
-		// A MariaDB target: for readers whose SQL both dialects speak
-		// (the journal's check); the workload runs at the primary.
-		return c.my.Open(ctx, name, fromSite)
+	if c.isSink(name) {
+		// A MariaDB sink: for readers whose SQL both dialects speak
+		// (the check of acknowledged commits); the workload runs at the
+		// primary.
+		return c.sinks.Open(ctx, name, fromSite)
 	}
 	cfg, err := c.connConfig(name, fromSite)
 	if err != nil {
@@ -81,7 +82,7 @@ func (l *copyLoader) Copy(ctx context.Context, table string, columns []string, r
 // Exec implements engine.Loader.
 func (l *copyLoader) Exec(ctx context.Context, q string) error {
 	if _, err := l.conn.Exec(ctx, q); err != nil {
-		return fmt.Errorf("%s: %w", workload.FirstWords(q), err)
+		return fmt.Errorf("%s: %w", enginekit.FirstWords(q), err)
 	}
 	return nil
 }

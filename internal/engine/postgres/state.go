@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 )
 
 // ApplySchema implements engine.Cluster.
@@ -21,9 +22,9 @@ func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 	case Pipeline:
 		// DDL is not carried: the tables are created at every node, and
 		// the publication (FOR ALL TABLES) takes them in.
-		return engine.Each(c.nodes, func(n *node) error {
-			if c.isMy(n.Name) {
-				return c.createMyTables(ctx, n.Name, s)
+		return enginekit.Each(c.nodes, func(n *node) error {
+			if c.isSink(n.Name) {
+				return c.createSinkTables(ctx, n.Name, s)
 			}
 			return createTables(ctx, n, s)
 		})
@@ -36,14 +37,14 @@ func (c *cluster) ApplySchema(ctx context.Context, s engine.Schema) error {
 // createTables runs a schema's PostgreSQL statements on one node.
 func createTables(ctx context.Context, n *node, s engine.Schema) error {
 	for _, t := range s.Tables {
-		ddl, ok := t.Create["postgres"]
+		ddl, ok := t.Create[engine.Postgres]
 		if !ok {
 			return fmt.Errorf("table %s has no PostgreSQL definition", t.Name)
 		}
 		if err := n.exec(ctx, "", ddl); err != nil {
 			return err
 		}
-		for _, ix := range t.Indexes["postgres"] {
+		for _, ix := range t.Indexes[engine.Postgres] {
 			if err := n.exec(ctx, "", ix); err != nil {
 				return err
 			}
@@ -105,7 +106,7 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 		return c.logicalReplicationState(ctx, out)
 	}
 	if c.plan.replication == Pipeline {
-		return c.pipeReplicationState(ctx)
+		return c.pipelineReplicationState(ctx)
 	}
 	return out, nil
 }
@@ -126,12 +127,12 @@ func lsns(sent, write, flush, replay string) []engine.Position {
 // down (stopped or killed) has none.
 func (c *cluster) Processes(ctx context.Context) ([]engine.Process, error) {
 	var out []engine.Process
-	if c.my != nil {
-		my, err := c.my.Processes(ctx)
+	if c.sinks != nil {
+		sp, err := c.sinks.Processes(ctx)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, my...)
+		out = append(out, sp...)
 	}
 	children := childrenByParent()
 	for _, n := range c.nodes {
@@ -145,7 +146,7 @@ func (c *cluster) Processes(ctx context.Context) ([]engine.Process, error) {
 			out = append(out, engine.Process{Node: n.Name, Role: role, PID: pid, Apply: applyRoles[role]})
 		}
 	}
-	return append(out, c.pipeProcesses()...), nil
+	return append(out, c.pipelineProcesses()...), nil
 }
 
 // applyRoles receive or apply changes at a replica.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -88,12 +88,12 @@ func copyRate(done, total int64, el time.Duration) string {
 	return line
 }
 
-// waitFor polls check until it reports done (see engine.Poll): it gives
+// waitFor polls check until it reports done (see enginekit.Poll): it gives
 // up when ctx ends, on a permanent server error, or when the state check
 // describes has not changed for c.flowTimeout(); every 10 s without an end
 // it logs the state.
 func (c *cluster) waitFor(ctx context.Context, check func(context.Context) (bool, string, error)) (string, error) {
-	return engine.Poll{Stall: c.flowTimeout(), Permanent: permanent, Log: func(state string) {
+	return enginekit.Poll{Stall: c.flowTimeout(), Permanent: permanent, Log: func(state string) {
 		c.logf("  … still waiting: %s\n", state)
 	}}.Until(ctx, check)
 }

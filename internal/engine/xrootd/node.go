@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/spec"
 	"replab/internal/xrd"
@@ -27,7 +27,7 @@ type node struct {
 	addr netip.AddrPort
 	base string // everything of the node lives under base
 
-	proc atomic.Pointer[engine.Proc] // nil before the first start
+	proc atomic.Pointer[enginekit.Proc] // nil before the first start
 }
 
 func (n *node) dataDir() string  { return filepath.Join(n.base, "data") }
@@ -58,7 +58,7 @@ func (n *node) config() string {
 // it answers.
 func (n *node) create(ctx context.Context) error {
 	for _, d := range []string{n.base, n.adminDir(), filepath.Join(n.base, "log")} {
-		if err := engine.MkdirOwned(d, n.c.uid, n.c.gid); err != nil {
+		if err := enginekit.MkdirOwned(d, n.c.uid, n.c.gid); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
@@ -96,14 +96,14 @@ func (e *silentExit) Error() string {
 // until it answers a ping from that site.
 func (n *node) start(ctx context.Context) error {
 	cmd := exec.Command(serverBin, "-c", n.cfgPath(), "-l", filepath.Join(n.base, "log", "xrootd.log"), "-n", n.Name, "-I", "v4")
-	engine.AsUser(cmd, n.c.uid, n.c.gid)
+	enginekit.AsUser(cmd, n.c.uid, n.c.gid)
 	out, err := os.OpenFile(filepath.Join(n.base, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
-	sv, err := engine.StartProc(n.site, cmd)
+	sv, err := enginekit.StartProc(n.site, cmd)
 	if err != nil {
 		return fmt.Errorf("start xrootd: %w", err)
 	}
@@ -147,7 +147,7 @@ func (n *node) ping(ctx context.Context, timeout time.Duration) error {
 func (n *node) logTail() string {
 	for _, p := range []string{n.logPath(), filepath.Join(n.base, "stdout.log")} {
 		if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
-			return engine.LastLines(string(b), 4)
+			return enginekit.LastLines(string(b), 4)
 		}
 	}
 	return noLog

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/pagedata"
 	"replab/internal/spec"
@@ -107,15 +108,15 @@ var (
 )
 
 type cluster struct {
-	engine.ProcNodes // node control and pausing
-	lab              *lab.Lab
-	plan             *plan
-	version          string
-	uid, gid         int
-	log              io.Writer
-	nodes            []*node
-	byName           map[string]*node
-	once             sync.Once
+	enginekit.ProcNodes // node control and pausing
+	lab                 *lab.Lab
+	plan                *plan
+	version             string
+	uid, gid            int
+	log                 io.Writer
+	nodes               []*node
+	byName              map[string]*node
+	once                sync.Once
 }
 
 // Up implements engine.Engine: each node's data set is written, then
@@ -130,15 +131,15 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 	if err != nil {
 		return nil, err
 	}
-	uid, gid, err := engine.ServerCredentials(ctx)
+	uid, gid, err := enginekit.ServerCredentials(ctx)
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := engine.NodeAddresses(l, DefaultPort)
+	addrs, err := enginekit.NodeAddresses(l, DefaultPort)
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{lab: l, plan: p, version: version, uid: uid, gid: gid, log: engine.NewLockedWriter(log), byName: map[string]*node{}}
+	c := &cluster{lab: l, plan: p, version: version, uid: uid, gid: gid, log: enginekit.NewLockedWriter(log), byName: map[string]*node{}}
 	c.ProcNodes = c.procNodes()
 	defer func() {
 		if err != nil {
@@ -156,7 +157,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clust
 		c.byName[sn.Name] = n
 	}
 	start := time.Now()
-	if err := engine.Each(c.nodes, func(n *node) error { return n.create(ctx) }); err != nil {
+	if err := enginekit.Each(c.nodes, func(n *node) error { return n.create(ctx) }); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(c.log, "xrootd: %d node(s) serve %d file(s) of %s each (%.1f s)\n", len(c.nodes), p.files, units.Bytes(float64(p.fileSize)), time.Since(start).Seconds())
@@ -195,7 +196,7 @@ func (c *cluster) Nodes() []engine.Node {
 // WaitFlowing implements engine.Cluster: nothing replicates; every
 // running server must answer.
 func (c *cluster) WaitFlowing(ctx context.Context) error {
-	return engine.Each(c.nodes, func(n *node) error {
+	return enginekit.Each(c.nodes, func(n *node) error {
 		if n.pid() == 0 {
 			return fmt.Errorf("node %s is not running", n.Name)
 		}
@@ -251,10 +252,10 @@ func filePath(i int) string { return fmt.Sprintf("/replab/pages-%04d.bin", i) }
 // user.
 func (n *node) writeData() error {
 	dir := filepath.Join(n.dataDir(), "replab")
-	if err := engine.MkdirOwned(n.dataDir(), n.c.uid, n.c.gid); err != nil {
+	if err := enginekit.MkdirOwned(n.dataDir(), n.c.uid, n.c.gid); err != nil {
 		return err
 	}
-	if err := engine.MkdirOwned(dir, n.c.uid, n.c.gid); err != nil {
+	if err := enginekit.MkdirOwned(dir, n.c.uid, n.c.gid); err != nil {
 		return err
 	}
 	for i := range n.c.plan.files {

@@ -15,7 +15,7 @@ import (
 
 var Factory = workload.Factory{Kind: "counter", New: func(o *workload.Options) (workload.Workload, error) {
 	w := &Workload{n: o.Int("counters", 100, 1, 1_000_000), dialect: o.Dialect}
-	if o.Dialect != "postgres" && o.Dialect != "mysql" {
+	if o.Dialect != engine.Postgres && o.Dialect != engine.MySQL {
 		return nil, workload.ErrNoDialect("counter", o.Dialect)
 	}
 	return w, nil
@@ -23,7 +23,7 @@ var Factory = workload.Factory{Kind: "counter", New: func(o *workload.Options) (
 
 type Workload struct {
 	n       int64
-	dialect string
+	dialect engine.Dialect
 }
 
 func (w *Workload) Name() string     { return "counter" }
@@ -31,7 +31,7 @@ func (w *Workload) TotalRows() int64 { return w.n }
 
 func (w *Workload) Schema() engine.Schema {
 	ddl := "CREATE TABLE counter (id bigint PRIMARY KEY, v bigint NOT NULL)"
-	return engine.Schema{Tables: []engine.Table{{Name: "counter", Create: map[string]string{"postgres": ddl, "mysql": ddl}}}}
+	return engine.Schema{Tables: []engine.Table{{Name: "counter", Create: map[engine.Dialect]string{engine.Postgres: ddl, engine.MySQL: ddl}}}}
 }
 
 func (w *Workload) Load(ctx context.Context, l workload.Loader, progress func(int64)) error {
@@ -42,7 +42,7 @@ func (w *Workload) Load(ctx context.Context, l workload.Loader, progress func(in
 
 func (w *Workload) Transactions() []workload.TxType {
 	q := "UPDATE counter SET v = v + 1 WHERE id = $1"
-	if w.dialect == "mysql" {
+	if w.dialect == engine.MySQL {
 		q = "UPDATE counter SET v = v + 1 WHERE id = ?"
 	}
 	return []workload.TxType{{Name: "bump", Weight: 1,

@@ -34,7 +34,7 @@ type Workload struct {
 	weights  [3]int // insert, update, delete
 	rowBytes int
 	seed     uint64
-	dialect  string
+	dialect  engine.Dialect
 	// operations > 0: the measure phase runs this many operations
 	// (rounded up to whole transactions), as the study's 1M, 3M, 6M.
 	operations int64
@@ -90,9 +90,9 @@ func (w *Workload) Schema() engine.Schema {
 	var s engine.Schema
 	for i := 0; i < w.tables; i++ {
 		t := table(i)
-		s.Tables = append(s.Tables, engine.Table{Name: t, Create: map[string]string{
-			"postgres": "CREATE TABLE " + t + " (id bigint PRIMARY KEY, grp int NOT NULL, n bigint NOT NULL, payload text NOT NULL)",
-			"mysql":    "CREATE TABLE " + t + " (id bigint PRIMARY KEY, grp int NOT NULL, n bigint NOT NULL, payload text NOT NULL)",
+		s.Tables = append(s.Tables, engine.Table{Name: t, Create: map[engine.Dialect]string{
+			engine.Postgres: "CREATE TABLE " + t + " (id bigint PRIMARY KEY, grp int NOT NULL, n bigint NOT NULL, payload text NOT NULL)",
+			engine.MySQL:    "CREATE TABLE " + t + " (id bigint PRIMARY KEY, grp int NOT NULL, n bigint NOT NULL, payload text NOT NULL)",
 		}})
 	}
 	return s
@@ -106,9 +106,9 @@ func (w *Workload) TotalRows() int64 { return w.rows * int64(w.tables) }
 func (w *Workload) DataBytes() int64 { return w.TotalRows() * int64(w.rowBytes+50) }
 
 // stmtSQL holds each table's statements per dialect, built by stmts.
-var stmtSQL = map[string]struct{ insert, update, delete string }{
-	"postgres": {"INSERT INTO %s (id, grp, n, payload) VALUES ($1, $2, 0, $3)", "UPDATE %s SET n = n + 1, payload = $2 WHERE id = $1", "DELETE FROM %s WHERE id = $1"},
-	"mysql":    {"INSERT INTO %s (id, grp, n, payload) VALUES (?, ?, 0, ?)", "UPDATE %s SET n = n + 1, payload = ? WHERE id = ?", "DELETE FROM %s WHERE id = ?"},
+var stmtSQL = map[engine.Dialect]struct{ insert, update, delete string }{
+	engine.Postgres: {"INSERT INTO %s (id, grp, n, payload) VALUES ($1, $2, 0, $3)", "UPDATE %s SET n = n + 1, payload = $2 WHERE id = $1", "DELETE FROM %s WHERE id = $1"},
+	engine.MySQL:    {"INSERT INTO %s (id, grp, n, payload) VALUES (?, ?, 0, ?)", "UPDATE %s SET n = n + 1, payload = ? WHERE id = ?", "DELETE FROM %s WHERE id = ?"},
 }
 
 // Transactions implements workload.Workload: one type, "dml", of
@@ -147,7 +147,7 @@ func (w *Workload) ops(r *rand.Rand) []op {
 			out[k] = op{"i" + ts, []any{id, int(id % 100), w.payload(r)}}
 		case x < w.weights[0]+w.weights[1]:
 			id := w.existing(r, t)
-			if w.dialect == "mysql" {
+			if w.dialect == engine.MySQL {
 				out[k] = op{"u" + ts, []any{w.payload(r), id}}
 			} else {
 				out[k] = op{"u" + ts, []any{id, w.payload(r)}}
@@ -238,7 +238,7 @@ func (w *Workload) Load(ctx context.Context, l workload.Loader, progress func(ro
 	}
 	for t := 0; t < w.tables; t++ {
 		analyze := "ANALYZE " + table(t)
-		if w.dialect == "mysql" {
+		if w.dialect == engine.MySQL {
 			analyze = "ANALYZE TABLE " + table(t)
 		}
 		if err := l.Exec(ctx, analyze); err != nil {

@@ -11,7 +11,7 @@ import (
 	"replab/internal/workload"
 )
 
-// On an engine that stores records (engine.DialectKV: Berkeley DB Java
+// On an engine that stores records (engine.KV: Berkeley DB Java
 // Edition), each insert is a put through the cluster's own protocol, one
 // client connection per user, with the lag stamp in the same transaction.
 
@@ -27,10 +27,10 @@ var _ workload.Connector = (*Workload)(nil)
 // client per user, from the client's site; nothing on an SQL one (the
 // driver connects).
 func (w *Workload) Connect(ctx context.Context, env workload.ConnectEnv) error {
-	if w.dialect != engine.DialectKV {
+	if w.dialect != engine.KV {
 		return nil
 	}
-	kv, ok := env.Cluster.(engine.KV)
+	kv, ok := env.Cluster.(engine.KVStore)
 	if !ok {
 		return fmt.Errorf("kv-insert: the cluster (%T) takes neither SQL nor key-value puts", env.Cluster)
 	}

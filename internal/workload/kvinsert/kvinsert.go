@@ -34,7 +34,7 @@ type Workload struct {
 	keyBytes   int
 	valueBytes int
 	seed       uint64
-	dialect    string
+	dialect    engine.Dialect
 
 	kv kvClients // on a key-value cluster
 
@@ -52,7 +52,7 @@ func New(o *workload.Options) (workload.Workload, error) {
 		seed:       uint64(o.Seed),
 		dialect:    o.Dialect,
 	}
-	if _, ok := insertSQL[o.Dialect]; !ok && o.Dialect != engine.DialectKV {
+	if _, ok := insertSQL[o.Dialect]; !ok && o.Dialect != engine.KV {
 		return nil, workload.ErrNoDialect("kv-insert", o.Dialect)
 	}
 	var b [8]byte
@@ -69,9 +69,9 @@ func (w *Workload) Name() string { return "kv-insert" }
 func (w *Workload) Schema() engine.Schema {
 	return engine.Schema{Tables: []engine.Table{{
 		Name: "kv",
-		Create: map[string]string{
-			"postgres": "CREATE TABLE kv (k bytea NOT NULL, v bytea NOT NULL, PRIMARY KEY (k))",
-			"mysql":    fmt.Sprintf("CREATE TABLE kv (k varbinary(%d) NOT NULL, v varbinary(%d) NOT NULL, PRIMARY KEY (k))", w.keyBytes, w.valueBytes),
+		Create: map[engine.Dialect]string{
+			engine.Postgres: "CREATE TABLE kv (k bytea NOT NULL, v bytea NOT NULL, PRIMARY KEY (k))",
+			engine.MySQL:    fmt.Sprintf("CREATE TABLE kv (k varbinary(%d) NOT NULL, v varbinary(%d) NOT NULL, PRIMARY KEY (k))", w.keyBytes, w.valueBytes),
 		},
 	}}}
 }
@@ -85,15 +85,15 @@ func (w *Workload) DataBytes() int64 {
 // TotalRows implements workload.Workload: the preloaded rows.
 func (w *Workload) TotalRows() int64 { return w.preload }
 
-var insertSQL = map[string]string{
-	"postgres": "INSERT INTO kv (k, v) VALUES ($1, $2)",
-	"mysql":    "INSERT INTO kv (k, v) VALUES (?, ?)",
+var insertSQL = map[engine.Dialect]string{
+	engine.Postgres: "INSERT INTO kv (k, v) VALUES ($1, $2)",
+	engine.MySQL:    "INSERT INTO kv (k, v) VALUES (?, ?)",
 }
 
 // Transactions implements workload.Workload: "insert", one new record
 // per transaction — an SQL INSERT, or a put into a key-value store.
 func (w *Workload) Transactions() []workload.TxType {
-	if w.dialect == engine.DialectKV {
+	if w.dialect == engine.KV {
 		return []workload.TxType{{Name: "insert", Weight: 100, Op: w.put}}
 	}
 	return []workload.TxType{{Name: "insert", Weight: 100, Statements: []workload.Statement{{Name: "insert", SQL: insertSQL[w.dialect]}},

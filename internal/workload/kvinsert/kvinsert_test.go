@@ -11,11 +11,12 @@ import (
 	"sync"
 	"testing"
 
+	"replab/internal/engine"
 	"replab/internal/workload"
 	"replab/internal/workload/workloadtest"
 )
 
-func build(t *testing.T, seed int, options, dialect string) (*Workload, error) {
+func build(t *testing.T, seed int, options string, dialect engine.Dialect) (*Workload, error) {
 	t.Helper()
 	w, err := workloadtest.Build(t, Factory, seed, options, dialect)
 	if err != nil {
@@ -24,7 +25,7 @@ func build(t *testing.T, seed int, options, dialect string) (*Workload, error) {
 	return w.(*Workload), nil
 }
 
-func mustBuild(t *testing.T, seed int, options, dialect string) *Workload {
+func mustBuild(t *testing.T, seed int, options string, dialect engine.Dialect) *Workload {
 	t.Helper()
 	w, err := build(t, seed, options, dialect)
 	if err != nil {
@@ -176,11 +177,14 @@ func TestKeyTakesItsLeadingBytesFromTheUsersStream(t *testing.T) {
 }
 
 func TestSchemaAndStatementsPerDialect(t *testing.T) {
-	for _, tc := range []struct{ dialect, create, insert string }{
+	for _, tc := range []struct {
+		dialect        engine.Dialect
+		create, insert string
+	}{
 		{"postgres", "CREATE TABLE kv (k bytea NOT NULL, v bytea NOT NULL, PRIMARY KEY (k))", "INSERT INTO kv (k, v) VALUES ($1, $2)"},
 		{"mysql", "CREATE TABLE kv (k varbinary(12) NOT NULL, v varbinary(300) NOT NULL, PRIMARY KEY (k))", "INSERT INTO kv (k, v) VALUES (?, ?)"},
 	} {
-		t.Run(tc.dialect, func(t *testing.T) {
+		t.Run(string(tc.dialect), func(t *testing.T) {
 			w := mustBuild(t, 1, "key_bytes = 12\nvalue_bytes = 300", tc.dialect)
 			s := w.Schema()
 			if len(s.Tables) != 1 || s.Tables[0].Name != "kv" || s.Tables[0].Create[tc.dialect] != tc.create {

@@ -53,11 +53,11 @@ func (w *Workload) Load(ctx context.Context, l workload.Loader, progress func(ro
 	if progress != nil && src.reported != done {
 		progress(done)
 	}
-	if w.dialect == engine.DialectKV {
+	if w.dialect == engine.KV {
 		return nil // a key-value store has no statistics to gather
 	}
 	analyze := "ANALYZE kv"
-	if w.dialect == "mysql" {
+	if w.dialect == engine.MySQL {
 		analyze = "ANALYZE TABLE kv"
 	}
 	return l.Exec(ctx, analyze)

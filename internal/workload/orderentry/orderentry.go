@@ -59,7 +59,7 @@ type Workload struct {
 	delayMax   time.Duration
 	users      int // [run] users: how the customers are shared out
 	seed       uint64
-	dialect    string
+	dialect    engine.Dialect
 
 	keys *keys
 
@@ -100,7 +100,7 @@ func New(o *workload.Options) (workload.Workload, error) {
 	if o.Spec != nil && o.Spec.Run.Users > 0 {
 		w.users = o.Spec.Run.Users
 	}
-	if o.Dialect != "postgres" && o.Dialect != "mysql" {
+	if o.Dialect != engine.Postgres && o.Dialect != engine.MySQL {
 		return nil, workload.ErrNoDialect("order-entry", o.Dialect)
 	}
 	var b [8]byte
@@ -151,8 +151,8 @@ func (w *Workload) Name() string { return "order-entry" }
 func (w *Workload) Schema() engine.Schema {
 	var s engine.Schema
 	for _, t := range tables {
-		et := engine.Table{Name: t.name, Create: map[string]string{}, Indexes: map[string][]string{}}
-		for _, d := range []string{"postgres", "mysql"} {
+		et := engine.Table{Name: t.name, Create: map[engine.Dialect]string{}, Indexes: map[engine.Dialect][]string{}}
+		for _, d := range []engine.Dialect{engine.Postgres, engine.MySQL} {
 			et.Create[d] = t.create(d)
 			et.Indexes[d] = t.indexes()
 		}

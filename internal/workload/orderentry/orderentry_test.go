@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"replab/internal/engine"
 	"replab/internal/spec"
 	"replab/internal/workload"
 	"replab/internal/workload/gendata"
 	"replab/internal/workload/workloadtest"
 )
 
-func build(t *testing.T, seed int, options, dialect string) (*Workload, error) {
+func build(t *testing.T, seed int, options string, dialect engine.Dialect) (*Workload, error) {
 	t.Helper()
 	w, err := workloadtest.Build(t, Factory, seed, options, dialect)
 	if err != nil {
@@ -26,7 +27,7 @@ func build(t *testing.T, seed int, options, dialect string) (*Workload, error) {
 	return w.(*Workload), nil
 }
 
-func mustBuild(t *testing.T, seed int, options, dialect string) *Workload {
+func mustBuild(t *testing.T, seed int, options string, dialect engine.Dialect) *Workload {
 	t.Helper()
 	w, err := build(t, seed, options, dialect)
 	if err != nil {
@@ -408,7 +409,7 @@ func TestStatementsInBothDialects(t *testing.T) {
 			t.Errorf("%s: MySQL form %q", name, my)
 		}
 	}
-	for _, d := range []string{"postgres", "mysql"} {
+	for _, d := range []engine.Dialect{engine.Postgres, engine.MySQL} {
 		w := mustBuild(t, 1, "", d)
 		for _, tb := range w.Schema().Tables {
 			ddl := tb.Create[d]

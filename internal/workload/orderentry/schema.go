@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"replab/internal/engine"
 )
 
 // The schema is Swingbench's order entry (SOE) in its names and columns,
@@ -21,9 +23,9 @@ type column struct {
 	null bool
 }
 
-func (c column) sqlType(dialect string) string {
+func (c column) sqlType(dialect engine.Dialect) string {
 	if c.typ == "ts" {
-		if dialect == "mysql" {
+		if dialect == engine.MySQL {
 			return "datetime"
 		}
 		return "timestamp(0)"
@@ -48,7 +50,7 @@ type table struct {
 }
 
 // create is the CREATE TABLE statement in dialect.
-func (t *table) create(dialect string) string {
+func (t *table) create(dialect engine.Dialect) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "CREATE TABLE %s (", t.name)
 	for _, c := range t.cols {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"time"
 
+	"replab/internal/engine"
 	"replab/internal/workload"
 )
 
@@ -32,8 +33,8 @@ type stmtDef struct {
 var placeholder = regexp.MustCompile(`\$[0-9]+`)
 
 // in is the statement in dialect.
-func (s stmtDef) in(dialect string) string {
-	if dialect == "mysql" {
+func (s stmtDef) in(dialect engine.Dialect) string {
+	if dialect == engine.MySQL {
 		return placeholder.ReplaceAllString(s.sql, "?")
 	}
 	return s.sql

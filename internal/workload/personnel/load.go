@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"replab/internal/engine"
 	"replab/internal/workload"
 	"replab/internal/workload/gendata"
 )
@@ -35,7 +36,7 @@ func (w *Workload) analyze() string {
 	for i, t := range tables {
 		names[i] = t.name
 	}
-	if w.dialect == "mysql" {
+	if w.dialect == engine.MySQL {
 		return "ANALYZE TABLE " + strings.Join(names, ", ")
 	}
 	return "ANALYZE " + strings.Join(names, ", ")

@@ -30,7 +30,7 @@ type Workload struct {
 	readPct   int
 	readsAt   string
 	seed      uint64
-	dialect   string
+	dialect   engine.Dialect
 
 	totalOnce sync.Once
 	total     int64
@@ -63,13 +63,13 @@ func readsAt(v string) string {
 // Name implements workload.Workload.
 func (w *Workload) Name() string { return "personnel" }
 
-// Schema implements workload.Workload: the 14 tables, each with a
-// "postgres" and a "mysql" CREATE TABLE.
+// Schema implements workload.Workload: the 14 tables, each with an
+// engine.Postgres and an engine.MySQL CREATE TABLE.
 func (w *Workload) Schema() engine.Schema {
 	var s engine.Schema
 	for _, t := range tables {
 		ddl := t.create()
-		s.Tables = append(s.Tables, engine.Table{Name: t.name, Create: map[string]string{"postgres": ddl, "mysql": ddl}})
+		s.Tables = append(s.Tables, engine.Table{Name: t.name, Create: map[engine.Dialect]string{engine.Postgres: ddl, engine.MySQL: ddl}})
 	}
 	return s
 }

@@ -9,12 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"replab/internal/engine"
 	"replab/internal/workload"
 	"replab/internal/workload/gendata"
 	"replab/internal/workload/workloadtest"
 )
 
-func build(t *testing.T, seed int, options, dialect string) (*Workload, error) {
+func build(t *testing.T, seed int, options string, dialect engine.Dialect) (*Workload, error) {
 	t.Helper()
 	w, err := workloadtest.Build(t, Factory, seed, options, dialect)
 	if err != nil {
@@ -23,7 +24,7 @@ func build(t *testing.T, seed int, options, dialect string) (*Workload, error) {
 	return w.(*Workload), nil
 }
 
-func mustBuild(t *testing.T, seed int, options, dialect string) *Workload {
+func mustBuild(t *testing.T, seed int, options string, dialect engine.Dialect) *Workload {
 	t.Helper()
 	w, err := build(t, seed, options, dialect)
 	if err != nil {
@@ -192,7 +193,7 @@ func TestSchemaHasFourteenTablesWithPrimaryKeys(t *testing.T) {
 		t.Fatalf("%d tables, want 14", len(s.Tables))
 	}
 	for _, tbl := range s.Tables {
-		for _, d := range []string{"postgres", "mysql"} {
+		for _, d := range []engine.Dialect{engine.Postgres, engine.MySQL} {
 			ddl := tbl.Create[d]
 			if !strings.HasPrefix(ddl, "CREATE TABLE "+tbl.Name+" (") || !strings.Contains(ddl, "PRIMARY KEY (") {
 				t.Errorf("%s %s: %q", tbl.Name, d, ddl)
@@ -202,17 +203,20 @@ func TestSchemaHasFourteenTablesWithPrimaryKeys(t *testing.T) {
 			}
 		}
 	}
-	if per := s.Tables[4]; per.Name != "per" || !strings.Contains(per.Create["postgres"], "per_dscrptn_text varchar(4000) NOT NULL") {
-		t.Errorf("per: %q", per.Create["postgres"])
+	if per := s.Tables[4]; per.Name != "per" || !strings.Contains(per.Create[engine.Postgres], "per_dscrptn_text varchar(4000) NOT NULL") {
+		t.Errorf("per: %q", per.Create[engine.Postgres])
 	}
 }
 
 func TestStatementsUseTheDialectsPlaceholders(t *testing.T) {
-	for _, tc := range []struct{ dialect, update, lookup string }{
+	for _, tc := range []struct {
+		dialect        engine.Dialect
+		update, lookup string
+	}{
 		{"postgres", "UPDATE per SET per_dscrptn_text = $1 WHERE per_id = $2", "per_id = $1"},
 		{"mysql", "UPDATE per SET per_dscrptn_text = ? WHERE per_id = ?", "per_id = ?"},
 	} {
-		t.Run(tc.dialect, func(t *testing.T) {
+		t.Run(string(tc.dialect), func(t *testing.T) {
 			types := mustBuild(t, 1, "read_pct = 30", tc.dialect).Transactions()
 			if len(types) != 2 || types[0].Name != "update" || types[0].Weight != 70 || types[1].Name != "lookup" || types[1].Weight != 30 {
 				t.Fatalf("types %+v", types)

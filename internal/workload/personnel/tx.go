@@ -5,23 +5,24 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"replab/internal/engine"
 	"replab/internal/workload"
 )
 
 // placeholders are each dialect's parameter markers for $1, $2.
-var placeholders = map[string][2]string{
-	"postgres": {"$1", "$2"},
-	"mysql":    {"?", "?"},
+var placeholders = map[engine.Dialect][2]string{
+	engine.Postgres: {"$1", "$2"},
+	engine.MySQL:    {"?", "?"},
 }
 
 // UpdateSQL is the study's transaction: a new description for one person.
-func UpdateSQL(dialect string) string {
+func UpdateSQL(dialect engine.Dialect) string {
 	p := placeholders[dialect]
 	return "UPDATE per SET per_dscrptn_text = " + p[0] + " WHERE per_id = " + p[1]
 }
 
 // LookupSQL reads one person, as a user at a snapshot site would.
-func LookupSQL(dialect string) string {
+func LookupSQL(dialect engine.Dialect) string {
 	return "SELECT per_last_nm, per_frst_nm, per_birth_clndr_dt, per_dscrptn_text FROM per WHERE per_id = " + placeholders[dialect][0]
 }
 

@@ -13,7 +13,7 @@ import (
 // one, and the statements after it (indexes, constraints, comments) run
 // after it. Statements before the first CREATE TABLE (a type, an
 // extension) run just before it.
-func parseSchema(file, text, dialect string) (engine.Schema, error) {
+func parseSchema(file, text string, dialect engine.Dialect) (engine.Schema, error) {
 	var s engine.Schema
 	var before []string
 	sc := newScanner(file, text, dialect, false, false)
@@ -32,7 +32,7 @@ func parseSchema(file, text, dialect string) (engine.Schema, error) {
 				ddl = strings.Join(append(before, ddl), ";\n")
 				before = nil
 			}
-			s.Tables = append(s.Tables, engine.Table{Name: name, Create: map[string]string{dialect: ddl}, Indexes: map[string][]string{}})
+			s.Tables = append(s.Tables, engine.Table{Name: name, Create: map[engine.Dialect]string{dialect: ddl}, Indexes: map[engine.Dialect][]string{}})
 			continue
 		}
 		if len(s.Tables) == 0 {
@@ -86,7 +86,7 @@ type loadStep struct {
 
 // parseLoad reads a load file: SQL statements and COPY … FROM STDIN
 // blocks, whose data lines end at a line "\.".
-func parseLoad(file, text, dialect string) ([]loadStep, error) {
+func parseLoad(file, text string, dialect engine.Dialect) ([]loadStep, error) {
 	var out []loadStep
 	sc := newScanner(file, text, dialect, false, false)
 	for {
@@ -238,7 +238,7 @@ func (w *Workload) insert(target string, rows [][]*string) string {
 // literal quotes s as a string constant of the dialect.
 func (w *Workload) literal(s string) string {
 	s = strings.ReplaceAll(s, "'", "''")
-	if w.dialect == "mysql" {
+	if w.dialect == engine.MySQL {
 		s = strings.ReplaceAll(s, `\`, `\\`)
 	}
 	return "'" + s + "'"

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"replab/internal/engine"
 	"replab/internal/workload"
 )
 
@@ -81,9 +82,9 @@ var unsupported = map[string]string{
 	"endpipeline":   "replab pipelines scripts without \\gset or \\sleep by itself",
 }
 
-// Parse reads a pgbench script. dialect ("postgres" or "mysql") gives the
+// Parse reads a pgbench script. dialect (engine.Postgres or engine.MySQL) gives the
 // placeholders variables become. Errors are file:line:column.
-func Parse(file, text, dialect string) (*Script, error) {
+func Parse(file, text string, dialect engine.Dialect) (*Script, error) {
 	sc := &Script{File: file, ReadOnly: true, Batchable: true}
 	s := newScanner(file, text, dialect, true, true)
 	var open []int // the \if / \elif / \else commands not yet closed

@@ -3,6 +3,8 @@ package script
 import (
 	"strconv"
 	"strings"
+
+	"replab/internal/engine"
 )
 
 // scanner splits a file into SQL statements and meta-commands as psql's
@@ -14,12 +16,12 @@ type scanner struct {
 	i       int
 	line    int
 	col     int
-	dialect string
+	dialect engine.Dialect
 	vars    bool // replace :name by placeholders (transaction files)
 	meta    bool // backslash commands allowed
 }
 
-func newScanner(file, text, dialect string, vars, meta bool) *scanner {
+func newScanner(file, text string, dialect engine.Dialect, vars, meta bool) *scanner {
 	return &scanner{file: file, text: text, line: 1, col: 1, dialect: dialect, vars: vars, meta: meta}
 }
 
@@ -90,7 +92,7 @@ func (s *scanner) next() (piece, error) {
 			return s.metaCommand()
 		case c == '\\':
 			return pc, s.errf(s.here(), "backslash commands are not allowed in this file")
-		case strings.HasPrefix(t, "--") || c == '#' && s.dialect == "mysql":
+		case strings.HasPrefix(t, "--") || c == '#' && s.dialect == engine.MySQL:
 			j := strings.IndexByte(t, '\n')
 			if j < 0 {
 				j = len(t)
@@ -119,10 +121,10 @@ func (s *scanner) next() (piece, error) {
 			}
 			b.WriteString(t[:j])
 			s.advance(j)
-		case c == '\'' || c == '"' || c == '`' && s.dialect == "mysql":
+		case c == '\'' || c == '"' || c == '`' && s.dialect == engine.MySQL:
 			startContent()
 			p := s.here()
-			escapes := s.dialect == "mysql" && c != '`'
+			escapes := s.dialect == engine.MySQL && c != '`'
 			if c == '\'' && b.Len() > 0 {
 				prev := b.String()[b.Len()-1]
 				if (prev == 'E' || prev == 'e') && (b.Len() == 1 || !isIdentChar(b.String()[b.Len()-2])) {
@@ -150,7 +152,7 @@ func (s *scanner) next() (piece, error) {
 			}
 			b.WriteString(t[:j])
 			s.advance(j)
-		case c == '$' && s.dialect != "mysql" && (b.Len() == 0 || !isIdentChar(b.String()[b.Len()-1])) && dollarTag(t) != "":
+		case c == '$' && s.dialect != engine.MySQL && (b.Len() == 0 || !isIdentChar(b.String()[b.Len()-1])) && dollarTag(t) != "":
 			startContent()
 			p := s.here()
 			tag := dollarTag(t)
@@ -183,7 +185,7 @@ func (s *scanner) next() (piece, error) {
 			}
 			pc.params = append(pc.params, t[1:j])
 			pc.paramPos = append(pc.paramPos, s.here())
-			if s.dialect == "mysql" {
+			if s.dialect == engine.MySQL {
 				b.WriteByte('?')
 			} else {
 				b.WriteString("$" + strconv.Itoa(len(pc.params)))

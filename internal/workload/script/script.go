@@ -25,7 +25,7 @@ const MaxScale = 1_000_000
 
 // Workload runs transaction scripts chosen by weight.
 type Workload struct {
-	dialect string
+	dialect engine.Dialect
 	scale   int64
 	seed    int64
 	readsAt string
@@ -56,7 +56,7 @@ func New(o *workload.Options) (workload.Workload, error) {
 		readsAt: o.String("reads_at", "source", "source", "replica"),
 		users:   map[int]*env{},
 	}
-	if o.Dialect != "postgres" && o.Dialect != "mysql" {
+	if o.Dialect != engine.Postgres && o.Dialect != engine.MySQL {
 		return nil, workload.ErrNoDialect("script", o.Dialect)
 	}
 	dir := "."

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"replab/internal/engine"
 	"replab/internal/workload"
 	"replab/internal/workload/workloadtest"
 )
@@ -26,7 +27,7 @@ func TestOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := w.Schema()
-	if len(s.Tables) != 1 || s.Tables[0].Name != "kv" || len(s.Tables[0].Indexes["postgres"]) != 1 {
+	if len(s.Tables) != 1 || s.Tables[0].Name != "kv" || len(s.Tables[0].Indexes[engine.Postgres]) != 1 {
 		t.Errorf("schema %+v", s)
 	}
 	if w.TotalRows() != 2 {

@@ -46,7 +46,7 @@ seed = %d
 
 // Build makes f's workload from option lines in dialect, as replab would;
 // an option error comes back as the registry reports it.
-func Build(t testing.TB, f workload.Factory, seed int, options, dialect string) (workload.Workload, error) {
+func Build(t testing.TB, f workload.Factory, seed int, options string, dialect engine.Dialect) (workload.Workload, error) {
 	t.Helper()
 	s, err := spec.Parse("unit.toml", []byte(Spec(f.Kind, seed, options)))
 	if err != nil {
@@ -91,7 +91,7 @@ func CheckDocs(t *testing.T, engines *engine.Registry, docPath string, f workloa
 		if err != nil {
 			t.Errorf("block %d: %v", i+1, err)
 		}
-		dialect := "postgres" // a block without [engine] is wrapped for PostgreSQL
+		dialect := engine.Postgres // a block without [engine] is wrapped for PostgreSQL
 		if e != nil {
 			dialect = engine.DialectOf(e)
 		}

@@ -11,57 +11,70 @@ import (
 	"sync"
 
 	"replab/internal/engine"
-	"replab/internal/engine/mariadb"
+	"replab/internal/enginekit"
 )
 
-// The pipeline's MariaDB targets (target = "mariadb"): every replica is a
-// MariaDB server (mariadb.Servers, started by this cluster in the
-// replica's site) and the replicats apply the trail to it, PostgreSQL to
-// MariaDB, as heterogeneous pipelines do. The replicas keep their place in
-// c.nodes (names, sites, roles) but run no PostgreSQL; the methods below
-// send what concerns them to the MariaDB servers.
+// The pipeline's MariaDB sinks ([scheme] target = "mariadb"): every
+// replica is a MariaDB server, started by this cluster in the replica's
+// site through the mariadb engine's engine.SinkRunner (found in the
+// registry: this package does not import that one), and the replicats
+// apply the trail to it, PostgreSQL to MariaDB, as heterogeneous pipelines
+// do. The replicas keep their place in c.nodes (names, sites, roles) but
+// run no PostgreSQL; the methods below send what concerns them to the
+// MariaDB servers.
 
-// Pipeline target engines ([scheme] target).
+// The replicas' engines ([scheme] target).
 const (
-	targetPostgres = "postgres"
-	targetMariaDB  = "mariadb"
+	sinkPostgres = "postgres"
+	sinkMariaDB  = "mariadb"
 )
 
-// myMarkerDDL is replab_marker at a MariaDB target. The pipeline carries
+// sinkMarkerDDL is replab_marker at a MariaDB sink. The pipeline carries
 // PostgreSQL's text of the source's timestamptz, which a DATETIME would
 // refuse: the time stays text.
-const myMarkerDDL = `CREATE TABLE IF NOT EXISTS replab_marker (source VARCHAR(64) PRIMARY KEY, seq BIGINT NOT NULL,
+const sinkMarkerDDL = `CREATE TABLE IF NOT EXISTS replab_marker (source VARCHAR(64) PRIMARY KEY, seq BIGINT NOT NULL,
 	at VARCHAR(64) NOT NULL) ENGINE=InnoDB`
 
-// isMy says whether node is one of the pipeline's MariaDB targets.
-func (c *cluster) isMy(node string) bool { return c.my != nil && c.my.Has(node) }
+// isSink says whether node is one of the pipeline's MariaDB sinks.
+func (c *cluster) isSink(node string) bool { return c.sinks != nil && c.sinkNodes[node] }
 
-// startMyTargets starts the replicas as MariaDB servers.
-func (c *cluster) startMyTargets(ctx context.Context) error {
+// startSinks starts the replicas as MariaDB servers.
+func (c *cluster) startSinks(ctx context.Context) error {
 	var names []string
 	for _, r := range c.replicas() {
 		names = append(names, r.Name)
 	}
-	my, err := mariadb.StartServers(ctx, c.lab, names, c.log)
-	if err != nil {
-		return fmt.Errorf("pipeline: the MariaDB targets: %w", err)
+	var runner engine.SinkRunner
+	if c.engines != nil {
+		e, _ := c.engines(sinkMariaDB)
+		runner, _ = e.(engine.SinkRunner)
 	}
-	c.my = my
-	return engine.Each(names, func(name string) error { return my.Exec(ctx, name, myMarkerDDL) })
+	if runner == nil {
+		return fmt.Errorf("pipeline: the MariaDB sinks: this replab has no %s engine that runs servers for another's scheme (engine.SinkRunner)", sinkMariaDB)
+	}
+	sinks, err := runner.StartSinks(ctx, c.lab, names, c.log)
+	if err != nil {
+		return fmt.Errorf("pipeline: the MariaDB sinks: %w", err)
+	}
+	c.sinks, c.sinkNodes = sinks, map[string]bool{}
+	for _, n := range names {
+		c.sinkNodes[n] = true
+	}
+	return enginekit.Each(names, func(name string) error { return sinks.Exec(ctx, name, sinkMarkerDDL) })
 }
 
-// createMyTables runs a schema's MySQL statements at a MariaDB target.
-func (c *cluster) createMyTables(ctx context.Context, node string, s engine.Schema) error {
+// createSinkTables runs a schema's MySQL statements at a MariaDB sink.
+func (c *cluster) createSinkTables(ctx context.Context, node string, s engine.Schema) error {
 	for _, t := range s.Tables {
-		ddl, ok := t.Create["mysql"]
+		ddl, ok := t.Create[engine.MySQL]
 		if !ok {
-			return fmt.Errorf("node %s: table %s has no MySQL definition, which a MariaDB target (target = \"mariadb\") needs: use a workload that has one (dml-stream, kv-insert, personnel)", node, t.Name)
+			return fmt.Errorf("node %s: table %s has no MySQL definition, which a MariaDB sink (target = \"mariadb\") needs: use a workload that has one (dml-stream, kv-insert, personnel)", node, t.Name)
 		}
-		if err := c.my.Exec(ctx, node, ddl); err != nil {
+		if err := c.sinks.Exec(ctx, node, ddl); err != nil {
 			return fmt.Errorf("node %s: %w", node, err)
 		}
-		for _, ix := range t.Indexes["mysql"] {
-			if err := c.my.Exec(ctx, node, ix); err != nil {
+		for _, ix := range t.Indexes[engine.MySQL] {
+			if err := c.sinks.Exec(ctx, node, ix); err != nil {
 				return fmt.Errorf("node %s: %w", node, err)
 			}
 		}
@@ -69,13 +82,13 @@ func (c *cluster) createMyTables(ctx context.Context, node string, s engine.Sche
 	return nil
 }
 
-// myChecksums compares the primary with its MariaDB targets, which no
+// sinkChecksums compares the primary with its MariaDB sinks, which no
 // engine's own checksum can: every node's rows are read in primary-key
 // order as text and hashed here (FNV-1a over each value, length-prefixed,
 // NULL marked). Values whose text differs between the two engines
 // (booleans, timestamps with time zones, …) count as differences; the
 // workloads' integers and text do not.
-func (c *cluster) myChecksums(ctx context.Context, tables []string) (map[string]map[string]int64, error) {
+func (c *cluster) sinkChecksums(ctx context.Context, tables []string) (map[string]map[string]int64, error) {
 	primary := c.byName[c.plan.primaries[0]]
 	if primary.pid() == 0 {
 		return nil, fmt.Errorf("node %s is not running", primary.Name)
@@ -107,7 +120,7 @@ func (c *cluster) myChecksums(ctx context.Context, tables []string) (map[string]
 		}
 	}
 	// The columns and key as the primary has them, the same names at the
-	// targets (their DDL is the workload's MySQL version of the table).
+	// sinks (their DDL is the workload's MySQL version of the table).
 	type shape struct{ cols, key []string }
 	shapes := map[string]shape{}
 	for _, t := range tables {
@@ -150,14 +163,14 @@ func (c *cluster) myChecksums(ctx context.Context, tables []string) (map[string]
 	if err := sum(primary.Name, pg, func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }); err != nil {
 		return nil, err
 	}
-	var targets []*node
+	var running []*node
 	for _, r := range c.replicas() {
-		if c.isMy(r.Name) && c.my.PID(r.Name) != 0 {
-			targets = append(targets, r)
+		if c.isSink(r.Name) && c.sinks.Running(r.Name) {
+			running = append(running, r)
 		}
 	}
-	err = engine.Each(targets, func(r *node) error {
-		db, err := c.my.Open(ctx, r.Name, r.Site)
+	err = enginekit.Each(running, func(r *node) error {
+		db, err := c.sinks.Open(ctx, r.Name, r.Site)
 		if err != nil {
 			return err
 		}

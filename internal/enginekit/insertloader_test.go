@@ -1,10 +1,14 @@
-package workload
+package enginekit
 
-import "testing"
+import (
+	"testing"
+
+	"replab/internal/engine"
+)
 
 func TestInsertStatementUsesTheDialectsPlaceholders(t *testing.T) {
 	for _, tc := range []struct {
-		dialect string
+		dialect engine.Dialect
 		want    string
 	}{
 		{"postgres", "INSERT INTO kv (k, v) VALUES ($1, $2), ($3, $4)"},
@@ -14,15 +18,5 @@ func TestInsertStatementUsesTheDialectsPlaceholders(t *testing.T) {
 		if got := l.statement("kv", []string{"k", "v"}, 2); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.dialect, got, tc.want)
 		}
-	}
-}
-
-func TestFirstWordsShortensStatements(t *testing.T) {
-	if got := FirstWords("ANALYZE\n  per,   org"); got != "ANALYZE per, org" {
-		t.Errorf("got %q", got)
-	}
-	long := "ANALYZE aaaaaaaaaa, bbbbbbbbbb, cccccccccc, dddddddddd, eeeeeeeeee, ffffffffff"
-	if got := FirstWords(long); len(got) != 60 || got[57:] != "..." {
-		t.Errorf("got %q", got)
 	}
 }

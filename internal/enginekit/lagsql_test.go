@@ -1,8 +1,10 @@
-package engine
+package enginekit
 
 import (
 	"strings"
 	"testing"
+
+	"replab/internal/engine"
 )
 
 func TestLagStatements(t *testing.T) {
@@ -19,7 +21,7 @@ func TestLagStatements(t *testing.T) {
 	if my != "UPDATE replab_lag SET seq = ? WHERE writer = ?" || pg != "UPDATE replab_lag SET seq = $1 WHERE writer = $2" {
 		t.Error(my, pg)
 	}
-	if tb := LagTable(); tb.Name != "replab_lag" || tb.Create["postgres"] == "" || tb.Create["mysql"] == "" || !tb.Everywhere {
+	if tb := LagTable(); tb.Name != "replab_lag" || tb.Create[engine.Postgres] == "" || tb.Create[engine.MySQL] == "" || !tb.Everywhere {
 		t.Errorf("table %+v", tb)
 	}
 	// An unknown dialect is an error, not a panic.

@@ -1,10 +1,12 @@
-package engine
+package enginekit
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"replab/internal/engine"
 )
 
 // The lag probe's stamps in SQL: the table replab_lag holds one row per
@@ -20,13 +22,13 @@ const LagTableName = "replab_lag"
 // LagTable is replab_lag, for a Schema: created with the workload's tables
 // and replicated whole to every replica (a partial one too, or its lag
 // would be unknowable).
-func LagTable() Table {
-	return Table{
+func LagTable() engine.Table {
+	return engine.Table{
 		Name:       LagTableName,
 		Everywhere: true,
-		Create: map[string]string{
-			"postgres": "CREATE TABLE " + LagTableName + " (writer int PRIMARY KEY, seq bigint NOT NULL)",
-			"mysql":    "CREATE TABLE " + LagTableName + " (writer INT PRIMARY KEY, seq BIGINT NOT NULL) ENGINE=InnoDB",
+		Create: map[engine.Dialect]string{
+			engine.Postgres: "CREATE TABLE " + LagTableName + " (writer int PRIMARY KEY, seq bigint NOT NULL)",
+			engine.MySQL:    "CREATE TABLE " + LagTableName + " (writer INT PRIMARY KEY, seq BIGINT NOT NULL) ENGINE=InnoDB",
 		},
 	}
 }
@@ -38,13 +40,13 @@ const LagSelectSQL = "SELECT writer, seq FROM " + LagTableName
 const lagSeedBatch = 1000
 
 // LagSeedSQL are the statements that (re)set one row per writer to seq 0,
-// in batches, in dialect ("postgres" or "mysql").
-func LagSeedSQL(dialect string, writers int) ([]string, error) {
+// in batches, in dialect (engine.Postgres or engine.MySQL).
+func LagSeedSQL(dialect engine.Dialect, writers int) ([]string, error) {
 	var tail string
 	switch dialect {
-	case "postgres":
+	case engine.Postgres:
 		tail = " ON CONFLICT (writer) DO UPDATE SET seq = 0"
-	case "mysql":
+	case engine.MySQL:
 		tail = " ON DUPLICATE KEY UPDATE seq = 0"
 	default:
 		return nil, unknownDialect(dialect)
@@ -67,17 +69,17 @@ func LagSeedSQL(dialect string, writers int) ([]string, error) {
 
 // LagUpdateSQL is the statement a tracked transaction runs once, with the
 // arguments (seq, writer).
-func LagUpdateSQL(dialect string) (string, error) {
+func LagUpdateSQL(dialect engine.Dialect) (string, error) {
 	switch dialect {
-	case "postgres":
+	case engine.Postgres:
 		return "UPDATE " + LagTableName + " SET seq = $1 WHERE writer = $2", nil
-	case "mysql":
+	case engine.MySQL:
 		return "UPDATE " + LagTableName + " SET seq = ? WHERE writer = ?", nil
 	}
 	return "", unknownDialect(dialect)
 }
 
-func unknownDialect(d string) error {
+func unknownDialect(d engine.Dialect) error {
 	return fmt.Errorf("the lag probe's table has no SQL for dialect %q (it knows postgres, mysql)", d)
 }
 
@@ -85,11 +87,11 @@ func unknownDialect(d string) error {
 // replab_lag through its SQL (with its own LagReaders when it has them).
 // update is the SQL a tracked transaction runs ("" for a cluster with its
 // own stamps: its sessions stamp). It fails when c has neither.
-func StampsOf(c Cluster) (stamps LagStamps, update string, err error) {
-	if ls, ok := c.(LagStamps); ok {
+func StampsOf(c engine.Cluster) (stamps engine.LagStamps, update string, err error) {
+	if ls, ok := c.(engine.LagStamps); ok {
 		return ls, "", nil
 	}
-	sc, ok := c.(SQL)
+	sc, ok := c.(engine.SQL)
 	if !ok {
 		return nil, "", fmt.Errorf("the cluster (%T) has neither SQL nor lag stamps of its own: replication lag cannot be measured", c)
 	}
@@ -99,13 +101,13 @@ func StampsOf(c Cluster) (stamps LagStamps, update string, err error) {
 	return &sqlStamps{c: c, sql: sc}, update, nil
 }
 
-// sqlStamps is LagStamps over replab_lag.
+// sqlStamps is engine.LagStamps over replab_lag.
 type sqlStamps struct {
-	c   Cluster
-	sql SQL
+	c   engine.Cluster
+	sql engine.SQL
 }
 
-// ResetLag implements LagStamps: the seed statements run at every root
+// ResetLag implements engine.LagStamps: the seed statements run at every root
 // source (the first master of a multi-master cluster: the reset
 // replicates to the others).
 func (s *sqlStamps) ResetLag(ctx context.Context, writers int) error {
@@ -113,7 +115,7 @@ func (s *sqlStamps) ResetLag(ctx context.Context, writers int) error {
 	if err != nil {
 		return err
 	}
-	for _, n := range Roots(s.c.Nodes()) {
+	for _, n := range engine.Roots(s.c.Nodes()) {
 		db, err := s.sql.Open(ctx, n.Name, n.Site)
 		if err != nil {
 			return err
@@ -129,10 +131,10 @@ func (s *sqlStamps) ResetLag(ctx context.Context, writers int) error {
 	return nil
 }
 
-// LagReader implements LagReaders: the cluster's own reader, or one over
+// LagReader implements engine.LagReaders: the cluster's own reader, or one over
 // database/sql from the replica's own site.
-func (s *sqlStamps) LagReader(ctx context.Context, node string) (LagReader, error) {
-	if lr, ok := s.c.(LagReaders); ok {
+func (s *sqlStamps) LagReader(ctx context.Context, node string) (engine.LagReader, error) {
+	if lr, ok := s.c.(engine.LagReaders); ok {
 		return lr.LagReader(ctx, node)
 	}
 	site := ""
@@ -162,7 +164,7 @@ type SQLLagReader struct {
 	seq  int64
 }
 
-// Positions implements LagReader.
+// Positions implements engine.LagReader.
 func (q *SQLLagReader) Positions(ctx context.Context, dst []int64) error {
 	if q.conn == nil {
 		c, err := q.DB.Conn(ctx)
@@ -211,7 +213,7 @@ func (q *SQLLagReader) drop() {
 	}
 }
 
-// Close implements LagReader.
+// Close implements engine.LagReader.
 func (q *SQLLagReader) Close() error {
 	q.drop()
 	if q.CloseDB {

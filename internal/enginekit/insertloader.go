@@ -1,10 +1,12 @@
-package workload
+package enginekit
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 	"strings"
+
+	"replab/internal/engine"
 )
 
 // maxParams bounds the parameters of one INSERT: PostgreSQL and MySQL
@@ -17,19 +19,19 @@ const maxInsertRows = 1000
 
 // InsertLoader loads through multi-row INSERTs over db: the bulk path of
 // an SQL engine without a faster one (engine.BulkLoader). dialect gives
-// the placeholders: "postgres" ($1, $2, …) or "mysql" (?).
-func InsertLoader(db *sql.DB, dialect string) Loader {
+// the placeholders: engine.Postgres ($1, $2, …) or engine.MySQL (?).
+func InsertLoader(db *sql.DB, dialect engine.Dialect) engine.Loader {
 	return &insertLoader{db: db, dialect: dialect}
 }
 
 type insertLoader struct {
 	db      *sql.DB
-	dialect string
+	dialect engine.Dialect
 }
 
-// Copy implements Loader: rows go in statements of up to maxInsertRows
+// Copy implements engine.Loader: rows go in statements of up to maxInsertRows
 // rows, all in one transaction.
-func (l *insertLoader) Copy(ctx context.Context, table string, columns []string, rows RowSource) (n int64, err error) {
+func (l *insertLoader) Copy(ctx context.Context, table string, columns []string, rows engine.RowSource) (n int64, err error) {
 	if len(columns) == 0 {
 		return 0, fmt.Errorf("copy into %s: no columns", table)
 	}
@@ -102,7 +104,7 @@ func (l *insertLoader) statement(table string, columns []string, k int) string {
 				b.WriteString(", ")
 			}
 			p++
-			if l.dialect == "postgres" {
+			if l.dialect == engine.Postgres {
 				fmt.Fprintf(&b, "$%d", p)
 			} else {
 				b.WriteByte('?')
@@ -113,7 +115,7 @@ func (l *insertLoader) statement(table string, columns []string, k int) string {
 	return b.String()
 }
 
-// Exec implements Loader.
+// Exec implements engine.Loader.
 func (l *insertLoader) Exec(ctx context.Context, q string) error {
 	if _, err := l.db.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("%s: %w", FirstWords(q), err)
@@ -121,14 +123,5 @@ func (l *insertLoader) Exec(ctx context.Context, q string) error {
 	return nil
 }
 
-// Close implements Loader; the pool belongs to the caller.
+// Close implements engine.Loader; the pool belongs to the caller.
 func (l *insertLoader) Close() error { return nil }
-
-// FirstWords shortens a statement for an error message.
-func FirstWords(q string) string {
-	s := strings.Join(strings.Fields(q), " ")
-	if len(s) > 60 {
-		s = s[:57] + "..."
-	}
-	return s
-}

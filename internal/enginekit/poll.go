@@ -1,17 +1,15 @@
-package engine
+package enginekit
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"sync"
 	"time"
 )
 
-// What engines share to bring up nodes: a fan-out over nodes, a poller
-// that waits for a state, and a log writer safe for both.
+// Bringing up nodes: a fan-out over them, and a poller that waits for a
+// state.
 
 // Each runs f for every item at once and joins their errors (in items'
 // order).
@@ -96,44 +94,4 @@ func (p Poll) Until(ctx context.Context, check func(ctx context.Context) (done b
 		case <-time.After(p.Interval):
 		}
 	}
-}
-
-// LockedWriter serialises writes from several goroutines to one log.
-type LockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-// NewLockedWriter wraps w; a LockedWriter is returned as it is.
-func NewLockedWriter(w io.Writer) *LockedWriter {
-	if lw, ok := w.(*LockedWriter); ok {
-		return lw
-	}
-	return &LockedWriter{w: w}
-}
-
-func (l *LockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-// NoSuchNode is the error for a node name the cluster does not have,
-// listing the ones it has.
-func NoSuchNode(name string, nodes []Node) error {
-	names := make([]string, len(nodes))
-	for i, n := range nodes {
-		names[i] = n.Name
-	}
-	return fmt.Errorf("no node %q; nodes: %s", name, strings.Join(names, ", "))
-}
-
-// LastLines is s's last n lines joined with " | ": a server's log or a
-// tool's output, short enough for an error message.
-func LastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }
