@@ -172,33 +172,6 @@ func (f Fault) Describe() string {
 	return f.Act.Describe()
 }
 
-// What a node fault does: the node kinds of internal/faultkind, by name,
-// for the lab's control socket and replab fault until they take any kind.
-const (
-	FaultKill    = "kill"    // SIGKILL: a crash
-	FaultStop    = "stop"    // a clean shutdown
-	FaultRestart = "restart" // stop, then start
-	FaultPause   = "pause"   // SIGSTOP: hangs with its connections open
-	FaultStart   = "start"   // start a stopped or killed node
-	FaultResume  = "resume"  // SIGCONT a paused node
-	FaultPromote = "promote" // a standby becomes the primary: failover
-)
-
-// FaultHeal is the node action that undoes do — start after a kill or a
-// stop, resume after a pause — or "" for an instantaneous one.
-func FaultHeal(do string) string {
-	switch do {
-	case FaultKill, FaultStop:
-		return FaultStart
-	case FaultPause:
-		return FaultResume
-	}
-	return ""
-}
-
-// FaultDos lists the node faults, for errors.
-var FaultDos = []string{FaultKill, FaultStop, FaultRestart, FaultPause, FaultStart, FaultResume, FaultPromote}
-
 // Workload is the [workload] table: a kind and its options, which the
 // workload checks itself (pointing at them with Spec.Errorf("workload.KEY")).
 type Workload struct {
