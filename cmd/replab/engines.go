@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -65,27 +64,8 @@ func startCluster(ctx context.Context, e engine.Engine, l *lab.Lab, out io.Write
 		ns = append(ns, lab.NodeStatus{Name: n.Name, Site: n.Site, Role: n.Role, From: n.From, DSN: n.DSN, Version: n.Version})
 	}
 	l.SetNodes(ns)
-	l.SetNodeControl(nodeControl(e.Kind(), c))
+	l.SetNodeControl(runner.NodesOf(e.Kind(), c))
 	return c, nil
-}
-
-// nodeControl performs `replab fault node` actions on a cluster through
-// its engine's NodeControl and Pauser capabilities.
-func nodeControl(kind string, c engine.Cluster) lab.NodeControlFunc {
-	return func(ctx context.Context, node, stage, do string) error {
-		if stage != "" {
-			return engine.DoStage(ctx, c, node, stage, do)
-		}
-		err := engine.DoNode(ctx, c, node, do)
-		if errors.Is(err, engine.ErrNoNodeControl) {
-			what := do
-			if do == spec.FaultResume {
-				what = spec.FaultPause
-			}
-			return fmt.Errorf("engine %s cannot %s nodes", kind, what)
-		}
-		return err
-	}
 }
 
 func printNodes(out io.Writer, st lab.Status) {

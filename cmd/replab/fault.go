@@ -5,52 +5,76 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	"replab/internal/faultkind"
 	"replab/internal/lab"
-	"replab/internal/spec"
 )
 
-const faultAbout = `Breaks a link or a node of a running lab now, from a second shell, and with
---for heals it again after that long (Ctrl-C during --for heals at once).
+// faultAbout is replab fault --help, with the kinds of faultkind.
+func faultAbout() string {
+	kinds := faultkind.Default()
+	node := strings.Join(kinds.Names(faultkind.OnNode), "|")
+	var stage []string
+	for _, k := range kinds.On(faultkind.OnNode) {
+		if k.Stages {
+			stage = append(stage, k.Name)
+		}
+	}
+	return `Breaks a link, a node or a site of a running lab now, from a second shell, and
+with --for heals it again after that long (Ctrl-C during --for heals at once).
 
   replab fault link A<->B down [--for 20s]
       partition: both directions drop every packet
+  replab fault link A->B down [--for 20s]
+      one-way partition: A->B drops every packet, B->A still carries
   replab fault link A->B loss=5% delay=400ms [--for 20s]
       change one direction (A<->B: both) with link set's keys: delay jitter
       jitter_dist reorder rate queue loss trace seed, down, up
       --for puts back exactly the parameters the directions had before
-  replab fault node NODE kill|stop|start|restart|pause|resume|promote [--for 10s]
+  replab fault link A<->B flap --every 2s --down 500ms --for 20s
+      the link goes down for --down at the start of every --every, until
+      --for is over, when its parameters from before are put back
+  replab fault node NODE ` + node + ` [--for 10s]
       act on a database server of the lab (its engine must be able to);
       --for heals kill and stop with start, pause with resume
-  replab fault node NODE STAGE kill|stop|start|restart|pause|resume [--for 10s]
+  replab fault node NODE STAGE ` + strings.Join(stage, "|") + ` [--for 10s]
       act on one of the node's replication stages instead (replication =
       "pipeline": extract at the primary; pump, collector, replicat at a
       replica)
+  replab fault site SITE isolate [--for 10s]
+      every link of the site down, both directions: the site is cut off
 
 Every fault applied or healed through the lab (this command and
 replab link set) is logged with its wall-clock time in the lab's fault log,
 STATE/LAB.faults.log (default /run/replab/LAB.faults.log: tail -f it), and
 listed by replab lab status (--json: "faults").`
-
-// faultCmd is a parsed replab fault command line.
-type faultCmd struct {
-	link *lab.LinkRequest
-	node *lab.NodeRequest
-	For  time.Duration
 }
 
-// parseFault reads the positional arguments of replab fault.
-func parseFault(pos []string, dur time.Duration) (faultCmd, error) {
-	fc := faultCmd{For: dur}
+// faultCmd is a parsed replab fault command line: the fault as the lab
+// receives it, and its kind.
+type faultCmd struct {
+	order faultkind.Order
+	kind  *faultkind.Kind
+}
+
+// parseFault reads the positional arguments of replab fault, --for and the
+// kinds' own flags (keys: --every 2s is "every": "2s"), and checks the
+// fault's form with its kind; the lab checks the rest.
+func parseFault(pos []string, dur time.Duration, keys map[string]string) (faultCmd, error) {
+	kinds := faultkind.Default()
+	fc := faultCmd{order: faultkind.Order{For: dur}}
+	o := &fc.order
 	if dur < 0 {
 		return fc, fmt.Errorf("fault: --for %s: give a positive duration such as 20s", dur)
 	}
 	if len(pos) == 0 {
-		return fc, errors.New("fault: say what to break: fault link A<->B down | fault node NODE kill (see replab fault --help)")
+		return fc, errors.New("fault: say what to break: fault link A<->B down | fault node NODE kill | fault site SITE isolate (see replab fault --help)")
 	}
+	var k *faultkind.Kind
 	switch pos[0] {
 	case "link":
 		if len(pos) < 3 {
@@ -60,44 +84,136 @@ func parseFault(pos []string, dur time.Duration) (faultCmd, error) {
 		if err != nil {
 			return fc, err
 		}
-		req.Set = pos[2:]
-		fc.link = &req
+		o.Subject = faultkind.Subject{On: faultkind.OnLink, From: req.From, To: req.To, Both: req.Both}
+		if k = kinds.Lookup(pos[2]); k != nil && k.On == faultkind.OnLink && k.Name != faultkind.SetName {
+			if len(pos) > 3 {
+				return fc, fmt.Errorf("fault link %s %s: give what it takes as flags (%s), not %s", pos[1], k.Name, flagList(k), strings.Join(pos[3:], " "))
+			}
+		} else {
+			k = kinds.Lookup(faultkind.SetName)
+			var set []any
+			for _, w := range pos[2:] {
+				set = append(set, w)
+			}
+			o.Keys = map[string]any{"set": set}
+		}
 	case "node":
 		if len(pos) != 3 && len(pos) != 4 {
-			return fc, fmt.Errorf("fault node: give a node, optionally one of its stages, and one action (%s), e.g. fault node e1 kill or fault node t1 replicat kill", strings.Join(spec.FaultDos, ", "))
+			return fc, fmt.Errorf("fault node: give a node, optionally one of its stages, and one action (%s), e.g. fault node e1 kill or fault node t1 replicat kill", strings.Join(kinds.Names(faultkind.OnNode), ", "))
 		}
-		req := lab.NodeRequest{Node: pos[1], Do: pos[len(pos)-1]}
+		o.Subject = faultkind.Subject{On: faultkind.OnNode, Node: pos[1]}
+		do := pos[len(pos)-1]
+		if k = kinds.Lookup(do); k == nil || k.On != faultkind.OnNode {
+			return fc, fmt.Errorf("fault node: unknown action %q: use one of %s", do, strings.Join(kinds.Names(faultkind.OnNode), ", "))
+		}
 		if len(pos) == 4 {
-			req.Stage = pos[2]
-			if req.Do == spec.FaultPromote {
-				return fc, fmt.Errorf("fault node %s %s: a stage is a process, not a server: it cannot be promoted", req.Node, req.Stage)
+			o.Subject.Stage = pos[2]
+			if !k.Stages {
+				return fc, fmt.Errorf("fault node %s %s: a stage is a process, not a server: it cannot be %s", pos[1], pos[2], done(do))
 			}
 		}
-		if !slices.Contains(spec.FaultDos, req.Do) {
-			return fc, fmt.Errorf("fault node: unknown action %q: use one of %s", req.Do, strings.Join(spec.FaultDos, ", "))
+	case "site":
+		if len(pos) != 3 {
+			return fc, fmt.Errorf("fault site: give a site and what happens to it (%s), e.g. fault site eu isolate", strings.Join(kinds.Names(faultkind.OnSite), ", "))
 		}
-		if dur > 0 {
-			if _, err := lab.HealOf(req.Do); err != nil {
-				return fc, fmt.Errorf("fault node %s %s --for: %w", req.Node, req.Do, err)
-			}
+		o.Subject = faultkind.Subject{On: faultkind.OnSite, Site: pos[1]}
+		if k = kinds.Lookup(pos[2]); k == nil || k.On != faultkind.OnSite {
+			return fc, fmt.Errorf("fault site: unknown action %q: use one of %s", pos[2], strings.Join(kinds.Names(faultkind.OnSite), ", "))
 		}
-		fc.node = &req
 	default:
-		return fc, fmt.Errorf("fault: %q is neither link nor node: fault link A<->B down | fault node NODE kill", pos[0])
+		return fc, fmt.Errorf("fault: %q is neither link nor node nor site: fault link A<->B down | fault node NODE kill | fault site SITE isolate", pos[0])
+	}
+	o.Kind, fc.kind = k.Name, k
+	words := strings.Join(pos, " ")
+	for _, key := range slices.Sorted(maps.Keys(keys)) {
+		if !slices.ContainsFunc(k.Keys, func(x faultkind.Key) bool { return x.Name == key }) {
+			owner := kinds.KeyOf(key)
+			return fc, fmt.Errorf("fault %s: --%s goes with %s, not with %s", words, key, owner.Name, k.Name)
+		}
+		if o.Keys == nil {
+			o.Keys = map[string]any{}
+		}
+		o.Keys[key] = keys[key]
+	}
+	if dur > 0 && k.Instant != "" {
+		return fc, fmt.Errorf("fault %s --for: %s %s cannot be healed: only %s last", words, k.On, k.Name, lasting(kinds, k.On))
+	}
+	if _, _, err := o.Parse(kinds, nil); err != nil {
+		return fc, fmt.Errorf("fault %s: %w", words, err)
 	}
 	return fc, nil
 }
 
+// done is an action's past participle, for "it cannot be promoted".
+func done(verb string) string {
+	if strings.HasSuffix(verb, "e") {
+		return verb + "d"
+	}
+	return verb + "ed"
+}
+
+// flagList is a kind's flags: "--every, --down".
+func flagList(k *faultkind.Kind) string {
+	var out []string
+	for _, key := range k.Keys {
+		out = append(out, "--"+key.Name)
+	}
+	return strings.Join(out, ", ")
+}
+
+// lasting lists the kinds on subject on that last until healed, with what
+// heals them: "kill, stop (healed by start) and pause (healed by resume)".
+func lasting(kinds *faultkind.Registry, on string) string {
+	var heals []string
+	byHeal := map[string][]string{}
+	for _, k := range kinds.On(on) {
+		if k.Instant != "" || k.Name == faultkind.SetName {
+			continue
+		}
+		if _, ok := byHeal[k.Heal]; !ok {
+			heals = append(heals, k.Heal)
+		}
+		byHeal[k.Heal] = append(byHeal[k.Heal], k.Name)
+	}
+	var parts []string
+	for _, h := range heals {
+		parts = append(parts, fmt.Sprintf("%s (healed by %s)", strings.Join(byHeal[h], ", "), h))
+	}
+	if n := len(parts); n > 1 {
+		return strings.Join(parts[:n-1], ", ") + " and " + parts[n-1]
+	}
+	return strings.Join(parts, "")
+}
+
 func cmdFault(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("fault", "replab fault [--lab NAME] link A->B|A<->B key=value…|down [--for D]\n       replab fault [--lab NAME] node NODE kill|stop|start|restart|pause|resume|promote [--for D]", faultAbout)
+	fs := newFlags("fault", "replab fault [--lab NAME] link A->B|A<->B key=value…|down [--for D]\n       replab fault [--lab NAME] link A->B|A<->B flap --every D --down D --for D\n       replab fault [--lab NAME] node NODE [STAGE] "+strings.Join(faultkind.Default().Names(faultkind.OnNode), "|")+" [--for D]\n       replab fault [--lab NAME] site SITE isolate [--for D]", faultAbout())
 	name := fs.String("lab", "", "which lab (needed when several run)")
 	state := fs.String("state", lab.DefaultStateRoot, "directory for lab state and control sockets")
 	dur := fs.Duration("for", 0, "heal after this long (0: leave it broken)")
+	// Each kind's keys are flags (--every 2s), except set: the words.
+	keyFlags := map[string]*string{}
+	for _, key := range faultkind.Default().Keys() {
+		if key == "set" {
+			continue
+		}
+		k := faultkind.Default().KeyOf(key)
+		for _, x := range k.Keys {
+			if x.Name == key {
+				keyFlags[key] = fs.String(key, "", k.Name+": "+x.About)
+			}
+		}
+	}
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	fc, err := parseFault(pos, *dur)
+	keys := map[string]string{}
+	for key, v := range keyFlags {
+		if *v != "" {
+			keys[key] = *v
+		}
+	}
+	fc, err := parseFault(pos, *dur, keys)
 	if err != nil {
 		return err
 	}
@@ -106,15 +222,47 @@ func cmdFault(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	logFile := lab.FaultLogPath(*state, c.Name)
-	if fc.link != nil {
-		err = faultLink(ctx, c, *fc.link, fc.For, out)
-	} else {
-		err = faultNode(ctx, c, *fc.node, fc.For, out)
-	}
-	if err == nil {
+	if err = runFault(ctx, c, fc, out); err == nil {
 		fmt.Fprintf(out, "logged in %s\n", logFile)
 	}
 	return err
+}
+
+// runFault applies the fault through the lab and, with --for, heals it
+// that much later (or at Ctrl-C).
+func runFault(ctx context.Context, c *lab.Client, fc faultCmd, out io.Writer) error {
+	o := fc.order
+	ans, err := c.Fault(o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, stamp(ans.Record))
+	printDirs(out, ans.Status, o.Subject)
+	if o.For == 0 || ans.ID == "" {
+		return nil
+	}
+	wait(ctx, o.For, out)
+	rec, err := c.HealFault(ans.ID)
+	if err != nil {
+		switch o.Subject.On {
+		case faultkind.OnLink:
+			return fmt.Errorf("heal %s: %w: the link stays as it is (see replab link show)", strings.TrimPrefix(ans.Record.What, "link "), err)
+		case faultkind.OnSite:
+			return fmt.Errorf("heal %s: %w: its links stay as they are (see replab link show)", ans.Record.What, err)
+		}
+		what := o.Subject.Node
+		if o.Subject.Stage != "" {
+			what += " " + o.Subject.Stage
+		}
+		return fmt.Errorf("heal node %s (%s): %w", what, fc.kind.Heal, err)
+	}
+	fmt.Fprintf(out, "%s (%s)\n", stamp(rec), fc.kind.Heal)
+	if o.Subject.On != faultkind.OnNode {
+		if st, err := c.Status(); err == nil {
+			printDirs(out, st, o.Subject)
+		}
+	}
+	return nil
 }
 
 func stamp(r lab.FaultRecord) string {
@@ -133,69 +281,23 @@ func wait(ctx context.Context, d time.Duration, out io.Writer) {
 	}
 }
 
-func printDirs(out io.Writer, st lab.Status, req lab.LinkRequest) {
+// printDirs prints the link directions a fault acts on: its link's, or
+// every one of its site's.
+func printDirs(out io.Writer, st lab.Status, sub faultkind.Subject) {
 	for _, l := range st.Links {
 		for _, d := range l.Directions {
-			if (d.From == req.From && d.To == req.To) || (req.Both && d.From == req.To && d.To == req.From) {
+			var mine bool
+			switch sub.On {
+			case faultkind.OnLink:
+				mine = d.From == sub.From && d.To == sub.To || sub.Both && d.From == sub.To && d.To == sub.From
+			case faultkind.OnSite:
+				mine = d.From == sub.Site || d.To == sub.Site
+			}
+			if mine {
 				fmt.Fprintf(out, "  link %-22s %s\n", d.From+"->"+d.To, lab.DescribeParams(d.Params))
 			}
 		}
 	}
-}
-
-func faultLink(ctx context.Context, c *lab.Client, req lab.LinkRequest, d time.Duration, out io.Writer) error {
-	if d == 0 {
-		st, err := c.SetLink(req)
-		if err != nil {
-			return err
-		}
-		if n := len(st.Faults); n > 0 {
-			fmt.Fprintln(out, stamp(st.Faults[n-1]))
-		}
-		printDirs(out, st, req)
-		return nil
-	}
-	ans, err := c.LinkFault(req)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(out, stamp(ans.Record))
-	printDirs(out, ans.Status, req)
-	wait(ctx, d, out)
-	rec, err := c.HealLink(ans.ID)
-	if err != nil {
-		return fmt.Errorf("heal %s: %w: the link stays as it is (see replab link show)", strings.TrimPrefix(ans.Record.What, "link "), err)
-	}
-	fmt.Fprintln(out, stamp(rec)+" (parameters before it put back)")
-	if st, err := c.Status(); err == nil {
-		printDirs(out, st, req)
-	}
-	return nil
-}
-
-func faultNode(ctx context.Context, c *lab.Client, req lab.NodeRequest, d time.Duration, out io.Writer) error {
-	rec, err := c.Node(req)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(out, stamp(rec))
-	if d == 0 {
-		return nil
-	}
-	wait(ctx, d, out)
-	req.Heal = true
-	rec, err = c.Node(req)
-	if err != nil {
-		h, _ := lab.HealOf(req.Do)
-		what := req.Node
-		if req.Stage != "" {
-			what += " " + req.Stage
-		}
-		return fmt.Errorf("heal node %s (%s): %w", what, h, err)
-	}
-	h, _ := lab.HealOf(req.Do)
-	fmt.Fprintf(out, "%s (%s)\n", stamp(rec), h)
-	return nil
 }
 
 // printFaults lists the faults applied through the lab (lab status).

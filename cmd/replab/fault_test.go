@@ -15,51 +15,80 @@ import (
 	"testing"
 	"time"
 
+	"replab/internal/faultkind"
 	"replab/internal/lab"
 )
 
 func TestParseFault(t *testing.T) {
+	flap := map[string]string{"every": "2s", "down": "500ms"}
 	for _, c := range []struct {
 		args []string
 		dur  time.Duration
+		keys map[string]string
 		want string // "" = ok
 	}{
-		{[]string{"link", "a<->b", "down"}, 20 * time.Second, ""},
-		{[]string{"link", "a->b", "loss=5%", "delay=400ms"}, 0, ""},
-		{[]string{"node", "e1", "kill"}, 10 * time.Second, ""},
-		{[]string{"node", "e1", "pause"}, time.Second, ""},
-		{[]string{"node", "e1", "restart"}, 0, ""},
-		{nil, 0, "say what to break"},
-		{[]string{"disk", "x"}, 0, "neither link nor node"},
-		{[]string{"link", "a<->b"}, 0, "at least one change"},
-		{[]string{"link", "a-b", "down"}, 0, "not a link direction"},
-		{[]string{"node", "e1"}, 0, "a node, optionally one of its stages, and one action"},
-		{[]string{"node", "t1", "replicat", "kill"}, 5 * time.Second, ""},
-		{[]string{"node", "t1", "replicat", "promote"}, 0, "cannot be promoted"},
-		{[]string{"node", "t1", "replicat", "kill", "now"}, 0, "one action"},
-		{[]string{"node", "e1", "explode"}, 0, "unknown action \"explode\""},
-		{[]string{"node", "e1", "restart"}, time.Second, "cannot be healed"},
-		{[]string{"node", "e1", "start"}, time.Second, "cannot be healed"},
-		{[]string{"link", "a<->b", "down"}, -time.Second, "positive duration"},
+		{[]string{"link", "a<->b", "down"}, 20 * time.Second, nil, ""},
+		{[]string{"link", "a->b", "loss=5%", "delay=400ms"}, 0, nil, ""},
+		{[]string{"node", "e1", "kill"}, 10 * time.Second, nil, ""},
+		{[]string{"node", "e1", "pause"}, time.Second, nil, ""},
+		{[]string{"node", "e1", "restart"}, 0, nil, ""},
+		{nil, 0, nil, "say what to break"},
+		{[]string{"disk", "x"}, 0, nil, "neither link nor node"},
+		{[]string{"link", "a<->b"}, 0, nil, "at least one change"},
+		{[]string{"link", "a-b", "down"}, 0, nil, "not a link direction"},
+		{[]string{"node", "e1"}, 0, nil, "a node, optionally one of its stages, and one action"},
+		{[]string{"node", "t1", "replicat", "kill"}, 5 * time.Second, nil, ""},
+		{[]string{"node", "t1", "replicat", "promote"}, 0, nil, "cannot be promoted"},
+		{[]string{"node", "t1", "replicat", "kill", "now"}, 0, nil, "one action"},
+		{[]string{"node", "e1", "explode"}, 0, nil, "unknown action \"explode\""},
+		{[]string{"node", "e1", "restart"}, time.Second, nil, "cannot be healed"},
+		{[]string{"node", "e1", "start"}, time.Second, nil, "cannot be healed"},
+		{[]string{"link", "a<->b", "down"}, -time.Second, nil, "positive duration"},
+		// The kinds of issue 33.
+		{[]string{"site", "eu", "isolate"}, 10 * time.Second, nil, ""},
+		{[]string{"site", "eu", "isolate"}, 0, nil, ""},
+		{[]string{"site", "eu"}, 0, nil, "fault site: give a site and what happens to it (isolate)"},
+		{[]string{"site", "eu", "sink"}, 0, nil, `fault site: unknown action "sink": use one of isolate`},
+		{[]string{"link", "a<->b", "flap"}, 20 * time.Second, flap, ""},
+		{[]string{"link", "a->b", "flap"}, 20 * time.Second, flap, ""},
+		{[]string{"link", "a<->b", "flap"}, 0, flap, "fault link a<->b flap: a flap needs for"},
+		{[]string{"link", "a<->b", "flap"}, 20 * time.Second, map[string]string{"every": "2s"}, "a flap needs down"},
+		{[]string{"link", "a<->b", "flap"}, 20 * time.Second, map[string]string{"every": "2x", "down": "1s"}, "--every 2x: not a duration"},
+		{[]string{"link", "a<->b", "flap"}, 20 * time.Second, map[string]string{"every": "1s", "down": "1s"}, "--down 1s: not below every = 1s"},
+		{[]string{"link", "a<->b", "flap", "fast"}, 20 * time.Second, flap, "give what it takes as flags (--every, --down)"},
+		{[]string{"link", "a<->b", "down"}, 20 * time.Second, flap, "--down goes with flap, not with set"},
+		{[]string{"site", "eu", "isolate"}, 0, map[string]string{"every": "1s"}, "--every goes with flap, not with isolate"},
 	} {
-		fc, err := parseFault(c.args, c.dur)
+		fc, err := parseFault(c.args, c.dur, c.keys)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%v: %v", c.args, err)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%v --for %s: error %v, want one with %q", c.args, c.dur, err, c.want)
+			t.Errorf("%v --for %s %v: error %v, want one with %q", c.args, c.dur, c.keys, err, c.want)
 		}
-		if err == nil && (fc.link == nil) == (fc.node == nil) {
+		if err == nil && (fc.kind == nil || fc.order.Kind != fc.kind.Name || fc.order.Subject.On != c.args[0]) {
 			t.Errorf("%v: parsed %+v", c.args, fc)
 		}
 	}
-	fc, _ := parseFault([]string{"node", "t1", "pump", "pause"}, 0)
-	if want := (lab.NodeRequest{Node: "t1", Stage: "pump", Do: "pause"}); !reflect.DeepEqual(*fc.node, want) {
-		t.Errorf("node %+v, want %+v", *fc.node, want)
-	}
-	fc, _ = parseFault([]string{"link", "a<->b", "loss=5%", "up"}, 0)
-	if want := (lab.LinkRequest{From: "a", To: "b", Both: true, Set: []string{"loss=5%", "up"}}); !reflect.DeepEqual(*fc.link, want) {
-		t.Errorf("link %+v, want %+v", *fc.link, want)
+	for _, c := range []struct {
+		args []string
+		keys map[string]string
+		want faultkind.Order
+	}{
+		{[]string{"node", "t1", "pump", "pause"}, nil,
+			faultkind.Order{Kind: "pause", Subject: faultkind.Subject{On: "node", Node: "t1", Stage: "pump"}}},
+		{[]string{"link", "a<->b", "loss=5%", "up"}, nil,
+			faultkind.Order{Kind: "set", Subject: faultkind.Subject{On: "link", From: "a", To: "b", Both: true}, Keys: map[string]any{"set": []any{"loss=5%", "up"}}}},
+		{[]string{"link", "a->b", "flap"}, flap,
+			faultkind.Order{Kind: "flap", Subject: faultkind.Subject{On: "link", From: "a", To: "b"}, Keys: map[string]any{"every": "2s", "down": "500ms"}, For: time.Minute}},
+		{[]string{"site", "eu", "isolate"}, nil,
+			faultkind.Order{Kind: "isolate", Subject: faultkind.Subject{On: "site", Site: "eu"}, For: time.Minute}},
+	} {
+		dur := c.want.For
+		fc, err := parseFault(c.args, dur, c.keys)
+		if err != nil || !reflect.DeepEqual(fc.order, c.want) {
+			t.Errorf("%v: %+v, %v\nwant %+v", c.args, fc.order, err, c.want)
+		}
 	}
 }
 
@@ -254,6 +283,111 @@ func TestFaultLinkCommand(t *testing.T) {
 		if code != 0 || !strings.Contains(out, w) {
 			t.Errorf("fault --help: exit %d, no %q in\n%s", code, w, out)
 		}
+	}
+}
+
+const triangleSpec = `[lab]
+name = "NAME"
+[site.primary]
+[site.eu]
+[site.asia]
+[[link]]
+sites = ["primary", "eu"]
+delay = "2ms"
+[[link]]
+sites = ["primary", "asia"]
+delay = "3ms"
+[[link]]
+sites = ["eu", "asia"]
+delay = "4ms"
+`
+
+// TestFaultSiteCommand: replab fault site eu isolate cuts eu off from
+// every other site, not the others from each other, and Ctrl-C puts each
+// link back as it was; a link flaps and is put back; both are in the
+// fault log.
+func TestFaultSiteCommand(t *testing.T) {
+	requireRoot(t)
+	state := t.TempDir()
+	name := fmt.Sprintf("cfs-%d-%04x", os.Getpid()%10000, rand.IntN(0x10000))
+	spec := filepath.Join(t.TempDir(), "lab.toml")
+	if err := os.WriteFile(spec, []byte(strings.Replace(triangleSpec, "NAME", name, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	labUp(t, spec, state)
+	st := labStatus(t, state)
+	addr := map[string]string{}
+	for _, s := range st.Sites {
+		addr[s.Name] = s.Address
+	}
+	before := linkParams(st)
+	// Nothing listens: a connection is refused at once when the way is
+	// open, and hangs when it is cut.
+	reach := func(from, to string) bool {
+		t.Helper()
+		out, code := replab(t, "", "exec", "--state", state, from, "--", "timeout", "2", "bash", "-c", "exec 3<>/dev/tcp/"+addr[to]+"/9")
+		switch code {
+		case 124:
+			return false
+		case 1:
+			return true
+		}
+		t.Fatalf("probe %s->%s: exit %d: %s", from, to, code, out)
+		return false
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fault", "site", "mars", "isolate"}, `has no site "mars" (sites: primary, eu, asia)`},
+		{[]string{"fault", "site", "eu", "sink"}, `unknown action "sink": use one of isolate`},
+		{[]string{"fault", "link", "primary<->eu", "flap", "--every", "1s", "--down", "2s", "--for", "5s"}, "--down 2s: not below every = 1s"},
+	} {
+		out, code := replab(t, state, c.args...)
+		if code != 1 || !strings.Contains(out, c.want) || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+			t.Errorf("%v: exit %d, output %q: want one line with %q and exit 1", c.args, code, out, c.want)
+		}
+	}
+	if !reach("primary", "eu") || !reach("asia", "eu") || !reach("primary", "asia") {
+		t.Fatal("the sites do not reach each other before the fault")
+	}
+
+	cmd, buf := background(t, state, "fault", "site", "eu", "isolate", "--for", "10m")
+	if reach("primary", "eu") || reach("eu", "asia") {
+		t.Error("eu is reachable while isolated")
+	}
+	if !reach("primary", "asia") {
+		t.Error("primary and asia lost each other while eu was isolated")
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	finish(t, cmd, buf, time.Minute)
+	for _, w := range []string{"apply site eu isolate", "heal site eu isolate (parameters before it put back)", "link primary->eu ", "link asia->eu "} {
+		if !strings.Contains(buf.String(), w) {
+			t.Errorf("replab fault site printed no %q", w)
+		}
+	}
+	if !reach("primary", "eu") || !reach("eu", "asia") {
+		t.Error("eu is not reachable after the isolation healed")
+	}
+	if after := linkParams(labStatus(t, state)); !reflect.DeepEqual(after, before) {
+		t.Errorf("after the isolation: %v\nwant what was there before: %v", after, before)
+	}
+
+	cmd, buf = background(t, state, "fault", "link", "primary<->asia", "flap", "--every", "400ms", "--down", "200ms", "--for", "1s")
+	finish(t, cmd, buf, time.Minute)
+	if after := linkParams(labStatus(t, state)); !reflect.DeepEqual(after, before) {
+		t.Errorf("after the flap: %v\nwant what was there before: %v", after, before)
+	}
+	var got []string
+	for _, r := range labStatus(t, state).Faults {
+		got = append(got, r.Action+" "+r.What+r.Err)
+	}
+	want := []string{"apply site eu isolate", "heal site eu isolate",
+		"apply link primary<->asia flap every 400ms down 200ms", "heal link primary<->asia flap every 400ms down 200ms"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("fault log %q\nwant %q", got, want)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"os"
 	"time"
 
-	"replab/internal/fault"
 	"replab/internal/lab"
 	"replab/internal/runner"
 	"replab/internal/spec"
@@ -302,7 +301,7 @@ then prints its sites, links and nodes with every default resolved.`)
 		if f.For > 0 {
 			heal = " for " + f.For.String()
 		}
-		fmt.Fprintf(out, "fault at %s%s: %s\n", f.At, heal, fault.Describe(f))
+		fmt.Fprintf(out, "fault at %s%s: %s\n", f.At, heal, f.Describe())
 	}
 	if plan := runner.VerifyPlan(s, eng); plan != "" {
 		fmt.Fprintf(out, "verify: %s\n", plan)

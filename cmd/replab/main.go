@@ -33,7 +33,7 @@ func commands() []command {
 		{"iotest", "measure each node's storage with fio: replab iotest FILE [--quick] [--node NAME]", cmdIotest},
 		{"exec", "run a command inside a site: replab exec SITE -- CMD ARGS…", cmdExec},
 		{"link", "show or change running links: link show | link set A->B key=value…", cmdLink},
-		{"fault", "break a link or a node now, healed after --for: fault link A<->B down | fault node N kill", cmdFault},
+		{"fault", "break a link, a node or a site now, healed after --for: fault link A<->B down | fault node N kill | fault site S isolate", cmdFault},
 		{"capture", "record a running link direction to a pcap file: capture A->B [--for 30s] [-o FILE]", cmdCapture},
 		{"agent", "watch a replica's lag on its host for target mode: replab agent --dsn DSN --token-file FILE", cmdAgent},
 		{"presets", "list the link presets usable in specs", cmdPresets},

@@ -4,11 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"slices"
-	"strings"
 	"time"
 
 	"replab/internal/lab"
@@ -182,27 +179,6 @@ type StageControl interface {
 	// DoStage does kill, stop, start, restart, pause or resume to every
 	// process of the stage (a replica's several replicats together).
 	DoStage(ctx context.Context, node, stage, do string) error
-}
-
-// DoStage does one of spec.FaultDos (not promote) to a node's stage, or
-// says why it cannot: the engine has no stages, or the node not this one.
-func DoStage(ctx context.Context, c Cluster, node, stage, do string) error {
-	sc, ok := c.(StageControl)
-	if !ok {
-		return fmt.Errorf("%w: this scheme has no stages (stage faults are for replication = \"pipeline\")", ErrNoNodeControl)
-	}
-	stages := sc.Stages(node)
-	if !slices.Contains(stages, stage) {
-		if len(stages) == 0 {
-			return fmt.Errorf("node %s has no replication stages", node)
-		}
-		return fmt.Errorf("node %s has no stage %q; its stages: %s", node, stage, strings.Join(stages, ", "))
-	}
-	switch do {
-	case "kill", "stop", "start", "restart", "pause", "resume":
-		return sc.DoStage(ctx, node, stage, do)
-	}
-	return fmt.Errorf("a stage can be killed, stopped, started, restarted, paused or resumed, not %q", do)
 }
 
 // ErrFailedOver is a node's Start refused because a standby of it was
@@ -406,47 +382,4 @@ type Sinks interface {
 	Pauser
 	// Close stops every server.
 	Close() error
-}
-
-// ErrNoNodeControl is DoNode's error when the engine cannot do the action
-// at all.
-var ErrNoNodeControl = errors.New("the engine cannot do that to its nodes")
-
-// DoNode does one of the node faults (spec.FaultDos: kill, stop, start,
-// restart, pause, resume) to a node, through the cluster's NodeControl or
-// Pauser; an error says when the engine cannot.
-func DoNode(ctx context.Context, c Cluster, node, do string) error {
-	nc, ok := c.(NodeControl)
-	pz, canPause := c.(Pauser)
-	switch do {
-	case "kill", "stop", "start", "restart":
-		if !ok {
-			return fmt.Errorf("%w: cannot %s nodes", ErrNoNodeControl, do)
-		}
-	case "pause", "resume":
-		if !canPause {
-			return fmt.Errorf("%w: cannot pause nodes", ErrNoNodeControl)
-		}
-	case "promote":
-		pr, ok := c.(Promoter)
-		if !ok {
-			return fmt.Errorf("%w: cannot promote nodes", ErrNoNodeControl)
-		}
-		return pr.Promote(ctx, node)
-	}
-	switch do {
-	case "kill":
-		return nc.Kill(ctx, node)
-	case "stop":
-		return nc.Stop(ctx, node)
-	case "start":
-		return nc.Start(ctx, node)
-	case "restart":
-		return nc.Restart(ctx, node)
-	case "pause":
-		return pz.Pause(ctx, node)
-	case "resume":
-		return pz.Resume(ctx, node)
-	}
-	return fmt.Errorf("unknown node action %q: want kill, stop, start, restart, pause, resume or promote", do)
 }

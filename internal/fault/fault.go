@@ -1,5 +1,6 @@
 // Package fault breaks things on a schedule during a run — links (down,
-// loss, delay, rate) and nodes (kill, stop, restart, pause) — logs every
+// loss, delay, rate, flapping), nodes (kill, stop, restart, pause) and
+// sites (isolated), each fault by its kind (internal/faultkind) — logs every
 // fault with its time, whether the schedule or a second shell caused it,
 // and measures the run around each: throughput and commit latency before,
 // during and after, the time to recover, the lag it caused at each
@@ -8,7 +9,6 @@ package fault
 
 import (
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -25,10 +25,6 @@ type Event struct {
 	AtS    float64 `json:"at_s"`   // seconds since the measure phase began (negative in the warmup)
 	Err    string  `json:"error,omitempty"`
 }
-
-// ErrStaysDown is a heal the target refuses on purpose (a node failed over
-// from stays out): logged as not healed, not as a failure.
-var ErrStaysDown = errors.New("stays down")
 
 // Event actions.
 const (

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"replab/internal/faultkind"
 	"replab/internal/linkem"
 	"replab/internal/spec"
 )
@@ -125,16 +126,101 @@ func TestEventsCSV(t *testing.T) {
 	}
 }
 
-// recorder is a Target that records what it is asked, with a link
-// direction's parameters it can change and restore.
+// parseFaults reads [[fault]] tables on a lab of three sites (a, b, c,
+// linked a-b, a-c, b-c) with nodes e1, e2, e3 and p1, run for 60 s.
+func parseFaults(t *testing.T, faults string) []spec.Fault {
+	t.Helper()
+	s, err := spec.Parse("s.toml", []byte(`[lab]
+name = "sched"
+[site.a]
+[site.b]
+[site.c]
+[[link]]
+sites = ["a", "b"]
+[[link]]
+sites = ["a", "c"]
+[[link]]
+sites = ["b", "c"]
+[engine]
+kind = "postgres"
+[node.p1]
+site = "a"
+role = "primary"
+[node.e1]
+site = "b"
+role = "standby"
+from = "p1"
+[node.e2]
+site = "c"
+role = "standby"
+from = "p1"
+[node.e3]
+site = "c"
+role = "standby"
+from = "p1"
+[workload]
+kind = "personnel"
+[run]
+duration = "60s"
+cooldown = "10s"
+`+faults))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Faults
+}
+
+// fakeClock jumps to whatever the schedule waits for: every time is the
+// schedule's own.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *fakeClock) wait(ctx context.Context, t time.Time) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.t) {
+		c.t = t
+	}
+	return true
+}
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// recorder is a World that records what it is asked and when (seconds
+// since t0 on the fake clock), with link directions' parameters it can
+// change and restore.
 type recorder struct {
+	clock *fakeClock
 	mu    sync.Mutex
 	calls []string
 	links map[string]linkem.Params
-	fail  string // a node action that fails
+	fail  map[string]bool // calls that fail, as recorded without the time
 }
 
-func (r *recorder) add(s string) { r.mu.Lock(); r.calls = append(r.calls, s); r.mu.Unlock() }
+func newRecorder(dirs ...string) *recorder {
+	r := &recorder{clock: &fakeClock{t: t0}, links: map[string]linkem.Params{}, fail: map[string]bool{}}
+	for _, d := range dirs {
+		r.links[d] = linkem.Params{Delay: time.Millisecond}
+	}
+	return r
+}
+
+func (r *recorder) add(call string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, fmt.Sprintf("%.3f %s", r.clock.now().Sub(t0).Seconds(), call))
+	if r.fail[call] {
+		return fmt.Errorf("cannot %s", call)
+	}
+	return nil
+}
 
 func (r *recorder) LinkParams(from, to string) (linkem.Params, error) {
 	r.mu.Lock()
@@ -147,101 +233,259 @@ func (r *recorder) LinkParams(from, to string) (linkem.Params, error) {
 }
 
 func (r *recorder) SetLink(from, to string, both bool, kvs []string) error {
-	r.add(fmt.Sprintf("set %s->%s both=%v %s", from, to, both, strings.Join(kvs, " ")))
+	if err := r.add(fmt.Sprintf("set %s->%s both=%v %s", from, to, both, strings.Join(kvs, " "))); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, k := range []string{from + "->" + to, to + "->" + from}[:map[bool]int{false: 1, true: 2}[both]] {
+	keys := []string{from + "->" + to}
+	if both {
+		keys = append(keys, to+"->"+from)
+	}
+	for _, k := range keys {
 		p := r.links[k]
-		p.Down = kvs[0] == "down"
+		p.Down = kvs[len(kvs)-1] == "down"
 		r.links[k] = p
 	}
 	return nil
 }
 
 func (r *recorder) RestoreLink(from, to string, p linkem.Params) error {
-	r.add(fmt.Sprintf("restore %s->%s down=%v", from, to, p.Down))
+	if err := r.add(fmt.Sprintf("restore %s->%s down=%v", from, to, p.Down)); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	r.links[from+"->"+to] = p
 	r.mu.Unlock()
 	return nil
 }
 
-func (r *recorder) Node(ctx context.Context, node, do string) error {
-	r.add("node " + node + " " + do)
-	if do == r.fail {
-		return fmt.Errorf("cannot %s", do)
-	}
-	return nil
-}
+func (r *recorder) node(do, node string) error { return r.add("node " + node + " " + do) }
+
+func (r *recorder) Kill(ctx context.Context, n string) error    { return r.node("kill", n) }
+func (r *recorder) Stop(ctx context.Context, n string) error    { return r.node("stop", n) }
+func (r *recorder) Start(ctx context.Context, n string) error   { return r.node("start", n) }
+func (r *recorder) Restart(ctx context.Context, n string) error { return r.node("restart", n) }
+func (r *recorder) Pause(ctx context.Context, n string) error   { return r.node("pause", n) }
+func (r *recorder) Resume(ctx context.Context, n string) error  { return r.node("resume", n) }
+func (r *recorder) Promote(ctx context.Context, n string) error { return r.node("promote", n) }
 
 func (r *recorder) Stage(ctx context.Context, node, stage, do string) error {
-	r.add("stage " + node + " " + stage + " " + do)
-	return nil
+	return r.add("stage " + node + " " + stage + " " + do)
+}
+
+// run runs faults on r to the end and heals what is left, on r's clock.
+func (r *recorder) run(faults []spec.Fault) (*Schedule, []Event) {
+	var logged []Event
+	var mu sync.Mutex
+	s := NewSchedule(faults, r, func(e Event) { mu.Lock(); logged = append(logged, e); mu.Unlock() })
+	s.clock = r.clock
+	s.Run(context.Background(), t0)
+	s.HealAll(context.Background())
+	return s, logged
+}
+
+// events renders events as "AT action what [error]".
+func events(ev []Event) []string {
+	var out []string
+	for _, e := range ev {
+		line := fmt.Sprintf("%.3f %s %s", e.AtS, e.Action, e.What)
+		if e.Err != "" {
+			line += " error: " + e.Err
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func same(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s:\n%s\nwant:\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
 
 // TestScheduleAppliesHealsAndLogs: faults happen in time order, each
 // healed after its for; HealAll heals what is left; every event is logged
-// with a time no earlier than scheduled.
+// at the time it was due.
 func TestScheduleAppliesHealsAndLogs(t *testing.T) {
-	r := &recorder{links: map[string]linkem.Params{"a->b": {}, "b->a": {}}, fail: "pause"}
-	ms := time.Millisecond
-	faults := []spec.Fault{
-		{At: 40 * ms, For: 60 * ms, Link: "a<->b", From: "a", To: "b", Both: true, Set: []string{"down"}},
-		{At: 20 * ms, Node: "e1", Do: "kill"},
-		{At: 60 * ms, For: 10 * ms, Node: "e2", Do: "pause"},
-		{At: 70 * ms, For: 10 * ms, Node: "e3", Do: "stop"},
-		{At: 82 * ms, For: 5 * ms, Node: "e3", Stage: "replicat", Do: "kill"},
-	}
-	var logged []Event
-	var mu sync.Mutex
-	s := NewSchedule(faults, r, func(e Event) { mu.Lock(); logged = append(logged, e); mu.Unlock() })
-	start := time.Now()
-	s.Run(context.Background(), start)
-	s.HealAll(context.Background())
-	want := []string{
-		"node e1 kill",
-		"set a->b both=true down",
-		"node e2 pause", // fails: nothing to heal
-		"node e3 stop",
-		"node e3 start",
-		"stage e3 replicat kill", // a stage, not the server
-		"stage e3 replicat start",
-		"restore a->b down=false", "restore b->a down=false",
-		"node e1 start", // HealAll: the kill without for
-	}
-	if !reflect.DeepEqual(r.calls, want) {
-		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(r.calls, "\n"), strings.Join(want, "\n"))
-	}
+	r := newRecorder("a->b", "b->a")
+	r.fail["node e2 pause"] = true
+	faults := parseFaults(t, `
+[[fault]]
+at = "40ms"
+for = "60ms"
+link = "a<->b"
+set = "down"
+[[fault]]
+at = "20ms"
+node = "e1"
+do = "kill"
+[[fault]]
+at = "60ms"
+for = "10ms"
+node = "e2"
+do = "pause"
+[[fault]]
+at = "70ms"
+for = "10ms"
+node = "e3"
+do = "stop"
+[[fault]]
+at = "82ms"
+for = "5ms"
+node = "e3"
+stage = "replicat"
+do = "kill"
+`)
+	s, logged := r.run(faults)
+	same(t, "calls", r.calls, []string{
+		"0.020 node e1 kill",
+		"0.040 set a->b both=true down",
+		"0.060 node e2 pause", // fails: nothing to heal
+		"0.070 node e3 stop",
+		"0.080 node e3 start",
+		"0.082 stage e3 replicat kill", // a stage, not the server
+		"0.087 stage e3 replicat start",
+		"0.100 restore a->b down=false", "0.100 restore b->a down=false",
+		"0.100 node e1 start", // HealAll: the kill without for
+	})
 	ev := s.Events()
-	if len(ev) != 9 || len(logged) != 9 {
-		t.Fatalf("%d events, %d logged: %+v", len(ev), len(logged), ev)
-	}
+	same(t, "events", events(ev), []string{
+		"0.020 apply node e1 kill",
+		"0.040 apply link a<->b set down",
+		"0.060 apply node e2 pause error: cannot node e2 pause",
+		"0.070 apply node e3 stop",
+		"0.080 heal node e3 stop",
+		"0.082 apply node e3 replicat kill",
+		"0.087 heal node e3 replicat kill",
+		"0.100 heal link a<->b set down",
+		"0.100 heal node e1 kill (at the end of the run)",
+	})
+	same(t, "logged", events(logged), events(ev))
 	for _, e := range ev {
-		f := faults[e.Fault]
-		due := f.At
-		if e.Action == ActionHeal && f.For > 0 {
-			due += f.For
-		}
-		if e.AtS < due.Seconds() {
-			t.Errorf("%s %s at %.3f s, before it was due (%.3f s)", e.Action, e.What, e.AtS, due.Seconds())
+		if f := faults[e.Fault]; e.Action == ActionApply && e.AtS != f.At.Seconds() {
+			t.Errorf("%s applied at %.3f s, due at %v", e.What, e.AtS, f.At)
 		}
 	}
-	if ev[2].What != "node e2 pause" || ev[2].Err == "" {
-		t.Errorf("the failed pause: %+v", ev[2])
-	}
-	if ev[5].What != "node e3 replicat kill" {
-		t.Errorf("the stage fault is logged as %q, want %q", ev[5].What, "node e3 replicat kill")
-	}
-	last := ev[len(ev)-1]
-	if last.Action != ActionHeal || !strings.Contains(last.What, "at the end of the run") {
-		t.Errorf("last event %+v", last)
-	}
+}
+
+// TestScheduleFlap: a flapping link goes down at at and every every after,
+// up down later each time, and is put back at at + for; a step that fails
+// is said with the heal.
+func TestScheduleFlap(t *testing.T) {
+	r := newRecorder("a->b", "b->a")
+	faults := parseFaults(t, `
+[[fault]]
+at = "1s"
+for = "5s"
+link = "a<->b"
+do = "flap"
+every = "2s"
+down = "500ms"
+[[fault]]
+at = "3s"
+node = "e1"
+do = "restart"
+`)
+	s, _ := r.run(faults)
+	same(t, "calls", r.calls, []string{
+		"1.000 set a->b both=true down",
+		"1.500 set a->b both=true up",
+		"3.000 set a->b both=true down", // a step of a fault in effect before a new fault at the same time
+		"3.000 node e1 restart",
+		"3.500 set a->b both=true up",
+		"5.000 set a->b both=true down",
+		"5.500 set a->b both=true up",
+		"6.000 restore a->b down=false", "6.000 restore b->a down=false",
+	})
+	same(t, "events", events(s.Events()), []string{
+		"1.000 apply link a<->b flap every 2s down 500ms",
+		"3.000 apply node e1 restart",
+		"6.000 heal link a<->b flap every 2s down 500ms",
+	})
+
+	// One way, cut short by its for (down at 4 s, healed at 4.2 s), and a
+	// step that fails.
+	r = newRecorder("a->b", "b->a")
+	r.fail["set a->b both=false up"] = true
+	s, _ = r.run(parseFaults(t, `
+[[fault]]
+at = "0s"
+for = "4200ms"
+link = "a->b"
+do = "flap"
+every = "2s"
+down = "1s"
+`))
+	same(t, "calls", r.calls, []string{
+		"0.000 set a->b both=false down",
+		"1.000 set a->b both=false up", // fails
+		"2.000 set a->b both=false down",
+		"3.000 set a->b both=false up", // fails
+		"4.000 set a->b both=false down",
+		"4.200 restore a->b down=false",
+	})
+	same(t, "events", events(s.Events()), []string{
+		"0.000 apply link a->b flap every 2s down 1s",
+		"4.200 heal link a->b flap every 2s down 1s error: step at 1.000 s: cannot set a->b both=false up; step at 3.000 s: cannot set a->b both=false up",
+	})
+}
+
+// TestScheduleIsolate: every link of the site goes down, both directions,
+// and each direction is put back as it was; one that cannot go down puts
+// the others back at once.
+func TestScheduleIsolate(t *testing.T) {
+	dirs := []string{"a->b", "b->a", "a->c", "c->a", "b->c", "c->b"}
+	r := newRecorder(dirs...)
+	r.links["c->a"] = linkem.Params{Down: true} // down before: down after
+	s, _ := r.run(parseFaults(t, `
+[[fault]]
+at = "2s"
+for = "3s"
+site = "a"
+do = "isolate"
+[[fault]]
+at = "10s"
+site = "c"
+do = "isolate"
+`))
+	same(t, "calls", r.calls, []string{
+		"2.000 set a->b both=true down",
+		"2.000 set a->c both=true down",
+		"5.000 restore a->b down=false", "5.000 restore b->a down=false", "5.000 restore a->c down=false", "5.000 restore c->a down=true",
+		"10.000 set c->a both=true down",
+		"10.000 set c->b both=true down",
+		"10.000 restore c->a down=true", "10.000 restore a->c down=false", "10.000 restore c->b down=false", "10.000 restore b->c down=false",
+	})
+	same(t, "events", events(s.Events()), []string{
+		"2.000 apply site a isolate",
+		"5.000 heal site a isolate",
+		"10.000 apply site c isolate",
+		"10.000 heal site c isolate (at the end of the run)",
+	})
+
+	r = newRecorder(dirs...)
+	r.fail["set a->c both=true down"] = true
+	s, _ = r.run(parseFaults(t, `
+[[fault]]
+at = "1s"
+for = "1s"
+site = "a"
+do = "isolate"
+`))
+	same(t, "calls", r.calls, []string{
+		"1.000 set a->b both=true down",
+		"1.000 set a->c both=true down", // fails: what went down comes back
+		"1.000 restore a->b down=false", "1.000 restore b->a down=false", "1.000 restore a->c down=false", "1.000 restore c->a down=false",
+	})
+	same(t, "events", events(s.Events()), []string{"1.000 apply site a isolate error: cannot set a->c both=true down"})
 }
 
 // A cancelled schedule stops applying faults.
 func TestScheduleStopsWithItsContext(t *testing.T) {
-	r := &recorder{links: map[string]linkem.Params{}}
-	s := NewSchedule([]spec.Fault{{At: time.Hour, Node: "e1", Do: "kill"}}, r, nil)
+	r := newRecorder()
+	s := NewSchedule(parseFaults(t, "[[fault]]\nat = \"50s\"\nnode = \"e1\"\ndo = \"kill\"\n"), r, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx, time.Now()); close(done) }()
@@ -256,13 +500,14 @@ func TestScheduleStopsWithItsContext(t *testing.T) {
 	}
 }
 
-// A heal the target refuses on purpose (a primary failed over from) is
+// A heal the world refuses on purpose (a primary failed over from) is
 // logged, not recorded: the fault stays unhealed in the events.
 func TestHealThatStaysDown(t *testing.T) {
-	r := &recorder{links: map[string]linkem.Params{}}
+	r := newRecorder()
 	var logged []string
-	s := NewSchedule([]spec.Fault{{At: 0, Node: "p1", Do: "kill"}}, stayDown{r}, func(e Event) { logged = append(logged, e.What) })
-	s.Run(context.Background(), time.Now())
+	s := NewSchedule(parseFaults(t, "[[fault]]\nat = \"0s\"\nnode = \"p1\"\ndo = \"kill\"\n"), stayDown{r}, func(e Event) { logged = append(logged, e.What) })
+	s.clock = r.clock
+	s.Run(context.Background(), t0)
 	s.HealAll(context.Background())
 	ev := s.Events()
 	if len(ev) != 1 || ev[0].Action != ActionApply {
@@ -276,9 +521,6 @@ func TestHealThatStaysDown(t *testing.T) {
 // stayDown refuses every start with ErrStaysDown.
 type stayDown struct{ *recorder }
 
-func (s stayDown) Node(ctx context.Context, node, do string) error {
-	if do == spec.FaultStart {
-		return fmt.Errorf("%w: failed over from", ErrStaysDown)
-	}
-	return s.recorder.Node(ctx, node, do)
+func (s stayDown) Start(ctx context.Context, node string) error {
+	return fmt.Errorf("%w: failed over from", faultkind.ErrStaysDown)
 }

@@ -10,104 +10,128 @@ import (
 	"sync"
 	"time"
 
-	"replab/internal/linkem"
+	"replab/internal/faultkind"
 	"replab/internal/spec"
 )
-
-// Target is what a schedule acts on: the lab's link directions and the
-// cluster's nodes.
-type Target interface {
-	// LinkParams reads a direction's parameters (to heal it later).
-	LinkParams(from, to string) (linkem.Params, error)
-	// SetLink applies link set's key=value changes (or down/up).
-	SetLink(from, to string, both bool, kvs []string) error
-	// RestoreLink puts a direction's parameters back.
-	RestoreLink(from, to string, p linkem.Params) error
-	// Node does one of spec.FaultDos to a node.
-	Node(ctx context.Context, node, do string) error
-	// Stage does one of spec.FaultDos (not promote) to a node's
-	// replication stage (spec.Fault.Stage).
-	Stage(ctx context.Context, node, stage, do string) error
-}
-
-// Describe is a fault in a few words, as the log and the report say it.
-func Describe(f spec.Fault) string {
-	if f.Node != "" && f.Stage != "" {
-		return "node " + f.Node + " " + f.Stage + " " + f.Do
-	}
-	if f.Node != "" {
-		return "node " + f.Node + " " + f.Do
-	}
-	return "link " + f.Link + " " + strings.Join(f.Set, " ")
-}
 
 // ActionTimeout bounds one fault's or heal's action (a node's start).
 const ActionTimeout = 3 * time.Minute
 
-// Schedule runs a spec's faults against a target.
+// Schedule runs a spec's faults against a world: each fault's kind
+// (internal/faultkind) applies, steps and heals it.
 type Schedule struct {
 	faults []spec.Fault
-	target Target
+	world  faultkind.World
 	log    func(Event) // called as each event happens; may be nil
+	clock  clock
 
 	mu     sync.Mutex
 	events []Event
 	start  time.Time
-	open   map[int]func(context.Context) error // heals of faults in effect
+	open   map[int]*inEffect // faults applied and not healed
+}
+
+// inEffect is a fault applied and not yet healed.
+type inEffect struct {
+	heal     faultkind.Heal // nil: nothing to heal (an instantaneous fault)
+	stepErrs []string       // steps that failed (a flapping link that did not go down)
+}
+
+// clock is the schedule's time; tests give one that jumps.
+type clock interface {
+	now() time.Time
+	// wait returns at t, or false once ctx ends first.
+	wait(ctx context.Context, t time.Time) bool
+}
+
+type wallClock struct{}
+
+func (wallClock) now() time.Time { return time.Now() }
+
+func (wallClock) wait(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
 }
 
 // NewSchedule prepares faults; log sees every event as it happens.
-func NewSchedule(faults []spec.Fault, target Target, log func(Event)) *Schedule {
-	return &Schedule{faults: faults, target: target, log: log, open: map[int]func(context.Context) error{}}
+func NewSchedule(faults []spec.Fault, world faultkind.World, log func(Event)) *Schedule {
+	return &Schedule{faults: faults, world: world, log: log, clock: wallClock{}, open: map[int]*inEffect{}}
 }
 
-// Run applies each fault At after start (the measure phase's beginning)
-// and heals it For later, until every fault is done or ctx ends. Faults
-// are applied in time order; ones due at the same moment in spec order.
+// step is one action of the schedule: fault i's apply, one of its steps
+// (a flap's), or its heal, due at into the measure phase.
+type step struct {
+	at   time.Duration
+	i    int
+	what int // applyStep, healStep, or the fault's step number from 0
+}
+
+const (
+	applyStep = -1
+	healStep  = -2
+)
+
+// order is the order of steps due at the same moment: heals first, then
+// the steps of faults in effect, then new faults.
+func (st step) order() int {
+	switch st.what {
+	case healStep:
+		return 0
+	case applyStep:
+		return 2
+	}
+	return 1
+}
+
+// plan is every step of the schedule in the order they are done: by time;
+// at the same moment heals, then steps, then applies, each in spec order.
+func (s *Schedule) plan() []step {
+	var steps []step
+	for i, f := range s.faults {
+		steps = append(steps, step{f.At, i, applyStep})
+		if st, ok := f.Act.(faultkind.Stepper); ok {
+			for k, off := range st.Steps() {
+				steps = append(steps, step{f.At + off, i, k})
+			}
+		}
+		if f.For > 0 {
+			steps = append(steps, step{f.At + f.For, i, healStep})
+		}
+	}
+	slices.SortStableFunc(steps, func(a, b step) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.order(), b.order()), cmp.Compare(a.i, b.i), cmp.Compare(a.what, b.what))
+	})
+	return steps
+}
+
+// Run applies each fault At after start (the measure phase's beginning),
+// does its steps, and heals it For later, until every fault is done or ctx
+// ends.
 func (s *Schedule) Run(ctx context.Context, start time.Time) {
 	s.mu.Lock()
 	s.start = start
 	s.mu.Unlock()
-	type step struct {
-		at   time.Duration
-		i    int
-		heal bool
-	}
-	var steps []step
-	for i, f := range s.faults {
-		steps = append(steps, step{f.At, i, false})
-		if f.For > 0 {
-			steps = append(steps, step{f.At + f.For, i, true})
-		}
-	}
-	slices.SortStableFunc(steps, func(a, b step) int {
-		if a.at != b.at {
-			return cmp.Compare(a.at, b.at)
-		}
-		if a.heal != b.heal { // a heal due with another fault's start goes first
-			if a.heal {
-				return -1
-			}
-			return 1
-		}
-		return a.i - b.i
-	})
-	for _, st := range steps {
-		t := time.NewTimer(time.Until(start.Add(st.at)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+	for _, st := range s.plan() {
+		if !s.clock.wait(ctx, start.Add(st.at)) {
 			return
-		case <-t.C:
 		}
 		// Once begun, a fault or its heal runs to its end (a node's start
 		// may outlast the schedule): a heal cut short would leave the node
 		// down for the catch-up and the checks after the run.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ActionTimeout)
-		if st.heal {
-			s.heal(actx, st.i, "")
-		} else {
+		switch st.what {
+		case applyStep:
 			s.apply(actx, st.i)
+		case healStep:
+			s.heal(actx, st.i, "")
+		default:
+			s.step(actx, st.i, st.what)
 		}
 		cancel()
 	}
@@ -116,85 +140,65 @@ func (s *Schedule) Run(ctx context.Context, start time.Time) {
 // apply breaks fault i and remembers how to heal it.
 func (s *Schedule) apply(ctx context.Context, i int) {
 	f := s.faults[i]
-	var err error
-	var heal func(context.Context) error
-	if f.Node != "" {
-		do := func(ctx context.Context, what string) error {
-			if f.Stage != "" {
-				return s.target.Stage(ctx, f.Node, f.Stage, what)
-			}
-			return s.target.Node(ctx, f.Node, what)
-		}
-		err = do(ctx, f.Do)
-		if h := spec.FaultHeal(f.Do); h != "" && err == nil {
-			heal = func(ctx context.Context) error { return do(ctx, h) }
-		}
-	} else {
-		heal, err = s.applyLink(f)
-	}
-	if heal != nil {
+	heal, err := f.Act.Apply(ctx, s.world)
+	if err == nil {
 		s.mu.Lock()
-		s.open[i] = heal
+		s.open[i] = &inEffect{heal: heal}
 		s.mu.Unlock()
 	}
-	s.record(Event{Fault: i, What: Describe(f), Action: ActionApply}, err)
+	s.record(Event{Fault: i, What: f.Describe(), Action: ActionApply}, err)
 }
 
-// applyLink changes a link's directions and returns what puts them back.
-func (s *Schedule) applyLink(f spec.Fault) (func(context.Context) error, error) {
-	dirs := [][2]string{{f.From, f.To}}
-	if f.Both {
-		dirs = append(dirs, [2]string{f.To, f.From})
+// step does step k of fault i if it is in effect; a step that fails is
+// said with the fault's heal.
+func (s *Schedule) step(ctx context.Context, i, k int) {
+	s.mu.Lock()
+	e := s.open[i]
+	s.mu.Unlock()
+	st, ok := s.faults[i].Act.(faultkind.Stepper)
+	if e == nil || !ok {
+		return
 	}
-	saved := make([]linkem.Params, len(dirs))
-	for k, d := range dirs {
-		p, err := s.target.LinkParams(d[0], d[1])
-		if err != nil {
-			return nil, err
-		}
-		saved[k] = p
+	if err := st.Step(ctx, s.world, k); err != nil {
+		at := s.clock.now().Sub(s.start).Seconds()
+		s.mu.Lock()
+		e.stepErrs = append(e.stepErrs, fmt.Sprintf("step at %.3f s: %v", at, err))
+		s.mu.Unlock()
 	}
-	if err := s.target.SetLink(f.From, f.To, f.Both, f.Set); err != nil {
-		return nil, err
-	}
-	return func(context.Context) error {
-		var errs []string
-		for k, d := range dirs {
-			if err := s.target.RestoreLink(d[0], d[1], saved[k]); err != nil {
-				errs = append(errs, err.Error())
-			}
-		}
-		if len(errs) > 0 {
-			return fmt.Errorf("restore %s: %s", f.Link, strings.Join(errs, "; "))
-		}
-		return nil
-	}, nil
 }
 
 // heal undoes fault i if it is in effect; note goes into the event.
 func (s *Schedule) heal(ctx context.Context, i int, note string) {
 	s.mu.Lock()
-	h := s.open[i]
+	e := s.open[i]
 	delete(s.open, i)
 	s.mu.Unlock()
-	if h == nil {
+	if e == nil || e.heal == nil {
 		return
 	}
-	err := h(ctx)
-	what := Describe(s.faults[i])
-	if errors.Is(err, ErrStaysDown) {
+	err := e.heal(ctx)
+	what := s.faults[i].Describe()
+	if errors.Is(err, faultkind.ErrStaysDown) {
 		// Refused on purpose: said in the log, and the fault stays
 		// unhealed in the events.
 		if note != "" {
 			note += "; "
 		}
 		if s.log != nil {
-			s.log(Event{Fault: i, What: what + " (" + note + "not healed: " + err.Error() + ")", Action: ActionHeal, AtS: time.Since(s.start).Seconds()})
+			s.log(Event{Fault: i, What: what + " (" + note + "not healed: " + err.Error() + ")", Action: ActionHeal, AtS: s.clock.now().Sub(s.start).Seconds()})
 		}
 		return
 	}
 	if note != "" {
 		what += " (" + note + ")"
+	}
+	if len(e.stepErrs) > 0 {
+		steps := strings.Join(e.stepErrs, "; ")
+		if err != nil {
+			err = fmt.Errorf("%w; %s", err, steps)
+		} else {
+			err = errors.New(steps)
+		}
 	}
 	s.record(Event{Fault: i, What: what, Action: ActionHeal}, err)
 }
@@ -217,7 +221,7 @@ func (s *Schedule) HealAll(ctx context.Context) {
 
 func (s *Schedule) record(e Event, err error) {
 	s.mu.Lock()
-	e.AtS = time.Since(s.start).Seconds()
+	e.AtS = s.clock.now().Sub(s.start).Seconds()
 	if err != nil {
 		e.Err = err.Error()
 	}

@@ -1,26 +1,24 @@
 package lab
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"replab/internal/linkem"
-	"replab/internal/spec"
+	"replab/internal/faultkind"
 )
 
 // Faults made from a second shell (replab fault, replab link set) reach
-// the lab through its control socket. The lab applies link changes itself;
-// node actions go to the handler that the process holding the servers
-// registered (SetNodeControl). Every one is kept in the lab's fault log
-// with its wall-clock time, and written as a line to FaultLogPath.
+// the lab through its control socket. Any kind of fault (internal/faultkind)
+// is applied through the lab's world (faultworld.go): link changes by the
+// lab itself, node actions by the handler that the process holding the
+// servers registered (SetNodeControl). Every one is kept in the lab's fault
+// log with its wall-clock time, and written as a line to FaultLogPath.
 
 // Fault record actions (the same words as fault.ActionApply and
 // fault.ActionHeal).
@@ -46,58 +44,25 @@ func (r FaultRecord) String() string {
 	return s
 }
 
-// NodeControlFunc performs do (one of spec.FaultDos) on a node, or with
-// stage on one of its replication stages.
-type NodeControlFunc func(ctx context.Context, node, stage, do string) error
-
-// NodeRequest is the body of POST /node. With Heal, the lab undoes Do
-// instead: kill and stop are healed by start, pause by resume.
-type NodeRequest struct {
-	Node string `json:"node"`
-	// Stage, when set, is one of the node's replication stages (the
-	// pipeline's extract, pump, collector, replicat) to act on.
-	Stage string `json:"stage,omitempty"`
-	Do    string `json:"do"`
-	Heal  bool   `json:"heal,omitempty"`
-}
-
-// LinkFault is the answer to POST /link/fault: the change is applied and
-// the previous parameters are kept under ID until POST /link/heal.
-type LinkFault struct {
-	ID     string      `json:"id"`
-	Record FaultRecord `json:"record"`
-	Status Status      `json:"status"`
-}
-
-// LinkHeal is the body of POST /link/heal.
-type LinkHeal struct {
-	ID string `json:"id"`
-}
-
 // errNoServers: no process registered a node handler.
 var errNoServers = errors.New("this lab has no servers: start one whose spec has [[node]]s (replab lab up FILE)")
 
-// faultLog holds the lab's fault records and open link faults.
+// faultLog holds the lab's fault records and the faults in effect.
 type faultLog struct {
 	mu      sync.Mutex
 	path    string
 	file    *os.File
 	records []FaultRecord
-	nodeCtl NodeControlFunc
+	nodeCtl faultkind.Nodes
 
-	// linkMu orders link changes made through the control socket, so a
-	// link fault's saved parameters are exactly what it replaced.
+	// applyMu orders the faults that change links (their apply, steps and
+	// heal) and replab link set, so that what a fault saves is exactly
+	// what it replaced.
+	applyMu sync.Mutex
+	// linkMu guards open and every change of a link's parameters.
 	linkMu sync.Mutex
-	saved  map[int]*savedLink // open link faults by id, under linkMu
+	open   map[int]*openFault // faults in effect by id
 	nextID int
-}
-
-// savedLink is what a link fault changed, to put back exactly.
-type savedLink struct {
-	what  string
-	set   []string
-	pairs [][2]string
-	old   []linkem.Params
 }
 
 // FaultLogPath is where a lab's fault log is written: next to its state
@@ -175,60 +140,12 @@ func (l *Lab) logFault(what, action string, err error) FaultRecord {
 	return r
 }
 
-// SetNodeControl registers what performs node actions (POST /node); nil
-// removes it (the servers are going away).
-func (l *Lab) SetNodeControl(f NodeControlFunc) {
+// SetNodeControl registers what performs node actions (faults on nodes);
+// nil removes it (the servers are going away).
+func (l *Lab) SetNodeControl(n faultkind.Nodes) {
 	l.faults.mu.Lock()
 	defer l.faults.mu.Unlock()
-	l.faults.nodeCtl = f
-}
-
-// NodeAction performs a node action (or heals it, see NodeRequest) through
-// the registered handler and logs it. Requests that name no node of the
-// lab or no action are refused without being logged.
-func (l *Lab) NodeAction(ctx context.Context, req NodeRequest) (FaultRecord, error) {
-	l.faults.mu.Lock()
-	f := l.faults.nodeCtl
-	l.faults.mu.Unlock()
-	if f == nil {
-		return FaultRecord{}, errNoServers
-	}
-	if !slices.Contains(spec.FaultDos, req.Do) {
-		return FaultRecord{}, fmt.Errorf("unknown node action %q: use one of %s", req.Do, strings.Join(spec.FaultDos, ", "))
-	}
-	var names []string
-	l.nodesMu.Lock()
-	for _, n := range l.nodes {
-		names = append(names, n.Name)
-	}
-	l.nodesMu.Unlock()
-	if !slices.Contains(names, req.Node) {
-		return FaultRecord{}, fmt.Errorf("lab %s has no node %q (nodes: %s)", l.Spec.Lab.Name, req.Node, strings.Join(names, ", "))
-	}
-	do, action := req.Do, FaultApply
-	if req.Heal {
-		h, err := HealOf(req.Do)
-		if err != nil {
-			return FaultRecord{}, err
-		}
-		do, action = h, FaultHeal
-	}
-	err := f(ctx, req.Node, req.Stage, do)
-	what := "node " + req.Node + " " + req.Do
-	if req.Stage != "" {
-		what = "node " + req.Node + " " + req.Stage + " " + req.Do
-	}
-	rec := l.logFault(what, action, err)
-	return rec, err
-}
-
-// HealOf is the node action that undoes do: start after kill or stop,
-// resume after pause.
-func HealOf(do string) (string, error) {
-	if h := spec.FaultHeal(do); h != "" {
-		return h, nil
-	}
-	return "", fmt.Errorf("node %s cannot be healed: only kill, stop (healed by start) and pause (healed by resume) last", do)
+	l.faults.nodeCtl = n
 }
 
 // linkWhat names a link change in the fault log: "link a<->b set down".
@@ -242,81 +159,14 @@ func linkWhat(req LinkRequest) string {
 
 // setLinkLogged is POST /link: SetLink, logged when it changed something.
 func (l *Lab) setLinkLogged(req LinkRequest) error {
+	l.faults.applyMu.Lock()
+	defer l.faults.applyMu.Unlock()
 	l.faults.linkMu.Lock()
-	defer l.faults.linkMu.Unlock()
-	if _, _, err := l.setLink(req.From, req.To, req.Both, req.Set); err != nil {
+	_, _, err := l.setLink(req.From, req.To, req.Both, req.Set)
+	l.faults.linkMu.Unlock()
+	if err != nil {
 		return err
 	}
 	l.logFault(linkWhat(req), FaultApply, nil)
 	return nil
-}
-
-// LinkFault applies a link change like SetLink, logs it, and keeps the
-// previous parameters of the directions it changed until HealLink.
-func (l *Lab) LinkFault(req LinkRequest) (string, FaultRecord, error) {
-	l.faults.linkMu.Lock()
-	defer l.faults.linkMu.Unlock()
-	pairs, old, err := l.setLink(req.From, req.To, req.Both, req.Set)
-	if err != nil {
-		return "", FaultRecord{}, err
-	}
-	what := linkWhat(req)
-	rec := l.logFault(what, FaultApply, nil)
-	if l.faults.saved == nil {
-		l.faults.saved = map[int]*savedLink{}
-	}
-	l.faults.nextID++
-	l.faults.saved[l.faults.nextID] = &savedLink{what: what, set: slices.Clone(req.Set), pairs: pairs, old: old}
-	return strconv.Itoa(l.faults.nextID), rec, nil
-}
-
-// HealLink puts back exactly the parameters a LinkFault found (down
-// included) and logs the heal. When later link faults on the same
-// direction are still open, their changes are applied again on top of
-// what comes back, and their own heals then restore what this one did:
-// faults that overlap in time heal in any order to what was there before
-// the first.
-func (l *Lab) HealLink(id string) (FaultRecord, error) {
-	l.faults.linkMu.Lock()
-	defer l.faults.linkMu.Unlock()
-	n, _ := strconv.Atoi(id)
-	s, ok := l.faults.saved[n]
-	if !ok {
-		return FaultRecord{}, fmt.Errorf("no open link fault %q to heal (already healed?)", id)
-	}
-	delete(l.faults.saved, n)
-	var later []int
-	for m := range l.faults.saved {
-		if m > n {
-			later = append(later, m)
-		}
-	}
-	slices.Sort(later)
-	base := ""
-	if l.Spec.File != "" {
-		base = filepath.Dir(l.Spec.File)
-	}
-	var errs []error
-	for i, pr := range s.pairs {
-		p := s.old[i]
-		for _, m := range later {
-			f := l.faults.saved[m]
-			for j, fp := range f.pairs {
-				if fp != pr {
-					continue
-				}
-				f.old[j] = p
-				for _, kv := range f.set {
-					if err := spec.ApplyKV(&p, kv, base); err != nil {
-						errs = append(errs, fmt.Errorf("apply %s again: %w", f.what, err))
-					}
-				}
-			}
-		}
-		if err := l.emu.SetParams(pr[0], pr[1], p); err != nil {
-			errs = append(errs, fmt.Errorf("restore %s->%s: %w", pr[0], pr[1], err))
-		}
-	}
-	err := errors.Join(errs...)
-	return l.logFault(s.what, FaultHeal, err), err
 }

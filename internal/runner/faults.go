@@ -14,6 +14,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/fault"
+	"replab/internal/faultkind"
 	"replab/internal/linkem"
 	"replab/internal/report"
 )
@@ -34,7 +35,7 @@ func (r *run) startFaults(ctx context.Context) *faults {
 		return nil
 	}
 	f := &faults{start: make(chan time.Time, 1), done: make(chan struct{})}
-	f.sched = fault.NewSchedule(r.s.Faults, faultTarget{r}, func(e fault.Event) {
+	f.sched = fault.NewSchedule(r.s.Faults, faultTarget{r, clusterNodes{r.eng.Kind(), r.cluster}}, func(e fault.Event) {
 		r.opt.live.Fault(e.Action, strings.Fields(e.What + " ?")[0])
 		msg := fmt.Sprintf("fault at %.1f s: %s %s", e.AtS, e.Action, e.What)
 		if e.Err != "" {
@@ -80,8 +81,14 @@ func (f *faults) stop() []fault.Event {
 	return f.sched.Events()
 }
 
-// faultTarget is the lab's links and the cluster's nodes.
-type faultTarget struct{ r *run }
+// faultTarget is the world of a run's scheduled faults: the lab's links
+// and the cluster's nodes.
+type faultTarget struct {
+	r *run
+	clusterNodes
+}
+
+var _ faultkind.World = faultTarget{}
 
 func (t faultTarget) LinkParams(from, to string) (linkem.Params, error) {
 	if t.r.lab.Emulator() == nil {
@@ -98,16 +105,113 @@ func (t faultTarget) RestoreLink(from, to string, p linkem.Params) error {
 	return t.r.lab.Emulator().SetParams(from, to, p)
 }
 
-func (t faultTarget) Node(ctx context.Context, node, do string) error {
-	err := engine.DoNode(ctx, t.r.cluster, node, do)
+// Start is the heal of a kill or a stop: a node a standby was promoted
+// over stays down, on purpose.
+func (t faultTarget) Start(ctx context.Context, node string) error {
+	err := t.clusterNodes.Start(ctx, node)
 	if errors.Is(err, engine.ErrFailedOver) {
-		return fmt.Errorf("%w: %v", fault.ErrStaysDown, err)
+		return fmt.Errorf("%w: %v", faultkind.ErrStaysDown, err)
 	}
 	return err
 }
 
-func (t faultTarget) Stage(ctx context.Context, node, stage, do string) error {
-	return engine.DoStage(ctx, t.r.cluster, node, stage, do)
+// NodesOf is what faults do to c's nodes, through its engine's
+// capabilities (engine.NodeControl, Pauser, Promoter, StageControl); an
+// action the engine does not have fails with faultkind.Cannot.
+func NodesOf(kind string, c engine.Cluster) faultkind.Nodes { return clusterNodes{kind, c} }
+
+// clusterNodes is a cluster's nodes as faults act on them.
+type clusterNodes struct {
+	kind string // the engine's, for errors
+	c    engine.Cluster
+}
+
+func (n clusterNodes) control(what string) (engine.NodeControl, error) {
+	nc, ok := n.c.(engine.NodeControl)
+	if !ok {
+		return nil, faultkind.Cannot(n.kind, what+" nodes")
+	}
+	return nc, nil
+}
+
+func (n clusterNodes) Kill(ctx context.Context, node string) error {
+	nc, err := n.control("kill")
+	if err != nil {
+		return err
+	}
+	return nc.Kill(ctx, node)
+}
+
+func (n clusterNodes) Stop(ctx context.Context, node string) error {
+	nc, err := n.control("stop")
+	if err != nil {
+		return err
+	}
+	return nc.Stop(ctx, node)
+}
+
+func (n clusterNodes) Start(ctx context.Context, node string) error {
+	nc, err := n.control("start")
+	if err != nil {
+		return err
+	}
+	return nc.Start(ctx, node)
+}
+
+func (n clusterNodes) Restart(ctx context.Context, node string) error {
+	nc, err := n.control("restart")
+	if err != nil {
+		return err
+	}
+	return nc.Restart(ctx, node)
+}
+
+func (n clusterNodes) pauser() (engine.Pauser, error) {
+	pz, ok := n.c.(engine.Pauser)
+	if !ok {
+		return nil, faultkind.Cannot(n.kind, "pause nodes")
+	}
+	return pz, nil
+}
+
+func (n clusterNodes) Pause(ctx context.Context, node string) error {
+	pz, err := n.pauser()
+	if err != nil {
+		return err
+	}
+	return pz.Pause(ctx, node)
+}
+
+func (n clusterNodes) Resume(ctx context.Context, node string) error {
+	pz, err := n.pauser()
+	if err != nil {
+		return err
+	}
+	return pz.Resume(ctx, node)
+}
+
+func (n clusterNodes) Promote(ctx context.Context, node string) error {
+	pr, ok := n.c.(engine.Promoter)
+	if !ok {
+		return faultkind.Cannot(n.kind, "promote nodes")
+	}
+	return pr.Promote(ctx, node)
+}
+
+// Stage acts on one of node's replication stages, which it must have.
+func (n clusterNodes) Stage(ctx context.Context, node, stage, action string) error {
+	sc, ok := n.c.(engine.StageControl)
+	if !ok {
+		return faultkind.Cannot(n.kind, `act on replication stages: this scheme has none (stage faults are for replication = "pipeline")`)
+	}
+	stages := sc.Stages(node)
+	if !slices.Contains(stages, stage) {
+		if len(stages) == 0 {
+			return fmt.Errorf("node %s has no replication stages", node)
+		}
+		return fmt.Errorf("node %s has no stage %q; its stages: %s", node, stage, strings.Join(stages, ", "))
+	}
+	return sc.DoStage(ctx, node, stage, action)
 }
 
 // fillFaults writes faults.csv and measures the run around each scheduled

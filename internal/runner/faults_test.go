@@ -16,6 +16,7 @@ import (
 	"replab/internal/engine/postgres"
 	"replab/internal/engine/postgres/pgtest"
 	"replab/internal/fault"
+	"replab/internal/faultkind"
 	"replab/internal/labtest"
 	"replab/internal/report"
 	"replab/internal/spec"
@@ -31,8 +32,8 @@ import (
 func TestFaultScheduleOnTheFake(t *testing.T) {
 	text := strings.NewReplacer(`warmup = "400ms"`, `warmup = "500ms"`, `duration = "1s"`, `duration = "3s"`,
 		`cooldown = "100ms"`, `cooldown = "500ms"`).Replace(fakeSpec("", ""))
-	sum, out, log := runFaults(t, text, []spec.Fault{{At: time.Second, For: time.Second, Node: "s", Do: spec.FaultKill, Line: 1},
-		{At: 2500 * time.Millisecond, Node: "s", Do: spec.FaultPause, Line: 2}},
+	sum, out, log := runFaults(t, text, []spec.Fault{nodeFault(time.Second, time.Second, "s", "kill"),
+		nodeFault(2500*time.Millisecond, 0, "s", "pause")},
 		Options{Offline: true, Engines: engine.NewRegistry(fake.Engine{}), Workloads: workload.NewRegistry(kvinsert.Factory)})
 	f, err := os.Open(filepath.Join(out, "faults.csv"))
 	if err != nil {
@@ -65,6 +66,20 @@ func TestFaultScheduleOnTheFake(t *testing.T) {
 	if !strings.Contains(log, "fault at 1.0 s: apply node s kill") {
 		t.Errorf("the log does not say when the fault happened:\n%s", log)
 	}
+}
+
+// nodeFault is a [[fault]] doing do to node at at, healed after dur (0:
+// not healed by the schedule), as the spec reads it.
+func nodeFault(at, dur time.Duration, node, do string) spec.Fault {
+	sub := faultkind.Subject{On: faultkind.OnNode, Node: node}
+	return spec.Fault{At: at, For: dur, Node: node, Kind: do, Act: &faultkind.Node{Subject: sub, Do: do}}
+}
+
+// linkDown is a [[fault]] cutting a<->b at at for dur.
+func linkDown(at, dur time.Duration, a, b string) spec.Fault {
+	sub := faultkind.Subject{On: faultkind.OnLink, From: a, To: b, Both: true}
+	return spec.Fault{At: at, For: dur, Link: a + "<->" + b, From: a, To: b, Both: true, Kind: faultkind.SetName,
+		Act: &faultkind.Set{Subject: sub, Changes: []string{"down"}}}
 }
 
 // runFaults runs spec text with faults through Run, opt giving the
@@ -142,8 +157,7 @@ func TestPartitionBlocksSyncCommitsUntilHealed(t *testing.T) {
 	if text == syncPairSpec {
 		t.Fatal("syncPairSpec has no duration = \"6s\"")
 	}
-	sum, out, log := runWithFaults(t, text, []spec.Fault{
-		{At: 2 * time.Second, For: 2 * time.Second, Link: "primary<->eu", From: "primary", To: "eu", Both: true, Set: []string{"down"}, Line: 1}})
+	sum, out, log := runWithFaults(t, text, []spec.Fault{linkDown(2*time.Second, 2*time.Second, "primary", "eu")})
 	if len(sum.Faults) != 1 {
 		t.Fatalf("faults %+v\n%s", sum.Faults, log)
 	}
@@ -188,7 +202,7 @@ func TestPartitionBlocksSyncCommitsUntilHealed(t *testing.T) {
 // tracked transaction becomes visible.
 func TestStandbyKillAndRestart(t *testing.T) {
 	text := strings.Replace(syncPairSpec, `replication = "sync"`, `replication = "async"`, 1)
-	sum, out, log := runWithFaults(t, text, []spec.Fault{{At: 2 * time.Second, For: 2 * time.Second, Node: "e1", Do: spec.FaultKill, Line: 1}})
+	sum, out, log := runWithFaults(t, text, []spec.Fault{nodeFault(2*time.Second, 2*time.Second, "e1", "kill")})
 	f := sum.Faults[0]
 	if f.Err != "" || f.HealS == nil {
 		t.Fatalf("fault %+v\n%s", f, log)
@@ -240,7 +254,7 @@ func verified(t *testing.T, sum *report.Summary, nodes ...string) {
 // primary committed in the second before the kill.
 func TestKillOfANoSyncPrimaryIsVerified(t *testing.T) {
 	text := strings.NewReplacer(`replication = "sync"`, "replication = \"async\"\ndurability = \"nosync\"").Replace(syncPairSpec)
-	sum, _, log := runWithFaults(t, text, []spec.Fault{{At: 2 * time.Second, For: 2 * time.Second, Node: "p1", Do: spec.FaultKill, Line: 1}})
+	sum, _, log := runWithFaults(t, text, []spec.Fault{nodeFault(2*time.Second, 2*time.Second, "p1", "kill")})
 	v := sum.Verification
 	if v == nil || v.Error != "" || v.Nodes["p1"] == nil || v.Nodes["e1"] == nil {
 		t.Fatalf("verification %+v\n%s", v, log)
@@ -277,8 +291,8 @@ func TestKillOfANoSyncPrimaryIsVerified(t *testing.T) {
 func TestFailoverToThePromotedStandby(t *testing.T) {
 	text := strings.Replace(syncPairSpec, `replication = "sync"`, `replication = "async"`, 1)
 	sum, _, log := runWithFaults(t, text, []spec.Fault{
-		{At: 2 * time.Second, Node: "p1", Do: spec.FaultKill, Line: 1},
-		{At: 3 * time.Second, Node: "e1", Do: spec.FaultPromote, Line: 2}})
+		nodeFault(2*time.Second, 0, "p1", "kill"),
+		nodeFault(3*time.Second, 0, "e1", "promote")})
 	if len(sum.Faults) != 2 || sum.Faults[0].Err != "" || sum.Faults[1].Err != "" {
 		t.Fatalf("faults %+v\n%s", sum.Faults, log)
 	}
@@ -369,8 +383,8 @@ func TestGaleraPartitionConvergesWithNothingLost(t *testing.T) {
 	}
 	labtest.RequireLab(t)
 	sum, _, log := runFaults(t, fmt.Sprintf(galeraTrioSpec, labtest.UniqueName("tgal")), []spec.Fault{
-		{At: 3 * time.Second, For: 5 * time.Second, Link: "a<->c", From: "a", To: "c", Both: true, Set: []string{"down"}, Line: 1},
-		{At: 3 * time.Second, For: 5 * time.Second, Link: "b<->c", From: "b", To: "c", Both: true, Set: []string{"down"}, Line: 2}},
+		linkDown(3*time.Second, 5*time.Second, "a", "c"),
+		linkDown(3*time.Second, 5*time.Second, "b", "c")},
 		Options{Engines: engine.NewRegistry(mariadb.Engine{}), Workloads: workload.NewRegistry(personnel.Factory)})
 	if sum.Convergence == nil || !sum.Convergence.Converged {
 		t.Errorf("convergence %+v\n%s", sum.Convergence, log)
@@ -434,8 +448,7 @@ cooldown = "1s"
 // resolve them (the later commit wins): the conflicts are counted, the
 // copies converge, and every acknowledged commit is at both masters.
 func TestPglogicalPartitionConflictsAndConverges(t *testing.T) {
-	sum, _, log := runWithFaults(t, pglogicalPairSpec, []spec.Fault{
-		{At: 3 * time.Second, For: 4 * time.Second, Link: "a<->b", From: "a", To: "b", Both: true, Set: []string{"down"}, Line: 1}})
+	sum, _, log := runWithFaults(t, pglogicalPairSpec, []spec.Fault{linkDown(3*time.Second, 4*time.Second, "a", "b")})
 	rc := sum.ReplicationConflicts
 	if rc == nil || rc.Error != "" || rc.Count == 0 || len(rc.Nodes) != 2 {
 		t.Errorf("replication conflicts %+v: updates of 50 rows at both sides of a 4 s partition must conflict\n%s", rc, log)

@@ -302,13 +302,7 @@ func (r *run) setup(ctx context.Context) (err error) {
 	}
 	// replab fault node … from a second shell, while the run holds the
 	// cluster.
-	cluster := r.cluster
-	r.lab.SetNodeControl(func(ctx context.Context, node, stage, do string) error {
-		if stage != "" {
-			return engine.DoStage(ctx, cluster, node, stage, do)
-		}
-		return engine.DoNode(ctx, cluster, node, do)
-	})
+	r.lab.SetNodeControl(NodesOf(r.eng.Kind(), r.cluster))
 	return r.prepare(ctx, start)
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"replab/internal/faultkind"
 	"replab/internal/linkem"
 )
 
@@ -51,6 +52,7 @@ type env struct {
 	baseDir  string
 	readFile func(string) ([]byte, error) // nil: the real file system
 	traces   map[string]*linkem.Trace     // already loaded, by resolved path
+	kinds    *faultkind.Registry          // the fault kinds; nil: faultkind.Default()
 }
 
 var dirKeys = []dirKey{

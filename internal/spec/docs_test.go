@@ -7,10 +7,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"replab/internal/faultkind"
 )
 
 // TestDocsCoverTheVocabulary keeps docs/spec.md in step with the code: every
-// key, every preset and every node fault is documented.
+// key, every preset and every kind of fault is documented.
 func TestDocsCoverTheVocabulary(t *testing.T) {
 	data, err := os.ReadFile("../../docs/spec.md")
 	if err != nil {
@@ -24,7 +26,9 @@ func TestDocsCoverTheVocabulary(t *testing.T) {
 	words = append(words, dirKeyNames()...)
 	words = append(words, presetNames()...)
 	words = append(words, faultKeys...)
-	words = append(words, FaultDos...)
+	for _, on := range []string{faultkind.OnLink, faultkind.OnNode, faultkind.OnSite} {
+		words = append(words, faultkind.Default().Names(on)...)
+	}
 	words = append(words, storageKeys...)
 	words = append(words, StorageKinds...)
 	words = append(words, targetKeys...)

@@ -3,14 +3,17 @@ package spec
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
+	"replab/internal/faultkind"
 	"replab/internal/linkem"
 )
 
-// The fault schedule: [[fault]] tables. Each breaks a link or a node at a
-// time into the measure phase and, with for, heals it that much later.
+// The fault schedule: [[fault]] tables. Each breaks a link, a node or a
+// site at a time into the measure phase and, with for, heals it that much
+// later.
 //
 //	[[fault]]
 //	at = "10s"
@@ -25,9 +28,24 @@ import (
 //
 // With stage, a node fault acts on one of the node's replication stages
 // (the pipeline scheme's extract, pump, collector or replicat) instead of
-// its server; the engine says which stages a node has.
+// its server; the engine says which stages a node has. This file reads
+// what a fault acts on (its subject), finds its kind (internal/faultkind,
+// by do), checks when it happens and that faults do not overlap; the kind
+// reads and checks its own keys.
 
-var faultKeys = []string{"at", "for", "link", "set", "node", "stage", "do"}
+// faultKeys are the keys of a [[fault]]: when, what it acts on, do, and
+// every kind's own (set is the link kind's, listed where it always was).
+var faultKeys = acceptedFaultKeys(faultkind.Default())
+
+func acceptedFaultKeys(kinds *faultkind.Registry) []string {
+	keys := []string{"at", "for", "link", "set", "node", "stage", "do", "site"}
+	for _, k := range kinds.Keys() {
+		if !contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
 
 // maxFaultTime bounds at and for (as [run] bounds its phases).
 const maxFaultTime = 30 * 24 * time.Hour
@@ -36,12 +54,21 @@ const maxFaultTime = 30 * 24 * time.Hour
 type faultIn struct {
 	f      Fault
 	p      path
-	timed  bool               // at (and for, if given) are valid
-	target bool               // the link or node it acts on is valid
-	dirs   map[[2]string]bool // a link fault's directions
-	start  time.Duration      // [start, end) in the measure phase's time
-	end    time.Duration      // math.MaxInt64: to the end of the run
-	point  bool               // an instantaneous node fault
+	timed  bool             // at (and for, if given) are valid
+	target bool             // what it acts on and its kind's keys are valid
+	on     string           // the key naming what it acts on: link, node or site
+	parts  []faultkind.Part // what it holds while in effect
+	start  time.Duration    // [start, end) in the measure phase's time
+	end    time.Duration    // math.MaxInt64: to the end of the run
+	point  bool             // an instantaneous fault
+}
+
+// kinds is the registry of fault kinds the spec is read with.
+func (c *decoder) kinds() *faultkind.Registry {
+	if c.env != nil && c.env.kinds != nil {
+		return c.env.kinds
+	}
+	return faultkind.Default()
 }
 
 // faults reads every [[fault]]; it runs after the sites, links, nodes and
@@ -76,24 +103,65 @@ func (c *decoder) faults(root map[string]any, s *Spec) []Fault {
 	return out
 }
 
-// fault reads one [[fault]] table.
+// fault reads one [[fault]] table: what it acts on (its subject: a link, a
+// node or a site) and its kind, which do names (a link without do is
+// changed with set), then when. The kind reads and checks its own keys.
 func (c *decoder) fault(s *Spec, p path, m map[string]any) *faultIn {
 	fi := &faultIn{p: p, f: Fault{Line: c.d.line(p)}}
-	c.checkKeys(p, m, faultKeys, "[[fault]]")
+	kinds := c.kinds()
+	c.checkKeys(p, m, acceptedFaultKeys(kinds), "[[fault]]")
 	for _, k := range c.keysByPos(p, m) {
 		c.remember(s, p.child(k))
 	}
-	f := &fi.f
+	sub, k, subjectOK := c.faultSubject(s, p, m, &fi.f, kinds)
+	fi.on = sub.On
+	if k != nil {
+		fi.f.Kind = k.Name
+		keysOK := c.faultKindKeys(p, m, kinds, k)
+		// On a subject that is wrong the kind checks only its keys' form.
+		var view faultkind.Spec
+		if subjectOK {
+			view = faultSpec{s: s, c: c}
+		}
+		act := k.Parse(&faultReader{c: c, p: p, m: m}, sub, view)
+		if subjectOK && keysOK && act != nil {
+			fi.f.Act, fi.target, fi.parts = act, true, act.Parts()
+		}
+	}
+	c.faultWhen(s, p, m, fi, k)
+	return fi
+}
+
+// faultSubject reads what a fault acts on and finds its kind: the subject
+// (checked: ok says it is right) and the kind, nil when there is none to
+// read the fault with.
+func (c *decoder) faultSubject(s *Spec, p path, m map[string]any, f *Fault, kinds *faultkind.Registry) (sub faultkind.Subject, k *faultkind.Kind, ok bool) {
 	_, hasLink := m["link"]
 	_, hasNode := m["node"]
+	_, hasSite := m["site"]
 	_, hasSet := m["set"]
 	_, hasDo := m["do"]
+	var doKind *faultkind.Kind // the kind do names, whatever it acts on
+	if d, ok := m["do"].(string); ok && strings.TrimSpace(d) != faultkind.SetName {
+		doKind = kinds.Lookup(strings.TrimSpace(d))
+	}
+	has := map[string]bool{faultkind.OnLink: hasLink, faultkind.OnNode: hasNode, faultkind.OnSite: hasSite}
+	subjects := 0
+	for _, h := range has {
+		if h {
+			subjects++
+		}
+	}
 
-	// What it acts on.
+	// What it acts on, and whether do goes with it.
 	switch {
 	case hasLink && hasNode:
 		c.failAt(p.child("node"), `a fault acts on a link or on a node, not both: write two [[fault]] tables`)
-	case !hasLink && !hasNode:
+	case hasSite && subjects > 1:
+		c.failAt(p.child("site"), `a fault acts on a link, a node or a site, not two: write two [[fault]] tables`)
+	case subjects == 0 && doKind != nil && doKind.On != faultkind.OnNode:
+		c.fail(p.child("do"), m["do"], "%s acts on a %s: say which with %s", doKind.Name, doKind.On, subjectExample(doKind.On))
+	case subjects == 0:
 		c.failAt(p, "%s", `say what the fault acts on: link = "A<->B" with set = "down" (or "loss=5%", …), or node = "NAME" with do = "kill" (or stop, restart, pause, start, resume)`)
 	}
 	if hasSet && !hasLink {
@@ -103,44 +171,91 @@ func (c *decoder) fault(s *Spec, p path, m map[string]any) *faultIn {
 		}
 		c.failAt(p.child("set"), `set changes a link: it goes with link = "A<->B"%s`, hint)
 	}
-	if hasDo && !hasNode {
+	switch {
+	case !hasDo, doKind != nil && has[doKind.On]:
+	case doKind != nil && doKind.On != faultkind.OnNode:
+		if subjects > 0 { // else said above
+			c.fail(p.child("do"), m["do"], "%s acts on a %s: it goes with %s", doKind.Name, doKind.On, subjectExample(doKind.On))
+		}
+	case !hasNode && (doKind != nil || subjects == 0):
 		hint := ""
-		if hasLink {
+		switch {
+		case hasLink:
 			hint = `; a link fault says what changes with set = "down", "loss=5%", …`
+		case hasSite:
+			hint = fmt.Sprintf("; a site fault says what happens with do = %s", strings.Join(quoted(kinds.Names(faultkind.OnSite)), ", "))
 		}
 		c.failAt(p.child("do"), `do acts on a node: it goes with node = "NAME"%s`, hint)
 	}
-	if hasLink {
-		linkOK := c.faultLink(s, p, m, f)
-		setOK := false
-		if hasSet {
-			setOK = c.faultSet(s, p, m, f, linkOK)
-		} else {
-			c.failAt(p.child("link"), "%s", `a link fault needs set: what changes, like set = "down", set = "loss=5%" or set = ["delay=400ms", "loss=1%"]`)
-		}
-		if linkOK && setOK && !hasNode {
-			fi.target = true
-			fi.dirs = map[[2]string]bool{{f.From, f.To}: true}
-			if f.Both {
-				fi.dirs[[2]string{f.To, f.From}] = true
-			}
-		}
-	}
-	doOK := false
-	if hasNode {
-		nodeOK := c.faultNode(s, p, m, f)
-		if hasDo {
-			doOK = c.faultDo(p, m, f)
-		} else {
-			c.failAt(p.child("node"), "a node fault needs do: one of %s", strings.Join(FaultDos, ", "))
-		}
-		stageOK := c.faultStage(p, m, f, doOK)
-		fi.target = nodeOK && doOK && stageOK && !hasLink
-	} else if _, hasStage := m["stage"]; hasStage {
+	if _, hasStage := m["stage"]; hasStage && !hasNode {
 		c.failAt(p.child("stage"), `stage names one of a node's replication stages: it goes with node = "NAME" and do = "kill" (or stop, restart, pause, …)`)
 	}
 
-	// When.
+	// Each subject given is checked; the kind is found when there is one.
+	linkOK, nodeOK, siteOK := false, false, false
+	var nodeKind, siteKind *faultkind.Kind
+	if hasLink {
+		linkOK = c.faultLink(s, p, m, f)
+	}
+	if hasNode {
+		nodeOK = c.faultNode(s, p, m, f)
+		nodeOK = c.faultStage(p, m, f) && nodeOK
+		if hasDo {
+			nodeKind = c.faultDo(p, m, kinds, faultkind.OnNode)
+		} else {
+			c.failAt(p.child("node"), "a node fault needs do: one of %s", strings.Join(kinds.Names(faultkind.OnNode), ", "))
+		}
+	}
+	if hasSite {
+		siteOK = c.faultSite(s, p, m, f)
+		if hasDo {
+			siteKind = c.faultDo(p, m, kinds, faultkind.OnSite)
+		} else {
+			c.failAt(p.child("site"), "a site fault needs do: one of %s", strings.Join(kinds.Names(faultkind.OnSite), ", "))
+		}
+	}
+	sub = faultkind.Subject{From: f.From, To: f.To, Both: f.Both, Node: f.Node, Stage: f.Stage, Site: f.Site}
+	switch {
+	case subjects != 1:
+	case hasLink:
+		sub.On, ok = faultkind.OnLink, linkOK
+		switch {
+		case doKind != nil && doKind.On == faultkind.OnLink:
+			k = doKind
+		case hasDo && doKind == nil:
+			k = c.faultDo(p, m, kinds, faultkind.OnLink)
+		default: // a do for something else was refused above; set says what changes
+			k = kinds.Lookup(faultkind.SetName)
+		}
+	case hasNode:
+		sub.On, ok, k = faultkind.OnNode, nodeOK, nodeKind
+	case hasSite:
+		sub.On, ok, k = faultkind.OnSite, siteOK, siteKind
+	}
+	return sub, k, ok
+}
+
+// faultKindKeys reports the keys of other kinds than k: false if any.
+func (c *decoder) faultKindKeys(p path, m map[string]any, kinds *faultkind.Registry, k *faultkind.Kind) bool {
+	ok := true
+	for _, key := range c.keysByPos(p, m) {
+		owner := kinds.KeyOf(key)
+		if owner == nil || owner == k || slices.ContainsFunc(k.Keys, func(x faultkind.Key) bool { return x.Name == key }) {
+			continue
+		}
+		ok = false
+		if _, hasLink := m["link"]; key == "set" && !hasLink {
+			continue // said with the subject
+		}
+		c.failAt(p.child(key), "%s goes with %s, not with %s%s", key, kindWords(owner), kindWords(k), keysOf(k))
+	}
+	return ok
+}
+
+// faultWhen reads at and for: when a fault of kind k (nil: unknown)
+// happens, and how long until it is healed.
+func (c *decoder) faultWhen(s *Spec, p path, m map[string]any, fi *faultIn, k *faultkind.Kind) {
+	f := &fi.f
 	atOK := false
 	if v, ok := c.get(p, m, "at", kString, `a string with a unit, like "10s": when the fault happens, counted from the start of the measure phase`); ok {
 		d, msg := parseDurationMax(v.(string), maxFaultTime)
@@ -165,8 +280,8 @@ func (c *decoder) fault(s *Spec, p path, m map[string]any) *faultIn {
 			c.fail(p.child("for"), v, "%s", msg)
 		case d == 0:
 			c.fail(p.child("for"), v, "want a duration above 0; leave for out for a fault the schedule does not heal")
-		case hasDo && doOK && FaultHeal(f.Do) == "":
-			c.fail(p.child("for"), v, "do = %q is instantaneous and takes no for; remove for (to take a node away for a while, use do = \"stop\", \"kill\" or \"pause\" with for)", f.Do)
+		case k != nil && k.Instant != "":
+			c.fail(p.child("for"), v, "do = %q is instantaneous and takes no for; remove for (%s)", k.Name, k.Instant)
 		case atOK && f.At+d > runEnd:
 			c.fail(p.child("for"), v, "a time past the end: healed at %v, but the run ends at %v (measure phase %v + cooldown %v); want for at most %v, or lengthen [run] duration or cooldown",
 				f.At+d, runEnd, s.Run.Duration, s.Run.Cooldown, runEnd-f.At)
@@ -182,11 +297,129 @@ func (c *decoder) fault(s *Spec, p path, m map[string]any) *faultIn {
 		switch {
 		case f.For > 0:
 			fi.end = f.At + f.For
-		case hasNode && contains(FaultDos, f.Do) && FaultHeal(f.Do) == "":
+		case k != nil && k.Instant != "":
 			fi.point, fi.end = true, f.At+1
 		}
 	}
-	return fi
+}
+
+// subjectExample is how a [[fault]] names a subject of kind on.
+func subjectExample(on string) string {
+	switch on {
+	case faultkind.OnLink:
+		return `link = "A<->B"`
+	case faultkind.OnSite:
+		return `site = "NAME"`
+	}
+	return `node = "NAME"`
+}
+
+// kindWords names a kind as a [[fault]] writes it.
+func kindWords(k *faultkind.Kind) string {
+	if k.Name == faultkind.SetName {
+		return "a link fault without do"
+	}
+	return fmt.Sprintf("do = %q", k.Name)
+}
+
+// keysOf says which keys of its own k takes.
+func keysOf(k *faultkind.Kind) string {
+	var names []string
+	for _, key := range k.Keys {
+		names = append(names, key.Name)
+	}
+	if len(names) == 0 {
+		return ", which takes no other keys"
+	}
+	return ", which takes " + strings.Join(names, ", ")
+}
+
+// faultReader is a [[fault]] table as a kind reads it: its problems are
+// the spec's errors at the key's line.
+type faultReader struct {
+	c *decoder
+	p path
+	m map[string]any
+}
+
+func (r *faultReader) Has(key string) bool { _, ok := r.m[key]; return ok }
+
+func (r *faultReader) Value(key string) any { return r.m[key] }
+
+func (r *faultReader) String(key, want string) (string, bool) {
+	v, ok := r.c.get(r.p, r.m, key, kString, want)
+	if !ok {
+		return "", false
+	}
+	return v.(string), true
+}
+
+func (r *faultReader) Duration(key, want string) (time.Duration, bool) {
+	v, ok := r.String(key, want)
+	if !ok {
+		return 0, false
+	}
+	d, msg := parseDurationMax(v, maxFaultTime)
+	if msg != "" {
+		r.c.fail(r.p.child(key), v, "%s", msg)
+		return 0, false
+	}
+	return d, true
+}
+
+func (r *faultReader) For() (time.Duration, bool) {
+	v, ok := r.m["for"].(string)
+	if !ok {
+		return 0, false
+	}
+	d, msg := parseDurationMax(v, maxFaultTime)
+	return d, msg == "" && d > 0
+}
+
+func (r *faultReader) Fail(key, format string, args ...any) {
+	if key == "" {
+		r.c.failAt(r.p, format, args...)
+		return
+	}
+	r.c.fail(r.p.child(key), r.m[key], format, args...)
+}
+
+func (r *faultReader) FailAt(key, format string, args ...any) {
+	if key == "" {
+		r.c.failAt(r.p, format, args...)
+		return
+	}
+	r.c.failAt(r.p.child(key), format, args...)
+}
+
+// faultSpec is the spec as a kind checks a fault against it.
+type faultSpec struct {
+	s *Spec
+	c *decoder
+}
+
+func (v faultSpec) Links() [][2]string {
+	out := make([][2]string, len(v.s.Links))
+	for i, l := range v.s.Links {
+		out[i] = [2]string{l.A, l.B}
+	}
+	return out
+}
+
+func (v faultSpec) Direction(from, to string) (linkem.Params, bool) {
+	l := v.s.linkBetween(from, to)
+	if l == nil {
+		return linkem.Params{}, false
+	}
+	return l.direction(from), true
+}
+
+func (v faultSpec) Change(p *linkem.Params, change string) error {
+	baseDir := ""
+	if v.c.env != nil {
+		baseDir = v.c.env.baseDir
+	}
+	return ApplyKV(p, change, baseDir)
 }
 
 // faultLink reads link = "A<->B" or "A->B": two sites joined by a [[link]].
@@ -265,133 +498,6 @@ func (l *Link) direction(from string) linkem.Params {
 	return l.Reverse
 }
 
-const setWant = `want what changes on the link: "down", "up", or key=value pairs like "loss=5%" or "delay=400ms loss=1%", or a list like ["delay=400ms", "loss=1%"]`
-
-// faultSet reads set: a string of changes or a list of them, each checked
-// as `replab link set` checks it (ApplyKV) on the fault's directions. When
-// the link is unusable only the form is checked.
-func (c *decoder) faultSet(s *Spec, p path, m map[string]any, f *Fault, linkOK bool) bool {
-	kp := p.child("set")
-	v := m["set"]
-	var changes []string
-	switch x := v.(type) {
-	case string:
-		changes = splitChanges(x)
-	case []any:
-		for _, e := range x {
-			str, ok := e.(string)
-			if !ok {
-				c.fail(kp, v, "%s", setWant)
-				return false
-			}
-			if str = strings.TrimSpace(str); str != "" {
-				changes = append(changes, str)
-			}
-		}
-	default:
-		c.fail(kp, v, "%s", setWant)
-		return false
-	}
-	if len(changes) == 0 {
-		c.fail(kp, v, "empty; %s", setWant)
-		return false
-	}
-	f.Set = changes
-	if !linkOK {
-		for _, msg := range c.applySet(nil, changes) {
-			if msg != "" {
-				c.fail(kp, v, "%s", msg)
-			}
-		}
-		return false
-	}
-	l := s.linkBetween(f.From, f.To)
-	dirs := [][2]string{{f.From, f.To}}
-	if f.Both {
-		dirs = append(dirs, [2]string{f.To, f.From})
-	}
-	var msgs [][]string // by direction, by change
-	for _, d := range dirs {
-		p := l.direction(d[0])
-		msgs = append(msgs, c.applySet(&p, changes))
-	}
-	ok := true
-	for i := range changes {
-		for j := range dirs {
-			msg := msgs[j][i]
-			if msg == "" {
-				continue
-			}
-			ok = false
-			if len(dirs) == 2 && msgs[1-j][i] == msg {
-				if j == 1 {
-					continue // both directions say the same: once is enough
-				}
-			} else if len(dirs) == 2 {
-				msg += fmt.Sprintf(" (direction %s->%s)", dirs[j][0], dirs[j][1])
-			}
-			c.fail(kp, v, "%s", msg)
-		}
-	}
-	return ok
-}
-
-// applySet applies changes in order to p, a copy of a direction's
-// parameters, as `replab link set` would, and returns for each change the
-// message of its error or "" (a change that fails changes nothing). With p
-// nil (the link is unusable) it only refuses changes to the mtu.
-func (c *decoder) applySet(p *linkem.Params, changes []string) []string {
-	const fixed = "the mtu cannot change during a run (it is fixed when the lab is built)"
-	baseDir := ""
-	if c.env != nil {
-		baseDir = c.env.baseDir
-	}
-	msgs := make([]string, len(changes))
-	for i, kv := range changes {
-		k, val, _ := strings.Cut(kv, "=")
-		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
-		if k == "mtu" {
-			msgs[i] = (&Error{Field: k, Value: clean(val), Msg: fixed + "; set mtu in the [[link]] instead"}).Error()
-			continue
-		}
-		if p == nil {
-			continue
-		}
-		q := *p
-		if err := ApplyKV(&q, kv, baseDir); err != nil {
-			msgs[i] = err.Error()
-			continue
-		}
-		if q.MTU != p.MTU {
-			msgs[i] = (&Error{Field: k, Value: clean(val), Msg: fmt.Sprintf("changes the mtu from %d to %d bytes; %s", p.MTU, q.MTU, fixed)}).Error()
-			continue
-		}
-		*p = q
-	}
-	return msgs
-}
-
-// splitChanges splits "delay=400ms loss=1%" into its changes. A word
-// without '=' continues the change before it ("loss=gemodel 1% 10% 100%
-// 0%"), except the bare words down and up; spaces around '=' are allowed.
-func splitChanges(s string) []string {
-	var out []string
-	words := strings.Fields(s)
-	for i, w := range words {
-		n := len(out)
-		startsKey := i+1 < len(words) && strings.HasPrefix(words[i+1], "=") // "rate =1mbit"
-		join := n > 0 && w != "down" && w != "up" &&
-			(strings.HasPrefix(w, "=") || strings.HasSuffix(out[n-1], "=") ||
-				!strings.Contains(w, "=") && !startsKey && strings.Contains(out[n-1], "="))
-		if join {
-			out[n-1] += " " + w
-		} else {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
 // faultNode reads node = "NAME": a [node.NAME] of the spec.
 func (c *decoder) faultNode(s *Spec, p path, m map[string]any, f *Fault) bool {
 	v, ok := c.get(p, m, "node", kString, `a node name like "e1"`)
@@ -415,9 +521,8 @@ func (c *decoder) faultNode(s *Spec, p path, m map[string]any, f *Fault) bool {
 }
 
 // faultStage reads stage = "NAME": one of a node's replication stages,
-// which the engine checks. A stage is a process, not a server: it cannot
-// be promoted.
-func (c *decoder) faultStage(p path, m map[string]any, f *Fault, doOK bool) bool {
+// which the engine checks (what a stage can have done to it is the kind's).
+func (c *decoder) faultStage(p path, m map[string]any, f *Fault) bool {
 	if _, present := m["stage"]; !present {
 		return true
 	}
@@ -431,28 +536,46 @@ func (c *decoder) faultStage(p path, m map[string]any, f *Fault, doOK bool) bool
 		return false
 	}
 	f.Stage = st
-	if doOK && f.Do == FaultPromote {
-		c.fail(p.child("do"), f.Do, "a stage is a process, not a server: it can be killed, stopped, started, restarted, paused or resumed, not promoted")
-		return false
-	}
 	return true
 }
 
-// faultDo reads do: one of FaultDos.
-func (c *decoder) faultDo(p path, m map[string]any, f *Fault) bool {
-	v, ok := c.get(p, m, "do", kString, "one of "+strings.Join(quoted(FaultDos), ", "))
+// faultSite reads site = "NAME": a [site.NAME] of the spec.
+func (c *decoder) faultSite(s *Spec, p path, m map[string]any, f *Fault) bool {
+	v, ok := c.get(p, m, "site", kString, `a site name like "eu"`)
 	if !ok {
 		return false
 	}
-	do := strings.TrimSpace(v.(string))
-	switch {
-	case contains(FaultDos, do):
-		f.Do = do
-		return true
-	default:
-		c.fail(p.child("do"), v, "unknown action%s; do is one of %s", didYouMean(do, FaultDos), strings.Join(FaultDos, ", "))
+	f.Site = strings.TrimSpace(v.(string))
+	var names []string
+	for _, st := range s.Sites {
+		if st.Name == f.Site {
+			return true
+		}
+		names = append(names, st.Name)
 	}
+	c.fail(p.child("site"), v, "unknown site %q%s; defined sites: %s", clean(f.Site), didYouMean(f.Site, names), strings.Join(names, ", "))
 	return false
+}
+
+// faultDo reads do for a fault that acts on on: one of the kinds that act
+// on it. A kind that acts on something else is refused where do is checked
+// against what the fault acts on; nil then, and for an unknown action.
+func (c *decoder) faultDo(p path, m map[string]any, kinds *faultkind.Registry, on string) *faultkind.Kind {
+	names := kinds.Names(on)
+	v, ok := c.get(p, m, "do", kString, "one of "+strings.Join(quoted(names), ", "))
+	if !ok {
+		return nil
+	}
+	do := strings.TrimSpace(v.(string))
+	k := kinds.Lookup(do)
+	switch {
+	case k != nil && k.On == on && do != faultkind.SetName:
+		return k
+	case k != nil && do != faultkind.SetName:
+		return nil
+	}
+	c.fail(p.child("do"), v, "unknown action%s; do is one of %s", didYouMean(do, names), strings.Join(names, ", "))
+	return nil
 }
 
 func quoted(list []string) []string {
@@ -463,8 +586,8 @@ func quoted(list []string) []string {
 	return out
 }
 
-// checkOverlaps reports two faults on one link direction or one node whose
-// times overlap, at the later one's link or node.
+// checkOverlaps reports two faults that hold one link direction or one
+// node (or stage) at overlapping times, at the later one's subject.
 func (c *decoder) checkOverlaps(in []*faultIn) {
 	for j, b := range in {
 		if !b.timed || !b.target {
@@ -474,30 +597,23 @@ func (c *decoder) checkOverlaps(in []*faultIn) {
 			if !a.timed || !a.target || !(a.start < b.end && b.start < a.end) {
 				continue
 			}
-			if b.f.Node != "" && a.f.Node == b.f.Node && a.f.Stage == b.f.Stage {
-				c.failAt(b.p.child("node"), "overlaps %s (line %d) on %s: %s is %s, this one %s; faults on one node must not overlap in time%s",
-					a.p, a.f.Line, b.f.NodeTarget(), a.p, a.span(), b.span(), a.hint())
+			if part, ok := sharedPart(a, b); ok {
+				c.failAt(b.p.child(b.on), "overlaps %s (line %d) on %s: %s is %s, this one %s; faults on one %s must not overlap in time%s",
+					a.p, a.f.Line, part, a.p, a.span(), b.span(), part.Class(), a.hint())
 				break
-			}
-			if b.f.Node == "" && a.f.Node == "" {
-				if d, ok := sharedDirection(a, b); ok {
-					c.failAt(b.p.child("link"), "overlaps %s (line %d) on %s: %s is %s, this one %s; faults on one link direction must not overlap in time%s",
-						a.p, a.f.Line, d, a.p, a.span(), b.span(), a.hint())
-					break
-				}
 			}
 		}
 	}
 }
 
-// sharedDirection returns a direction both link faults act on.
-func sharedDirection(a, b *faultIn) (string, bool) {
-	for _, d := range [][2]string{{b.f.From, b.f.To}, {b.f.To, b.f.From}} {
-		if b.dirs[d] && a.dirs[d] {
-			return d[0] + "->" + d[1], true
+// sharedPart returns the first of b's parts that a holds too.
+func sharedPart(a, b *faultIn) (faultkind.Part, bool) {
+	for _, pb := range b.parts {
+		if slices.Contains(a.parts, pb) {
+			return pb, true
 		}
 	}
-	return "", false
+	return faultkind.Part{}, false
 }
 
 // span says when a fault acts, for overlap errors.

@@ -1,10 +1,14 @@
 package spec
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"replab/internal/faultkind"
 )
 
 const faultBase = `[lab]
@@ -77,30 +81,50 @@ link = "asia->primary"
 set = "loss = gemodel 1% 10% 100% 0% queue=1bdp"
 `
 	s := mustParse(t, src)
+	link := func(from, to string, both bool) faultkind.Subject {
+		return faultkind.Subject{On: faultkind.OnLink, From: from, To: to, Both: both}
+	}
+	node := func(n string) faultkind.Subject { return faultkind.Subject{On: faultkind.OnNode, Node: n} }
 	want := []Fault{
-		{At: 10 * time.Second, For: 20 * time.Second, Link: "primary<->asia", From: "primary", To: "asia", Both: true, Set: []string{"down"}, Line: 29},
-		{At: 0, Link: " eu -> primary ", From: "eu", To: "primary", Set: []string{"delay=400ms", "loss=1%"}, Line: 35},
-		{At: 5 * time.Second, For: 65 * time.Second, Link: "primary->eu", From: "primary", To: "eu", Set: []string{"rate=64kbit", "loss=gemodel 1% 10% 100% 0%"}, Line: 40},
-		{At: 15 * time.Second, For: 10 * time.Second, Node: "e1", Do: FaultKill, Line: 46},
-		{At: 30 * time.Second, Node: "e1", Do: FaultRestart, Line: 52},
-		{At: 40 * time.Second, Node: "p1", Do: FaultPause, Line: 57},
-		{At: 31 * time.Second, Link: "asia->primary", From: "asia", To: "primary", Set: []string{"loss = gemodel 1% 10% 100% 0%", "queue=1bdp"}, Line: 62},
+		{At: 10 * time.Second, For: 20 * time.Second, Link: "primary<->asia", From: "primary", To: "asia", Both: true, Kind: "set",
+			Act: &faultkind.Set{Subject: link("primary", "asia", true), Changes: []string{"down"}}, Line: 29},
+		{At: 0, Link: " eu -> primary ", From: "eu", To: "primary", Kind: "set",
+			Act: &faultkind.Set{Subject: link("eu", "primary", false), Changes: []string{"delay=400ms", "loss=1%"}}, Line: 35},
+		{At: 5 * time.Second, For: 65 * time.Second, Link: "primary->eu", From: "primary", To: "eu", Kind: "set",
+			Act: &faultkind.Set{Subject: link("primary", "eu", false), Changes: []string{"rate=64kbit", "loss=gemodel 1% 10% 100% 0%"}}, Line: 40},
+		{At: 15 * time.Second, For: 10 * time.Second, Node: "e1", Kind: "kill", Act: &faultkind.Node{Subject: node("e1"), Do: "kill"}, Line: 46},
+		{At: 30 * time.Second, Node: "e1", Kind: "restart", Act: &faultkind.Node{Subject: node("e1"), Do: "restart"}, Line: 52},
+		{At: 40 * time.Second, Node: "p1", Kind: "pause", Act: &faultkind.Node{Subject: node("p1"), Do: "pause"}, Line: 57},
+		{At: 31 * time.Second, Link: "asia->primary", From: "asia", To: "primary", Kind: "set",
+			Act: &faultkind.Set{Subject: link("asia", "primary", false), Changes: []string{"loss = gemodel 1% 10% 100% 0%", "queue=1bdp"}}, Line: 62},
 	}
 	eq(t, "faults", s.Faults, want)
 	if got := s.Errorf("fault[4].do", "x").Error(); got != "s.toml:49: fault[4].do: x" {
 		t.Errorf("Errorf points at %q", got)
 	}
+	if got := s.Faults[0].Describe(); got != "link primary<->asia set down" {
+		t.Errorf("the first fault is described as %q", got)
+	}
 
-	// resolved-spec.json is the Spec as JSON: the faults are in it.
+	// resolved-spec.json is the Spec as JSON: the faults are in it, each
+	// with its kind and what its kind read.
 	data, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back struct{ Faults []Fault }
+	var back struct {
+		Faults []struct {
+			Kind string
+			Act  map[string]any
+		}
+	}
 	if err := json.Unmarshal(data, &back); err != nil {
 		t.Fatal(err)
 	}
-	eq(t, "faults through JSON", back.Faults, want)
+	if len(back.Faults) != len(want) || back.Faults[2].Kind != "set" || fmt.Sprint(back.Faults[2].Act["Changes"]) != "[rate=64kbit loss=gemodel 1% 10% 100% 0%]" ||
+		back.Faults[3].Kind != "kill" || back.Faults[3].Act["node"] != "e1" {
+		t.Errorf("faults through JSON: %+v", back.Faults)
+	}
 
 	// Every sweep point keeps them.
 	sw := mustParse(t, src+"\n[sweep]\n\"run.users\" = [3, 30]\n\"fault[1].at\" = [\"10s\", \"5s\"]\n")
@@ -137,7 +161,8 @@ for = "2s"
 link = "b<->a"
 set = "loss=5%"
 `)
-	eq(t, "faults", s.Faults, []Fault{{At: time.Second, For: 2 * time.Second, Link: "b<->a", From: "b", To: "a", Both: true, Set: []string{"loss=5%"}, Line: 7}})
+	eq(t, "faults", s.Faults, []Fault{{At: time.Second, For: 2 * time.Second, Link: "b<->a", From: "b", To: "a", Both: true, Kind: "set",
+		Act: &faultkind.Set{Subject: faultkind.Subject{On: faultkind.OnLink, From: "b", To: "a", Both: true}, Changes: []string{"loss=5%"}}, Line: 7}})
 }
 
 func TestFaultOverlaps(t *testing.T) {
@@ -195,25 +220,6 @@ func TestFaultOverlaps(t *testing.T) {
 				t.Errorf("more than one error: %v", err)
 			}
 		})
-	}
-}
-
-func TestSplitChanges(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []string
-	}{
-		{"down", []string{"down"}},
-		{"  up ", []string{"up"}},
-		{"delay=400ms loss=1%", []string{"delay=400ms", "loss=1%"}},
-		{"loss=gemodel 1% 10% 100% 0% rate=64kbit", []string{"loss=gemodel 1% 10% 100% 0%", "rate=64kbit"}},
-		{"delay = 400ms down", []string{"delay = 400ms", "down"}},
-		{"delay= 400ms rate =1mbit", []string{"delay= 400ms", "rate =1mbit"}},
-		{"sideways 1%", []string{"sideways", "1%"}},
-		{"", nil},
-	}
-	for _, tt := range tests {
-		eq(t, "splitChanges("+tt.in+")", splitChanges(tt.in), tt.want)
 	}
 }
 
@@ -282,5 +288,144 @@ s.toml:31: fault[1].set = "mtu=1400": mtu = 1400: the mtu cannot change during a
 				t.Errorf("err = %v\nwant only %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestSiteAndFlappingFaults: isolate finds its site's links; a one-way
+// partition is a link fault on one direction; flap keeps every and down.
+func TestSiteAndFlappingFaults(t *testing.T) {
+	s := mustParse(t, faultBase+`
+[[fault]]
+at = "10s"
+for = "5s"
+site = "primary"
+do = "isolate"
+
+[[fault]]
+at = "20s"
+for = "10s"
+link = "asia->primary"
+do = "flap"
+every = "2s"
+down = "500ms"
+
+[[fault]]
+at = "20s"
+for = "10s"
+link = "primary->asia"
+set = "down"
+`)
+	asia := faultkind.Subject{On: faultkind.OnLink, From: "asia", To: "primary"}
+	want := []Fault{
+		{At: 10 * time.Second, For: 5 * time.Second, Site: "primary", Kind: "isolate", Act: &faultkind.Isolate{Site: "primary", Others: []string{"eu", "asia"}}, Line: 29},
+		{At: 20 * time.Second, For: 10 * time.Second, Link: "asia->primary", From: "asia", To: "primary", Kind: "flap",
+			Act: &faultkind.Flap{Subject: asia, Every: 2 * time.Second, Down: 500 * time.Millisecond, For: 10 * time.Second}, Line: 35},
+		{At: 20 * time.Second, For: 10 * time.Second, Link: "primary->asia", From: "primary", To: "asia", Kind: "set",
+			Act: &faultkind.Set{Subject: faultkind.Subject{On: faultkind.OnLink, From: "primary", To: "asia"}, Changes: []string{"down"}}, Line: 43},
+	}
+	eq(t, "faults", s.Faults, want)
+	var what []string
+	for _, f := range s.Faults {
+		what = append(what, f.Describe())
+	}
+	eq(t, "described", what, []string{"site primary isolate", "link asia->primary flap every 2s down 500ms", "link primary->asia set down"})
+}
+
+// cut is a kind a test adds the way the HA managers' will be added: a site
+// cut off from some sites (the store's majority) but not from the others
+// (its clients), several directions at once.
+type cut struct {
+	Site string
+	From []string
+}
+
+func parseCut(r faultkind.Reader, sub faultkind.Subject, s faultkind.Spec) faultkind.Fault {
+	list, ok := r.Value("from").([]any)
+	if !ok || len(list) == 0 {
+		r.Fail("from", `want the sites it is cut off from, like ["eu"]`)
+		return nil
+	}
+	f := &cut{Site: sub.Site}
+	for _, v := range list {
+		other, _ := v.(string)
+		linked := false
+		for _, l := range s.Links() {
+			linked = linked || l == [2]string{sub.Site, other} || l == [2]string{other, sub.Site}
+		}
+		if !linked {
+			r.Fail("from", "no [[link]] joins %s and %q", sub.Site, other)
+			return nil
+		}
+		f.From = append(f.From, other)
+	}
+	return f
+}
+
+func (f *cut) Describe() string { return "site " + f.Site + " cut from " + strings.Join(f.From, ", ") }
+
+func (f *cut) Parts() []faultkind.Part {
+	var out []faultkind.Part
+	for _, o := range f.From {
+		out = append(out, faultkind.Part{Dir: [2]string{f.Site, o}}, faultkind.Part{Dir: [2]string{o, f.Site}})
+	}
+	return out
+}
+
+func (f *cut) Apply(ctx context.Context, w faultkind.World) (faultkind.Heal, error) {
+	for _, o := range f.From {
+		if err := w.SetLink(f.Site, o, true, []string{"down"}); err != nil {
+			return nil, err
+		}
+	}
+	return func(context.Context) error { return nil }, nil
+}
+
+// TestAKindIsOneFile: a kind registered beside the others is read by the
+// spec with its own keys, checked against the spec, and held for the
+// overlap check, with nothing else changed.
+func TestAKindIsOneFile(t *testing.T) {
+	kinds := faultkind.Default().Clone()
+	if err := kinds.Add(faultkind.Kind{Name: "cut", On: faultkind.OnSite, Keys: []faultkind.Key{{Name: "from"}}, Parse: parseCut}); err != nil {
+		t.Fatal(err)
+	}
+	src := faultBase + `
+[[fault]]
+at = "10s"
+for = "5s"
+site = "primary"
+do = "cut"
+from = ["asia"]
+`
+	s, err := parse("s.toml", []byte(src), &env{kinds: kinds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "fault", s.Faults[0].Act, faultkind.Fault(&cut{Site: "primary", From: []string{"asia"}}))
+	_, err = parse("s.toml", []byte(src+`
+[[fault]]
+at = "12s"
+link = "eu->primary"
+set = "down"
+
+[[fault]]
+at = "12s"
+link = "primary->asia"
+set = "down"
+
+[[fault]]
+at = "1s"
+site = "eu"
+do = "cut"
+from = ["asia"]
+`), &env{kinds: kinds})
+	// fault[2] is on a direction the cut leaves alone.
+	want := `s.toml:43: fault[3].link: overlaps fault[1] (line 29) on primary->asia: fault[1] is from 10s to 15s, this one from 12s to the end of the run; faults on one link direction must not overlap in time
+s.toml:50: fault[4].from = ["asia"]: no [[link]] joins eu and "asia"`
+	if err == nil || err.Error() != want {
+		t.Errorf("err =\n%v\nwant\n%s", err, want)
+	}
+	// Without the kind, do = "cut" is no action.
+	if _, err := Parse("s.toml", []byte(src)); err == nil || !strings.Contains(err.Error(), `fault[1].from: unknown key`) || !strings.Contains(err.Error(), `fault[1].do = "cut": unknown action`) {
+		t.Errorf("without the kind: %v", err)
 	}
 }

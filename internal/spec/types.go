@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"replab/internal/faultkind"
 	"replab/internal/linkem"
 )
 
@@ -136,69 +137,46 @@ type Link struct {
 func (l Link) Name() string { return l.A + "<->" + l.B }
 
 // Fault is one [[fault]] table: something that breaks At into the measure
-// phase and, with For, is healed that much later. It acts on a link
-// (Link set) or on a node (Node set).
+// phase and, with For, is healed that much later. It acts on a link (Link
+// set), a node (Node set) or a site (Site set); its kind (Kind) says what
+// it does, and Act is the fault as its kind read it.
 type Fault struct {
 	At  time.Duration // into the measure phase
 	For time.Duration // 0: not healed by the schedule (a kill stays killed, a link change stays)
 
-	// A link fault: From->To, and To->From as well when Both (written
-	// "a<->b"; "a->b" is one direction). Set is what changes, in link
-	// set's vocabulary: "down", or key=value pairs ("loss=5%",
-	// "delay=400ms", "rate=64kbit", "loss=gemodel(…)"); healing restores
-	// the directions' parameters from before the fault.
+	// A link: From->To, and To->From as well when Both (written "a<->b";
+	// "a->b" is one direction).
 	Link     string // as written
 	From, To string
 	Both     bool
-	Set      []string
-
-	// A node fault: Do is one of FaultDo*. With For, a kill or stop is
-	// followed by a start, a pause by a resume.
-	Node string
-	Do   string
-	// Stage, when set, is one of the node's replication stages (the
-	// pipeline's "extract", "pump", "collector", "replicat"): Do acts on
-	// that stage's processes instead of the node's server.
+	// A node; Stage, when set, is one of its replication stages (the
+	// pipeline's "extract", "pump", "collector", "replicat"), whose
+	// processes the fault acts on instead of the node's server.
+	Node  string
 	Stage string
+	// A site.
+	Site string
+
+	// Kind is the fault's kind (internal/faultkind): what do says
+	// ("kill", "isolate", "flap"), or faultkind.SetName for a link fault
+	// with set.
+	Kind string
+	// Act is the fault as its kind read it, with its kind's own keys (a
+	// link fault's changes, a flap's every and down): it applies, heals
+	// and describes itself.
+	Act faultkind.Fault
 
 	Line int // of the [[fault]] header
 }
 
-// NodeTarget is what a node fault acts on, in words: "node e1" or "the
-// replicat of node t1".
-func (f Fault) NodeTarget() string {
-	if f.Stage != "" {
-		return "the " + f.Stage + " of node " + f.Node
+// Describe is the fault in a few words, as faults.csv and the report say
+// it: "link primary<->eu set down", "node e1 kill", "site eu isolate".
+func (f Fault) Describe() string {
+	if f.Act == nil {
+		return ""
 	}
-	return "node " + f.Node
+	return f.Act.Describe()
 }
-
-// What a node fault does (Fault.Do).
-const (
-	FaultKill    = "kill"    // SIGKILL: a crash
-	FaultStop    = "stop"    // a clean shutdown
-	FaultRestart = "restart" // stop, then start
-	FaultPause   = "pause"   // SIGSTOP: hangs with its connections open
-	FaultStart   = "start"   // start a stopped or killed node
-	FaultResume  = "resume"  // SIGCONT a paused node
-	FaultPromote = "promote" // a standby becomes the primary: failover
-)
-
-// FaultHeal is the node action that undoes do — start after a kill or a
-// stop, resume after a pause — or "" for an instantaneous one (restart,
-// start, resume, promote), which takes no for.
-func FaultHeal(do string) string {
-	switch do {
-	case FaultKill, FaultStop:
-		return FaultStart
-	case FaultPause:
-		return FaultResume
-	}
-	return ""
-}
-
-// FaultDos lists the node faults, for errors and docs.
-var FaultDos = []string{FaultKill, FaultStop, FaultRestart, FaultPause, FaultStart, FaultResume, FaultPromote}
 
 // Workload is the [workload] table: a kind and its options, which the
 // workload checks itself (pointing at them with Spec.Errorf("workload.KEY")).

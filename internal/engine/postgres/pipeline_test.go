@@ -138,7 +138,7 @@ replication = "pipeline"
 					t.Errorf("the pump sent %.0f bytes for %.0f trail bytes; compressed, want fewer", g["pump_sent_bytes"], g["pump_trail_bytes"])
 				}
 			}
-			// Faults on stages (engine.DoStage): each stage is killed while
+			// Faults on stages (StageControl.DoStage): each stage is killed while
 			// rows are written, then started; a pause and a restart too.
 			// Every change arrives: the copies agree afterwards. (The
 			// remote configuration's stages are the same processes; a
@@ -155,7 +155,7 @@ replication = "pipeline"
 				if st == pipeline.KindExtract {
 					node = "src"
 				}
-				if err := engine.DoStage(ctx, c, node, st, "kill"); err != nil {
+				if err := c.DoStage(ctx, node, st, "kill"); err != nil {
 					t.Fatalf("kill the %s: %v", st, err)
 				}
 				if err := c.pipelineDown(); err != nil {
@@ -163,17 +163,17 @@ replication = "pipeline"
 				}
 				run(t, src, fmt.Sprintf("INSERT INTO acct SELECT g, g FROM generate_series(%d, %d) g", 1000+100*i, 1099+100*i),
 					"UPDATE acct SET bal = bal * 2 WHERE id % 5 = 0")
-				if err := engine.DoStage(ctx, c, node, st, "start"); err != nil {
+				if err := c.DoStage(ctx, node, st, "start"); err != nil {
 					t.Fatalf("start the %s: %v", st, err)
 				}
-				if err := engine.DoStage(ctx, c, node, st, "pause"); err != nil {
+				if err := c.DoStage(ctx, node, st, "pause"); err != nil {
 					t.Fatalf("pause the %s: %v", st, err)
 				}
 				run(t, src, fmt.Sprintf("DELETE FROM acct WHERE id = %d", 1000+100*i))
-				if err := engine.DoStage(ctx, c, node, st, "resume"); err != nil {
+				if err := c.DoStage(ctx, node, st, "resume"); err != nil {
 					t.Fatalf("resume the %s: %v", st, err)
 				}
-				if err := engine.DoStage(ctx, c, node, st, "restart"); err != nil {
+				if err := c.DoStage(ctx, node, st, "restart"); err != nil {
 					t.Fatalf("restart the %s: %v", st, err)
 				}
 				if err := c.WaitFlowing(ctx); err != nil {
@@ -222,7 +222,10 @@ replication = "pipeline"
 					t.Errorf("no MariaDB process at dst among %+v", procs)
 				}
 			}
-			if err := engine.DoStage(ctx, c, "src", "pump", "kill"); err == nil || !strings.Contains(err.Error(), `node src has no stage "pump"; its stages: extract`) {
+			if st := c.Stages("src"); !slices.Equal(st, []string{"extract"}) {
+				t.Errorf("the source's stages: %v, want its extract", st)
+			}
+			if err := c.DoStage(ctx, "src", "pump", "kill"); err == nil || !strings.Contains(err.Error(), "node src has no pump") {
 				t.Errorf("a stage the node does not have: %v", err)
 			}
 			// A stage that dies stops the wait for a marker at once, with
