@@ -205,9 +205,11 @@ func (c *checker) cycles() {
 	}
 	comp := make([]int32, g.nodes)
 	sub := make([]int32, g.nodes)
+	prev := make([]int32, g.nodes) // the component at the last level searched; -1: none
 	for i := range sub {
-		sub[i] = -1
+		sub[i], prev[i] = -1, -1
 	}
+	prevSize := map[int32]int{}
 	var srch *search
 	for lv := lvPlain; lv < nLevels; lv++ {
 		if !has[lv] {
@@ -218,20 +220,38 @@ func (c *checker) cycles() {
 			return
 		}
 		sccs := g.scc(nil, filter{maxLevel: lv}, comp)
-		for si, s := range sccs {
-			if lv > lvPlain && !c.holdsLevel(s, comp, lv) {
-				continue
+		// A component with the same transactions as one at the level below
+		// was reported there (it has no edge of this level inside).
+		// Relay nodes do not count: a component can gain barrier nodes
+		// and nothing else.
+		fresh := sccs[:0:0]
+		for _, s := range sccs {
+			p, txns := int32(-1), 0
+			same := true
+			for _, n := range s {
+				if !g.isTxn(n) {
+					continue
+				}
+				if txns == 0 {
+					p = prev[n]
+				}
+				txns++
+				if prev[n] != p || p < 0 {
+					same = false
+					break
+				}
 			}
+			if !same || prevSize[p] != txns {
+				fresh = append(fresh, s)
+			}
+		}
+		for si, s := range fresh {
 			if c.expired() {
-				left := 0
-				for _, s2 := range sccs[si:] {
-					if lv == lvPlain || c.holdsLevel(s2, comp, lv) {
-						left++
-						c.unclassified(s2, lv)
-					}
+				for _, s2 := range fresh[si:] {
+					c.unclassified(s2, lv)
 				}
 				c.res.skip("the time budget of %s ran out in the cycle search at the %s level: %d strongly connected components were not classified (each is counted as %q), and later levels were not searched; %s",
-					c.opts.MaxDuration, levelName[lv], left, Cycle+lv.suffix(), modelsAt(lv+1))
+					c.opts.MaxDuration, levelName[lv], len(fresh)-si, Cycle+lv.suffix(), modelsAt(lv+1))
 				return
 			}
 			if srch == nil {
@@ -239,6 +259,19 @@ func (c *checker) cycles() {
 			}
 			srch.steps = 0
 			c.classify(srch, s, comp, sub, lv)
+		}
+		for i := range prev {
+			prev[i] = -1
+		}
+		clear(prevSize)
+		for _, s := range sccs {
+			id := comp[s[0]]
+			for _, n := range s {
+				if g.isTxn(n) {
+					prev[n] = id
+					prevSize[id]++
+				}
+			}
 		}
 	}
 }
@@ -249,20 +282,6 @@ func modelsAt(lv level) string {
 		return "strict-serializable is not established"
 	}
 	return "the verdicts of every model are not established"
-}
-
-// holdsLevel reports whether component s has an edge of level lv inside.
-func (c *checker) holdsLevel(s []int32, comp []int32, lv level) bool {
-	g := &c.g
-	for _, u := range s {
-		for i := g.off[u]; i < g.off[u+1]; i++ {
-			e := &g.adj[i]
-			if e.level == lv && comp[e.to] == comp[u] {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // classify finds component s's witness at level lv (see the file comment).
@@ -472,6 +491,16 @@ func (c *checker) report(cyc []int32, note string) bool {
 	if !ok {
 		return false
 	}
+	// Start at the earliest transaction (by index), for a stable reading.
+	first := 0
+	for i, t := range cy.txns {
+		if c.ops[c.txn[t]].Index < c.ops[c.txn[cy.txns[first]]].Index {
+			first = i
+		}
+	}
+	cy.txns = append(cy.txns[first:], cy.txns[:first]...)
+	cy.edges = append(cy.edges[first:], cy.edges[:first]...)
+	cy.kinds = append(cy.kinds[first:], cy.kinds[:first]...)
 	class := cy.class()
 	w := Witness{Class: class}
 	var chain []string

@@ -33,6 +33,9 @@ type listKey struct {
 	wop   []int32        // the writer of each element of order; -1 when none
 	from  ref            // the read the order was taken from; op -1 when none
 	bad   map[ref]string // reads left out of the edges: why
+	// unplaced are committed appends no read shows: they follow the whole
+	// order, in an order of their own that is unknown.
+	unplaced []ref
 }
 
 // list returns the list a read returned.
@@ -65,6 +68,24 @@ func (c *checker) analyseLists() {
 		lk := byKey[k]
 		c.lists = append(c.lists, lk)
 		c.listOrder(lk)
+	}
+	// Committed appends no read shows.
+	for i := 0; i < c.n; i++ {
+		if !c.st[i].committed() {
+			continue
+		}
+		for j, m := range c.ops[i].Value {
+			if m.Fn != history.FnAppend {
+				continue
+			}
+			if w := c.writer[kv{m.Key, m.Value}]; w.pos < 0 {
+				if lk := byKey[m.Key]; lk != nil {
+					lk.unplaced = append(lk.unplaced, ref{int32(i), int32(j)})
+				}
+			}
+		}
+	}
+	for _, lk := range c.lists {
 		c.listAnomalies(lk)
 		c.listEdges(lk)
 	}
@@ -280,9 +301,30 @@ func (c *checker) listOfExt(i int32, key int64) []int64 {
 	return m.List
 }
 
-// listEdges adds the key's ww, wr and rw edges.
+// maxUnplacedEdges bounds the edges to appends no read shows, per key.
+const maxUnplacedEdges = 1_000_000
+
+// listEdges adds the key's ww, wr and rw edges. An append no read shows
+// comes after every element of the order, so the appender of the order's
+// last element precedes it (a ww path, as one edge) and so does every
+// reader (an rw edge followed by ww ones, as one rw edge: the same number
+// of anti-dependencies, though two may then look adjacent).
 func (c *checker) listEdges(lk *listKey) {
 	k := lk.key
+	unplaced := lk.unplaced
+	if n := len(lk.reads) * len(unplaced); n > maxUnplacedEdges {
+		c.res.skip("key %d: the %d appends no read shows were not ordered after its %d reads (more than %d edges)", k, len(unplaced), len(lk.reads), maxUnplacedEdges)
+		unplaced = nil
+	}
+	if len(lk.order) > 0 {
+		if last, ok := c.writerAt(lk, len(lk.order)-1); ok && c.node[last.op] >= 0 {
+			for x, u := range unplaced {
+				if u.op != last.op && (x == 0 || unplaced[x-1].op != u.op) {
+					c.g.add(c.node[last.op], c.node[u.op], kWW, lvPlain, k, c.ops[u.op].Value[u.mop].Value, -1)
+				}
+			}
+		}
+	}
 	for i := 1; i < len(lk.order); i++ {
 		a, okA := c.writerAt(lk, i-1)
 		b, okB := c.writerAt(lk, i)
@@ -314,6 +356,12 @@ func (c *checker) listEdges(lk *listKey) {
 				c.g.add(rn, c.node[next.op], kRW, lvPlain, k, lk.order[m], -1)
 			}
 		}
+		for x, u := range unplaced {
+			// (A read that ends inside u's writer is G1b, not an rw edge.)
+			if u.op != r.op && (x == 0 || unplaced[x-1].op != u.op) && !(okLast && last.op == u.op) {
+				c.g.add(rn, c.node[u.op], kRW, lvPlain, k, c.ops[u.op].Value[u.mop].Value, -1)
+			}
+		}
 	}
 }
 
@@ -322,6 +370,16 @@ func (c *checker) listWhy(e *edge, a, b int32) string {
 	k := e.key
 	w := c.writer[kv{k, e.val}]
 	lk := c.listKey(k)
+	if w.pos < 0 { // an append no read shows
+		switch e.kind {
+		case kWW:
+			return fmt.Sprintf("%s appended %d to key %d, the last element any read shows; %s appended %d, which no read shows, so it comes later",
+				c.name(a), lk.order[len(lk.order)-1], k, c.name(b), e.val)
+		case kRW:
+			return fmt.Sprintf("%s read key %d as %s, %s appended %d to key %d, which no read shows, so it comes after %s's read",
+				c.name(a), k, history.ListText(c.listOfExt(a, k)), c.name(b), e.val, k, c.name(a))
+		}
+	}
 	switch e.kind {
 	case kWW:
 		prev := lk.order[w.pos-1]

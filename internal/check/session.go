@@ -133,9 +133,9 @@ func (c *checker) listSessions(ids []int, byProc map[int][]int32) {
 					e := c.ops[i].Value[a.first].Value
 					if pos := c.posOf(k, e); pos != math.MaxInt32 && s.ownPos > pos {
 						lk := c.listKey(k)
-						where := "no read shows it"
+						where := fmt.Sprintf("no read shows %d", s.ownEl)
 						if s.ownPos != math.MaxInt32 {
-							where = fmt.Sprintf("it is placed after %d", e)
+							where = fmt.Sprintf("%d comes after it", s.ownEl)
 						}
 						c.sessionWitness(MonotonicWrites,
 							fmt.Sprintf("process %d: %s's append to key %d is ordered before %s's", c.ops[i].Process, c.name(i), k, c.name(s.ownOp)),
