@@ -34,6 +34,10 @@ import (
 // rw, another rw seen.
 const maxStates = 8
 
+// maxTries is how many cycles of a class the search compares, per
+// component, to report the shortest.
+const maxTries = 8
+
 const (
 	sLevel = 1 << iota
 	sLastRW
@@ -260,6 +264,10 @@ func (c *checker) cycles() {
 			srch.steps = 0
 			c.classify(srch, s, comp, sub, lv)
 		}
+		if c.cut[lv] > 0 {
+			c.res.skip("%d strongly connected components at the %s level (the largest of %d nodes): the search for their most severe cycles stopped after %d steps each (Options.SearchSteps); a milder-looking cycle was reported for each, and a G-single or G-nonadjacent one may be there",
+				c.cut[lv], levelName[lv], c.cutMax[lv], c.opts.SearchSteps)
+		}
 		for i := range prev {
 			prev[i] = -1
 		}
@@ -359,14 +367,43 @@ func (c *checker) classify(srch *search, s []int32, comp, sub []int32, lv level)
 		}
 	}
 	txnNode := func(n int32) bool { return g.isTxn(n) }
+	// shortest tries the rw edges in turn (find returns a walk back from
+	// the edge's head, or nil) and reports the shortest simple cycle among
+	// the first few found.
+	shortest := func(find func(i int32) []int32) bool {
+		var best collapsed
+		found := 0
+		for _, i := range rws {
+			if srch.steps > srch.limit {
+				break
+			}
+			p := find(i)
+			if p == nil {
+				continue
+			}
+			if cy, ok := c.collapse(append([]int32{i}, p...)); ok {
+				if found == 0 || len(cy.txns) < len(best.txns) {
+					best = cy
+				}
+				found++
+				if len(best.txns) == 2 || found >= maxTries {
+					break
+				}
+			}
+		}
+		if found > 0 {
+			c.emit(best, "")
+		}
+		return found > 0
+	}
 	// G-single.
-	for _, i := range rws {
+	if shortest(func(i int32) []int32 {
 		e := &g.adj[i]
 		u := g.from[i]
-		if sub[e.to] >= 0 && sub[u] >= 0 && sub[e.to] < sub[u] {
-			continue
+		if sub[e.to] < sub[u] { // e.to cannot reach u without rw edges
+			return nil
 		}
-		p := srch.bfs(e.to, s0(e), u, acceptLevel, inS, func(_ int32, st int, e *edge) (int, bool) {
+		return srch.bfs(e.to, s0(e), u, acceptLevel, inS, func(_ int32, st int, e *edge) (int, bool) {
 			if e.kind == kRW || e.level > lv {
 				return 0, false
 			}
@@ -375,72 +412,56 @@ func (c *checker) classify(srch *search, s []int32, comp, sub []int32, lv level)
 			}
 			return st, true
 		})
-		if p != nil && c.report(append([]int32{i}, p...), "") {
-			return
-		}
-		if srch.steps > srch.limit {
-			break
-		}
+	}) {
+		return
 	}
 	// G-nonadjacent.
-	if srch.steps <= srch.limit {
-		for _, i := range rws {
-			e := &g.adj[i]
-			u := g.from[i]
-			p := srch.bfs(e.to, s0(e)|sLastRW, u, func(st int) bool { return st&sLevel != 0 && st&sExtraRW != 0 && st&sLastRW == 0 }, inS,
-				func(from int32, st int, e *edge) (int, bool) {
-					if e.level > lv {
-						return 0, false
-					}
-					if levelOK(e) {
-						st |= sLevel
-					}
-					if txnNode(from) {
-						if e.kind == kRW {
-							if st&sLastRW != 0 {
-								return 0, false
-							}
-							st |= sLastRW | sExtraRW
-						} else {
-							st &^= sLastRW
-						}
-					}
-					return st, true
-				})
-			if p != nil && c.report(append([]int32{i}, p...), "") {
-				return
-			}
-			if srch.steps > srch.limit {
-				break
-			}
-		}
-	}
-	// G2-item.
-	if srch.steps <= srch.limit {
-		for _, i := range rws {
-			e := &g.adj[i]
-			p := srch.bfs(e.to, s0(e), g.from[i], acceptLevel, inS, func(_ int32, st int, e *edge) (int, bool) {
+	if shortest(func(i int32) []int32 {
+		e := &g.adj[i]
+		return srch.bfs(e.to, s0(e)|sLastRW, g.from[i], func(st int) bool { return st&sLevel != 0 && st&sExtraRW != 0 && st&sLastRW == 0 }, inS,
+			func(from int32, st int, e *edge) (int, bool) {
 				if e.level > lv {
 					return 0, false
 				}
 				if levelOK(e) {
 					st |= sLevel
 				}
+				if txnNode(from) {
+					if e.kind == kRW {
+						if st&sLastRW != 0 {
+							return 0, false
+						}
+						st |= sLastRW | sExtraRW
+					} else {
+						st &^= sLastRW
+					}
+				}
 				return st, true
 			})
-			if p != nil && c.report(append([]int32{i}, p...), "") {
-				return
+	}) {
+		return
+	}
+	// G2-item.
+	if shortest(func(i int32) []int32 {
+		e := &g.adj[i]
+		return srch.bfs(e.to, s0(e), g.from[i], acceptLevel, inS, func(_ int32, st int, e *edge) (int, bool) {
+			if e.level > lv {
+				return 0, false
 			}
-			if srch.steps > srch.limit {
-				break
+			if levelOK(e) {
+				st |= sLevel
 			}
-		}
+			return st, true
+		})
+	}) {
+		return
 	}
 	// The shortest cycle through an edge of the level, whatever it is.
 	note := ""
 	if srch.steps > srch.limit {
 		note = fmt.Sprintf("the search for a G-single, G-nonadjacent or G2-item cycle in this component of %d nodes stopped after %d steps (Options.SearchSteps); this is the first cycle found through an edge of the level", len(s), srch.limit)
-		c.res.skip("a strongly connected component of %d nodes at the %s level: the search for its most severe cycle stopped after %d steps; a milder-looking cycle was reported, and a G-single or G-nonadjacent one may be there", len(s), levelName[lv], srch.limit)
+		c.cut[lv]++
+		c.cutMax[lv] = max(c.cutMax[lv], len(s))
 	}
 	srch.limit, srch.steps = int(^uint(0)>>1), 0
 	defer func() { srch.limit = c.opts.SearchSteps }()
@@ -488,9 +509,14 @@ func (c *checker) unclassified(s []int32, lv level) {
 // not a simple cycle of two or more transactions.
 func (c *checker) report(cyc []int32, note string) bool {
 	cy, ok := c.collapse(cyc)
-	if !ok {
-		return false
+	if ok {
+		c.emit(cy, note)
 	}
+	return ok
+}
+
+// emit adds the witness of a cycle.
+func (c *checker) emit(cy collapsed, note string) {
 	// Start at the earliest transaction (by index), for a stable reading.
 	first := 0
 	for i, t := range cy.txns {
@@ -518,7 +544,6 @@ func (c *checker) report(cyc []int32, note string) bool {
 		w.Details = append(w.Details, note)
 	}
 	c.res.add(c.opts.MaxWitnesses, w)
-	return true
 }
 
 // why explains one collapsed edge (raw edges from op a's node to op b's).

@@ -71,6 +71,8 @@ type checker struct {
 	regs  []*regKey
 	vers  []version     // register versions, by id
 	vedge []versionEdge // inferred register version orders, by id
+
+	cut, cutMax [nLevels]int // components whose search ran out of steps, by level; the largest
 }
 
 func newChecker(ops []history.Op, opts Options) *checker {
