@@ -27,6 +27,23 @@ func TestGeneratedListAppendHistoriesAreValid(t *testing.T) {
 	}
 }
 
+func TestGeneratedRegisterHistoriesAreValid(t *testing.T) {
+	res, err := Check(checkgen.Register(checkgen.Options{Txns: 5000, Seed: 2}), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Valid() || !res.Complete {
+		t.Fatalf("a strictly serializable register history was judged %v (skipped %v)", res.Anomalies, res.Skipped)
+	}
+	stale, err := Check(checkgen.Register(checkgen.Options{Txns: 5000, Seed: 2, StaleFraction: 0.01}), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stale.Violated(StrictSerializable) {
+		t.Errorf("stale register reads went unnoticed: %v", stale.Anomalies)
+	}
+}
+
 // BenchmarkCheckListAppend checks a 20,000-transaction list-append history
 // (bench/check does 100,000 and writes the figure).
 func BenchmarkCheckListAppend(b *testing.B) {

@@ -57,8 +57,15 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// ListAppend returns a history in completion order, indexed.
-func ListAppend(o Options) []history.Op {
+// ListAppend returns a list-append history in completion order, indexed.
+func ListAppend(o Options) []history.Op { return generate(o, false) }
+
+// Register returns an rw-register history: reads and writes of ActiveKeys
+// registers (keys do not rotate; StaleFraction serves a read the key's
+// previous value).
+func Register(o Options) []history.Op { return generate(o, true) }
+
+func generate(o Options, registers bool) []history.Op {
 	o = o.withDefaults()
 	rng := rand.New(rand.NewPCG(o.Seed, 0x6c697374))
 	type txn struct {
@@ -114,6 +121,7 @@ func ListAppend(o Options) []history.Op {
 		return ca < cb
 	})
 	lists := map[int64][]int64{}
+	regs := map[int64][]int64{} // each register's values, oldest first
 	base := int64(0)
 	value := int64(0)
 	for _, i := range order {
@@ -121,6 +129,25 @@ func ListAppend(o Options) []history.Op {
 		n := 1 + rng.IntN(o.MaxMops)
 		for range n {
 			k := base + int64(rng.IntN(o.ActiveKeys))
+			if registers {
+				k = int64(rng.IntN(o.ActiveKeys))
+				vs := regs[k]
+				switch {
+				case rng.Float64() >= o.ReadFraction:
+					value++
+					t.op.Value = append(t.op.Value, history.Write(k, value))
+					if t.commit >= 0 {
+						regs[k] = append(vs, value)
+					}
+				case t.op.Type != history.OK || len(vs) == 0:
+					t.op.Value = append(t.op.Value, history.ReadNull(k))
+				case len(vs) > 1 && o.StaleFraction > 0 && rng.Float64() < o.StaleFraction:
+					t.op.Value = append(t.op.Value, history.ReadValue(k, vs[len(vs)-2]))
+				default:
+					t.op.Value = append(t.op.Value, history.ReadValue(k, vs[len(vs)-1]))
+				}
+				continue
+			}
 			if rng.Float64() < o.ReadFraction {
 				if t.op.Type != history.OK {
 					t.op.Value = append(t.op.Value, history.ReadNull(k))
