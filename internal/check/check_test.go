@@ -220,3 +220,34 @@ func TestCheckJSONIsStable(t *testing.T) {
 	}
 	golden(t, "check.json", b.Bytes())
 }
+
+func TestEdgeCases(t *testing.T) {
+	cases := []struct {
+		name    string
+		h       hist
+		checked int
+		skipped []string
+	}{
+		{"an empty history", nil, 0, nil},
+		{"only failed transactions", hist{}.tx(0, fail, 0, 1, ap(1, 1)).tx(1, fail, 0, 1, wr(2, 1)), 0, nil},
+		{"an operation whose f is not txn", append(hist{}.ok(0, 0, 1, ap(1, 1)), history.Op{Index: 1, Type: ok, F: "read-lag", Value: []history.Mop{rl(1, 1)}}), 1,
+			[]string{`1 operations whose f is not "txn" were not checked`}},
+		{"a transaction with no micro-operations", hist{}.ok(0, 0, 1), 1, nil},
+		{"a key only ever read as null", hist{}.ok(0, 0, 1, rnil(9)), 1, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := Check(c.h, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Valid() || res.TransactionsChecked != c.checked || strings.Join(res.Skipped, "\n") != strings.Join(c.skipped, "\n") {
+				t.Errorf("anomalies %v, checked %d, skipped %q", res.Anomalies, res.TransactionsChecked, res.Skipped)
+			}
+			var b bytes.Buffer
+			if err := res.WriteText(&b, 3); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

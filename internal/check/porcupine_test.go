@@ -62,13 +62,13 @@ type simOp struct {
 
 // genRegisterHistory simulates a linearizable register and then, when
 // inject is set, breaks one operation.
-func genRegisterHistory(rng *rand.Rand, inject bool) ([]simOp, string) {
-	procs := 2 + rng.IntN(4)
+func genRegisterHistory(rng *rand.Rand, inject bool, size int) ([]simOp, string) {
+	procs := 2 + rng.IntN(size)
 	var ops []simOp
 	next := int64(1)
 	for p := range procs {
 		t := int64(rng.IntN(40))
-		n := 2 + rng.IntN(6)
+		n := 2 + rng.IntN(size+2)
 		for range n {
 			inv := t + 1 + int64(rng.IntN(15))
 			dur := 2 + int64(rng.IntN(40))
@@ -227,7 +227,13 @@ func TestStrictSerializableAgreesWithPorcupineOnRegisterHistories(t *testing.T) 
 	var linear, broken, injected int
 	for i := range n {
 		rng := rand.New(rand.NewPCG(31, uint64(i)))
-		ops, what := genRegisterHistory(rng, i%2 == 1)
+		// Most histories are small; every tenth is larger (up to 9
+		// processes of up to 12 operations).
+		size := 4
+		if i%10 == 9 {
+			size = 8
+		}
+		ops, what := genRegisterHistory(rng, i%2 == 1, size)
 		if what != "" {
 			injected++
 		}
