@@ -39,6 +39,7 @@ bench: build
 	$(GO) run ./bench/linkem --out bench/results/linkem.json
 	$(GO) run ./bench/driver --out bench/results/driver.json
 	$(GO) run ./bench/pgsetup --out bench/results/pgsetup.json
+	$(GO) run ./bench/check --out bench/results/check.json
 
 fmt:
 	gofmt -w cmd internal

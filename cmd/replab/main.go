@@ -29,6 +29,7 @@ func commands() []command {
 		{"run", "run a workload on a lab and measure it: replab run FILE [--out DIR]", cmdRun},
 		{"report", "render DIR/report.html from a results directory: replab report DIR", cmdReport},
 		{"compare", "results side by side, with ratios and significance: replab compare DIR_A DIR_B… [--html OUT]", cmdCompare},
+		{"check", "check a run's history for isolation anomalies: replab check RESULTS_DIR [--jepsen-edn FILE]", cmdCheck},
 		{"lab", "build, inspect and remove labs (lab up|down|status|check)", cmdLab},
 		{"iotest", "measure each node's storage with fio: replab iotest FILE [--quick] [--node NAME]", cmdIotest},
 		{"exec", "run a command inside a site: replab exec SITE -- CMD ARGS…", cmdExec},
