@@ -37,7 +37,7 @@ func TestCoreKnowsNoEngine(t *testing.T) {
 			name: "core",
 			packages: []string{m + "runner", m + "driver", m + "monitor", m + "lagprobe", m + "spec", m + "workload/...", m + "enginekit",
 				m + "report", m + "stats", m + "target", m + "agent"},
-			replab: []string{"agent", "clock", "driver", "engine", "enginekit", "fault", "faultkind", "lab", "lagprobe", "linkem", "linkem/emu",
+			replab: []string{"agent", "clock", "driver", "engine", "enginekit", "check", "fault", "faultkind", "history", "lab", "lagprobe", "linkem", "linkem/emu",
 				"linkem/pcap", "livemetrics", "monitor", "netcheck", "pagedata", "pagestats", "report", "runner", "spec", "stats",
 				"storage", "tcpdiag", "units", "workload", "workload/*", "xrd"},
 			modules: []string{"github.com/HdrHistogram/hdrhistogram-go", "github.com/pelletier/go-toml/v2",
