@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"replab/internal/testkit"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,11 +18,9 @@ import (
 // line with a non-zero exit, --for ends by itself, Ctrl-C stops and
 // reports, and tcpdump reads as many packets as the command printed.
 func TestCaptureCommand(t *testing.T) {
-	requireRoot(t)
-	tcpdump, err := exec.LookPath("tcpdump")
-	if err != nil {
-		t.Skip("tcpdump is missing: run scripts/deps.sh test")
-	}
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.Tcpdump)
+	tcpdump, _ := exec.LookPath("tcpdump")
 	state := t.TempDir()
 	spec, name := writeSpec(t, "cap")
 	labUp(t, spec, state)

@@ -43,6 +43,7 @@ var readSkew = []history.Op{
 }
 
 func TestCheckCommand(t *testing.T) {
+	t.Parallel()
 	t.Run("an anomaly: the verdict, its witness, check.json, the EDN, exit 3", func(t *testing.T) {
 		dir := writeRunHistory(t, readSkew)
 		edn := filepath.Join(t.TempDir(), "history.edn")

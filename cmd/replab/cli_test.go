@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"replab/internal/lab"
+	"replab/internal/testkit"
 )
 
 // binPath is the replab binary built once for these tests.
@@ -39,16 +40,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (namespaces, TUN): skipped with -short")
-	}
-	if err := lab.Preflight(); err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
 }
 
 // replab runs the binary with a private state root and returns its
@@ -144,7 +135,8 @@ func netnsLeft(name string) []string {
 }
 
 func TestLabUpStatusExecLinkSetAndSignal(t *testing.T) {
-	requireRoot(t)
+	t.Parallel()
+	testkit.Need(t, testkit.Lab)
 	state := t.TempDir()
 	spec, name := writeSpec(t, "up")
 	cmd := labUp(t, spec, state)
@@ -206,7 +198,8 @@ func TestLabUpStatusExecLinkSetAndSignal(t *testing.T) {
 }
 
 func TestKilledLabIsRemovedByLabDown(t *testing.T) {
-	requireRoot(t)
+	t.Parallel()
+	testkit.Need(t, testkit.Lab)
 	state := t.TempDir()
 	spec, name := writeSpec(t, "kill")
 	cmd := labUp(t, spec, state)
@@ -231,6 +224,7 @@ func TestKilledLabIsRemovedByLabDown(t *testing.T) {
 }
 
 func TestUserErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.toml")
 	if err := os.WriteFile(bad, []byte("[lab]\nname = \"x\"\n[site.a]\n[site.b]\n[[link]]\nsites = [\"a\", \"b\"]\ndelay = \"80\"\n"), 0o644); err != nil {
@@ -261,9 +255,7 @@ func TestUserErrorsAreOneLine(t *testing.T) {
 }
 
 func TestNotRootIsOneLineError(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to switch to an unprivileged user")
-	}
+	testkit.Need(t, testkit.Root)
 	cmd := exec.Command(binPath, "lab", "up", "../../examples/two-sites.toml")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
@@ -273,6 +265,7 @@ func TestNotRootIsOneLineError(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--help"}, {"lab", "up", "--help"}, {"link"}, {"exec", "--help"}} {
 		out, code := replab(t, "", args...)
 		if code != 0 || !strings.Contains(out, "Usage") && !strings.Contains(out, "replab") {
@@ -311,6 +304,7 @@ func TestHelp(t *testing.T) {
 // commands() and every subcommand its usage names (replab lab up, …): each
 // prints one usage, naming itself, and exits 0.
 func TestEveryCommandsHelpPrintsItsUsageOnce(t *testing.T) {
+	t.Parallel()
 	var cmds [][]string
 	for _, c := range commands() {
 		cmds = append(cmds, []string{c.name})
@@ -346,6 +340,7 @@ func TestEveryCommandsHelpPrintsItsUsageOnce(t *testing.T) {
 // in one pass, each at its line, each point's quoting its swept value and
 // repeating none of the spec's own.
 func TestValidateReportsEveryErrorAtOnce(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "bad.toml")
 	if err := os.WriteFile(path, []byte(`[lab]
 name = "x"
@@ -397,6 +392,7 @@ rate = "100/s"
 // acknowledged-commit check only where the run does it (engines with SQL)
 // and says plainly where it does not.
 func TestValidateSaysWhatIsVerified(t *testing.T) {
+	t.Parallel()
 	bdb, err := os.ReadFile("../../scenarios/bdb-ha.toml")
 	if err != nil {
 		t.Fatal(err)
@@ -426,6 +422,7 @@ func TestValidateSaysWhatIsVerified(t *testing.T) {
 // accepts it and says so at its file:line, for the spec and for a sweep
 // point that sets it.
 func TestValidateWarnsOfSyncWithoutWaiting(t *testing.T) {
+	t.Parallel()
 	out, code := replab(t, "", "validate", "../../scenarios/bdb-ha-pg.toml")
 	want := `warning: ../../scenarios/bdb-ha-pg.toml:74: scheme.durability = "nosync": with replication = "sync" no commit waits for a standby`
 	if code != 0 || strings.Count(out, want) != 2 || !strings.Contains(out, `(sweep point scheme.durability="nosync", scheme.standbys="ANY 1 (r1, r2)")`) {
@@ -448,10 +445,8 @@ func TestValidateWarnsOfSyncWithoutWaiting(t *testing.T) {
 }
 
 func TestPgQuorumExampleNodesHaveDSNsThatWorkFromEverySite(t *testing.T) {
-	requireRoot(t)
-	if _, err := exec.LookPath("psql"); err != nil {
-		t.Skip("psql missing: apt-get install postgresql-client-15")
-	}
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.Postgres, testkit.Psql)
 	state := t.TempDir()
 	spec, _ := writeExample(t, "pg-quorum", "pgq")
 	cmd := labUp(t, spec, state)

@@ -17,6 +17,7 @@ import (
 
 	"replab/internal/faultkind"
 	"replab/internal/lab"
+	"replab/internal/testkit"
 )
 
 func TestParseFault(t *testing.T) {
@@ -160,7 +161,8 @@ func finish(t *testing.T, cmd *exec.Cmd, buf *syncBuf, limit time.Duration) {
 // what was there, Ctrl-C heals early, every action is in the fault log
 // with increasing times, and mistakes are one line with exit 1.
 func TestFaultLinkCommand(t *testing.T) {
-	requireRoot(t)
+	t.Parallel()
+	testkit.Need(t, testkit.Lab)
 	state := t.TempDir()
 	spec, name := writeSpec(t, "flt")
 	labUp(t, spec, state)
@@ -307,7 +309,8 @@ delay = "4ms"
 // link back as it was; a link flaps and is put back; both are in the
 // fault log.
 func TestFaultSiteCommand(t *testing.T) {
-	requireRoot(t)
+	t.Parallel()
+	testkit.Need(t, testkit.Lab)
 	state := t.TempDir()
 	name := fmt.Sprintf("cfs-%d-%04x", os.Getpid()%10000, rand.IntN(0x10000))
 	spec := filepath.Join(t.TempDir(), "lab.toml")
@@ -413,10 +416,8 @@ from = "p1"
 // kill --for stops the node and starts it again, pause --for freezes it
 // and resumes it, Ctrl-C heals early, an unknown node lists the nodes.
 func TestFaultNodeCommand(t *testing.T) {
-	requireRoot(t)
-	if _, err := exec.LookPath("psql"); err != nil {
-		t.Skip("psql missing: apt-get install postgresql-client-15")
-	}
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.Postgres, testkit.Psql)
 	state := t.TempDir()
 	name := fmt.Sprintf("cfn-%d-%04x", os.Getpid()%10000, rand.IntN(0x10000))
 	spec := filepath.Join(t.TempDir(), "lab.toml")

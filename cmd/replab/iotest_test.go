@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"replab/internal/iotest"
+	"replab/internal/testkit"
 )
 
 // iotestSpec is a tiny two-site lab with a PostgreSQL primary and standby
@@ -49,10 +50,8 @@ from = "p1"
 }
 
 func TestIotestMeasuresEveryNodeAndLeavesNothing(t *testing.T) {
-	requireRoot(t)
-	if _, err := exec.LookPath("fio"); err != nil {
-		t.Skip("fio is missing (scripts/deps.sh test installs it)")
-	}
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.Fio)
 	state := t.TempDir()
 	spec, name := iotestSpec(t)
 
@@ -113,6 +112,7 @@ func TestIotestMeasuresEveryNodeAndLeavesNothing(t *testing.T) {
 }
 
 func TestIotestHelp(t *testing.T) {
+	t.Parallel()
 	out, code := replab(t, "", "iotest", "--help")
 	if code != 0 || strings.Count(out, "Usage:") != 1 {
 		t.Fatalf("exit %d:\n%s", code, out)

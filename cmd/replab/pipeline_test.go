@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"replab/internal/report"
+	"replab/internal/testkit"
 )
 
 // TestPipelineExample: examples/pg-pipeline.toml through replab run: the
@@ -15,7 +16,8 @@ import (
 // replica's catch-up and lag are reported; a stage fault is applied,
 // healed and measured.
 func TestPipelineExample(t *testing.T) {
-	requireRoot(t)
+	t.Parallel()
+	testkit.Need(t, testkit.Lab)
 	spec, _ := writeExample(t, "pg-pipeline", "pipe")
 	// A stage fault on top of the example: asgc1's replicat is killed
 	// for 3 s, and nothing is lost (convergence, below).
@@ -72,10 +74,8 @@ func TestPipelineExample(t *testing.T) {
 // across the engines, lag is measured to each MariaDB replica, and the
 // MariaDB servers' threads are in "where the time goes".
 func TestPipelineToMariaDBExample(t *testing.T) {
-	requireRoot(t)
-	if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
-		t.Skip("integration test skipped: mariadbd is not installed (scripts/deps.sh test, or apt-get install mariadb-server)")
-	}
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.Postgres, testkit.MariaDB)
 	spec, _ := writeExample(t, "pg-to-mariadb", "pgmy")
 	sum := runConverged(t, spec)
 	for _, r := range []string{"bnl1", "asgc1"} {

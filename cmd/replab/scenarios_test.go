@@ -17,6 +17,7 @@ import (
 // scenarios/dimhrs-env*.toml): each must pass the whole check — lab, engine,
 // scheme, workload, run and every sweep point — not only parse.
 func TestShippedSpecsValidate(t *testing.T) {
+	t.Parallel()
 	var files []string
 	for _, glob := range []string{"../../examples/*.toml", "../../scenarios/*.toml"} {
 		m, err := filepath.Glob(glob)

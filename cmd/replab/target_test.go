@@ -25,6 +25,7 @@ import (
 	"replab/internal/lab"
 	"replab/internal/labtest"
 	"replab/internal/report"
+	"replab/internal/testkit"
 )
 
 // The target-mode tests measure a lab's PostgreSQL cluster as a user
@@ -227,7 +228,8 @@ func execAt(t *testing.T, l *lab.Lab, n engine.Node, stmts ...string) {
 // refused with clear errors and nothing changed, then a run whose lag,
 // polled across the links and corrected, agrees with the lab's.
 func TestTargetMode(t *testing.T) {
-	requireRoot(t)
+	t.Parallel()
+	testkit.Exclusive(t) // commit latency against the round trip, lags against the lab's
 	pgtest.Require(t)
 
 	// The lab's own measurement, as replab run does it.
@@ -456,10 +458,8 @@ func writeSpecText(t *testing.T, prefix, text string) (path, name string) {
 // TestTargetModeMariaDB: a MariaDB primary and a replica measured as a
 // target from a client site by nobody, the password in a file.
 func TestTargetModeMariaDB(t *testing.T) {
-	requireRoot(t)
-	if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
-		t.Skip("integration test skipped: MariaDB is not installed (scripts/deps.sh test)")
-	}
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.MariaDB)
 	l, c := labtest.Cluster(t, mariadb.Engine{}, "tm", `
 [lab]
 name = "NAME"
@@ -573,10 +573,8 @@ from = "p1"
 // writing at every master whose lag each master reads for the others'
 // writers.
 func TestTargetModeGalera(t *testing.T) {
-	requireRoot(t)
-	if _, err := os.Stat("/usr/lib/galera/libgalera_smm.so"); err != nil {
-		t.Skip("integration test skipped: Galera is not installed (scripts/deps.sh test)")
-	}
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.MariaDB, testkit.Galera)
 	l, c := labtest.Cluster(t, mariadb.Engine{}, "tgal", `
 [lab]
 name = "NAME"

@@ -2,7 +2,7 @@ package clock
 
 import (
 	"context"
-	"os"
+	"replab/internal/testkit"
 	"runtime"
 	"testing"
 	"time"
@@ -14,9 +14,7 @@ import (
 // asked for while locked, and at its old one afterwards. getpriority(2)
 // reports 20 - nice.
 func TestLockThreadSetsAndRestoresPriority(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("raising a thread's priority needs root")
-	}
+	testkit.Need(t, testkit.Root)
 	runtime.LockOSThread() // keep one thread for before and after
 	defer runtime.UnlockOSThread()
 	tid := unix.Gettid()

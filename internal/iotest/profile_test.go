@@ -10,16 +10,12 @@ import (
 	"time"
 
 	"replab/internal/enginekit"
+	"replab/internal/testkit"
 )
 
 func requireFio(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs fio: skipped with -short")
-	}
-	if _, err := exec.LookPath("fio"); err != nil {
-		t.Skip("fio is missing (scripts/deps.sh test installs it)")
-	}
+	testkit.Need(t, testkit.Fio)
 }
 
 // TestProfileMeasuresEveryFigure runs the quick profile on a temporary
@@ -49,10 +45,7 @@ func TestProfileMeasuresEveryFigure(t *testing.T) {
 // TestProfileAsServerUser runs fio as the database servers' OS user in a
 // directory that user owns, as replab iotest does.
 func TestProfileAsServerUser(t *testing.T) {
-	requireFio(t)
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run fio as another user")
-	}
+	testkit.Need(t, testkit.Fio, testkit.Root)
 	uid, gid, err := enginekit.ServerCredentials(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -3,24 +3,18 @@ package iotest
 import (
 	"context"
 	"io"
-	"os/exec"
 	"testing"
 	"time"
 
 	"replab/internal/labtest"
+	"replab/internal/testkit"
 )
 
 // TestProfileOrdersStorageClasses: the profile measures each node on its
 // own storage, and a san limited to 100 iops measures no more than that
 // while the same san unlimited measures more.
 func TestProfileOrdersStorageClasses(t *testing.T) {
-	requireFio(t)
-	labtest.RequireLab(t)
-	for _, c := range []string{"nbdkit", "nbdfuse", "sshfs"} {
-		if _, err := exec.LookPath(c); err != nil {
-			t.Skipf("integration test skipped: %s is missing (scripts/deps.sh test)", c)
-		}
-	}
+	testkit.Need(t, testkit.Lab, testkit.Fio, testkit.Storage)
 	l := labtest.Lab(t, "iost", `
 [lab]
 name = "NAME"

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"replab/internal/spec"
+	"replab/internal/testkit"
 )
 
 const captureSpec = `
@@ -28,10 +29,8 @@ delay = "2ms"
 // files with.
 func requireTcpdump(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("tcpdump")
-	if err != nil {
-		t.Skip("tcpdump is missing: run scripts/deps.sh test")
-	}
+	testkit.Need(t, testkit.Tcpdump)
+	p, _ := exec.LookPath("tcpdump")
 	return p
 }
 
@@ -79,7 +78,7 @@ func checkDirection(t *testing.T, lines []string, from, to *Site) {
 // direction for the lab's life; after Close tcpdump reads each, with as
 // many packets as the lab counted, all going the file's way.
 func TestSpecCaptureIsReadByTcpdump(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	tcpdump := requireTcpdump(t)
 	s := specFrom(t, "cap", strings.Replace(captureSpec, `delay = "2ms"`, "delay = \"2ms\"\ncapture = true\ncapture_bytes = 96", 1))
 	root, capDir := t.TempDir(), t.TempDir()
@@ -135,7 +134,7 @@ func TestSpecCaptureIsReadByTcpdump(t *testing.T) {
 // request (replab capture): errors for unknown and busy directions, the
 // session ends on cancel or after its duration, and tcpdump reads the files.
 func TestCaptureOverControlSocket(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	tcpdump := requireTcpdump(t)
 	s := specFrom(t, "capc", captureSpec)
 	root, capDir := t.TempDir(), t.TempDir()

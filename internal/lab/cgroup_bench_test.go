@@ -2,6 +2,7 @@ package lab
 
 import (
 	"os/exec"
+	"replab/internal/testkit"
 	"testing"
 	"time"
 )
@@ -13,7 +14,7 @@ import (
 // starts one command in a v1 lab and one in a v2 lab, so both see the
 // same load and v2/v1 is a paired ratio; ns/op is for the pair.
 func BenchmarkSiteStart(b *testing.B) {
-	requireLab(b)
+	testkit.Need(b, testkit.Lab)
 	m, err := systemCgroups()
 	if err != nil {
 		b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"replab/internal/testkit"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,7 +20,7 @@ import (
 // runs v2's placement, kill and teardown for real, only not its limits.
 func requireV2(t *testing.T) *cgroupV2 {
 	t.Helper()
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	m, err := systemCgroups()
 	if err != nil {
 		t.Fatal(err)

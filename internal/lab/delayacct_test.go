@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"replab/internal/spec"
+	"replab/internal/testkit"
 )
 
 // RestoreDelayAcct undoes what a dead holder left, and only that: never
@@ -126,7 +127,7 @@ func delayAcctHeld(t *testing.T, lockDir string) bool {
 // skipped while a replab run on the machine holds it), and with a
 // stand-in file, which no other run can hold.
 func TestKilledRunIsUndoneByLabDown(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	t.Run("the machine's sysctl", func(t *testing.T) {
 		if err := os.MkdirAll(DelayAcctLockDir, 0o755); err != nil {
 			t.Fatal(err)

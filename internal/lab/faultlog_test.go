@@ -11,6 +11,7 @@ import (
 
 	"replab/internal/faultkind"
 	"replab/internal/linkem"
+	"replab/internal/testkit"
 )
 
 func TestFaultRecordLine(t *testing.T) {
@@ -27,7 +28,7 @@ func TestFaultRecordLine(t *testing.T) {
 // handler, link faults heal to exactly what was there, and every applied
 // fault is in the fault log (memory, file, status) with increasing times.
 func TestFaultsThroughControlSocket(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	s := specFrom(t, "flt", captureSpec)
 	root := t.TempDir()
 	l, err := Up(ctxFor(t, 2*time.Minute), s, Options{StateRoot: root})
@@ -240,7 +241,7 @@ func (n *recNodes) Stage(_ context.Context, node, stage, action string) error {
 // TestFaultLogWithoutFaultsIsRemoved: the log is there from the start (for
 // tail -f) and a lab without faults leaves no file behind.
 func TestFaultLogWithoutFaultsIsRemoved(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	s := specFrom(t, "fln", captureSpec)
 	root := t.TempDir()
 	l, err := Up(ctxFor(t, 2*time.Minute), s, Options{StateRoot: root})
@@ -282,7 +283,7 @@ delay = "4ms"
 // downs and is put back at its heal; a link fault made during an isolation
 // stays when the isolation heals under it.
 func TestSiteAndFlapFaultsThroughControlSocket(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	s := specFrom(t, "fsf", triangleSpec)
 	root := t.TempDir()
 	l, err := Up(ctxFor(t, 2*time.Minute), s, Options{StateRoot: root})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"replab/internal/netcheck"
+	"replab/internal/testkit"
 )
 
 func ctxFor(t testing.TB, d time.Duration) context.Context {
@@ -71,7 +72,7 @@ func checkRTT(t *testing.T, what string, from *Site, srv *netcheck.Server, n int
 }
 
 func TestTwoSitesExample(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	s := specFile(t, "two", "examples/two-sites.toml")
 	l := up(t, s)
 	primary, eu := l.Site("primary"), l.Site("eu")
@@ -144,7 +145,7 @@ func TestTwoSitesExample(t *testing.T) {
 }
 
 func TestGoodputMatchesRate(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	s := specFrom(t, "rate", `
 [lab]
 name = "NAME"
@@ -180,7 +181,7 @@ rate = "10mbit"
 }
 
 func TestRandomLossWithinConfidenceInterval(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	s := specFrom(t, "loss", `
 [lab]
 name = "NAME"
@@ -214,7 +215,7 @@ loss = "2%"
 }
 
 func TestLinkChangesWhileRunning(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	s := specFile(t, "set", "examples/two-sites.toml")
 	l := up(t, s)
 	primary, eu := l.Site("primary"), l.Site("eu")
@@ -248,7 +249,7 @@ func TestLinkChangesWhileRunning(t *testing.T) {
 }
 
 func TestShipExampleIsAsymmetric(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	s := specFile(t, "ship", "examples/ship.toml")
 	l := up(t, s)
 	if got := inSite(t, l.Site("ship"), "/proc/sys/net/ipv4/tcp_congestion_control"); got != "reno" {
@@ -271,7 +272,7 @@ func TestShipExampleIsAsymmetric(t *testing.T) {
 }
 
 func TestSitesWithoutDirectLinkRouteThroughOthers(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	s := specFrom(t, "hop", `
 [lab]
 name = "NAME"
@@ -299,7 +300,7 @@ delay = "15ms"
 }
 
 func TestSiteLimitsAndSysctls(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	before, _ := readProc("/proc/sys/net/core/rmem_max")
 	s := specFrom(t, "lim", `
 [lab]
@@ -352,7 +353,7 @@ delay = "1ms"
 }
 
 func TestCrashedLabIsCleanedUpByDownAndByNextStart(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	s := specFile(t, "crash", "examples/two-sites.toml")
 	root := t.TempDir()
 	l, err := Up(ctxFor(t, time.Minute), s, Options{StateRoot: root, NoControl: true})
@@ -395,7 +396,7 @@ func TestCrashedLabIsCleanedUpByDownAndByNextStart(t *testing.T) {
 }
 
 func TestSecondLabOfSameNameIsRefused(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	s := specFile(t, "dup", "examples/two-sites.toml")
 	l := up(t, s)
 	_, err := Up(ctxFor(t, time.Minute), s, Options{StateRoot: filepath.Dir(labDir(l.root, "x"))})
@@ -409,7 +410,7 @@ func TestSecondLabOfSameNameIsRefused(t *testing.T) {
 }
 
 func TestSeriesCSVHasOneRowPerDirectionPerSecond(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	s := specFile(t, "csv", "examples/two-sites.toml")
 	root := t.TempDir()
 	csvPath := filepath.Join(t.TempDir(), "links.csv")
@@ -455,7 +456,7 @@ func TestSeriesCSVHasOneRowPerDirectionPerSecond(t *testing.T) {
 }
 
 func TestFailedStartRemovesWhatItCreated(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	// The second site's congestion control does not exist: the lab fails
 	// after the first site's namespace was created.
 	s := specFrom(t, "fail", `

@@ -14,18 +14,6 @@ import (
 	"replab/internal/spec"
 )
 
-// requireLab skips a test that needs root, ip and /dev/net/tun when the
-// machine lacks them, saying what is missing.
-func requireLab(t testing.TB) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (namespaces, TUN): skipped with -short")
-	}
-	if err := Preflight(); err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-}
-
 // uniqueName makes a lab name no other test (or run) uses at the same time.
 func uniqueName(prefix string) string {
 	return fmt.Sprintf("t%s-%d-%04x", prefix, os.Getpid()%10000, rand.IntN(0x10000))

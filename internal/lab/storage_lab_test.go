@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"replab/internal/testkit"
 	"strings"
 	"testing"
 	"time"
@@ -47,11 +48,7 @@ storage = "nas"
 
 func requireStorageTools(t *testing.T) {
 	t.Helper()
-	for _, c := range []string{"nbdkit", "nbdfuse", "sshfs", "losetup", "mkfs.ext4"} {
-		if _, err := exec.LookPath(c); err != nil {
-			t.Skipf("integration test skipped: %s is missing (scripts/deps.sh test)", c)
-		}
-	}
+	testkit.Need(t, testkit.Storage)
 }
 
 // writeSynced writes a file with fsync into every node's directory.
@@ -103,7 +100,7 @@ func assertStorageGone(t *testing.T, dir string) {
 // written (the emulator gone with it, so no link carries the storage's
 // traffic) is removed by Down without waiting on the dead links.
 func TestStorageRemovedAfterCrash(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	requireStorageTools(t)
 	s := specFrom(t, "stcrash", storageSpec)
 	root, data := t.TempDir(), t.TempDir()
@@ -132,7 +129,7 @@ func TestStorageRemovedAfterCrash(t *testing.T) {
 // TestStorageRemovedWhenUpFails: a volume that fails half-way (mkfs)
 // leaves nothing behind, nor do the volumes made before it.
 func TestStorageRemovedWhenUpFails(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	requireStorageTools(t)
 	bin := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "mkfs.ext4"), []byte("#!/bin/sh\necho mkfs refused by the test >&2\nexit 1\n"), 0o755); err != nil {
@@ -153,7 +150,7 @@ func TestStorageRemovedWhenUpFails(t *testing.T) {
 // TestStorageClose: Close removes every volume, the files written on
 // them reached the storage site's server.
 func TestStorageClose(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	requireStorageTools(t)
 	s := specFrom(t, "stclose", storageSpec)
 	root, data := t.TempDir(), t.TempDir()
@@ -177,7 +174,7 @@ func TestStorageClose(t *testing.T) {
 // san's iops, nor its bandwidth, on its block device (direct I/O, so the
 // page cache does not hide it).
 func TestSANIOLimits(t *testing.T) {
-	requireLab(t)
+	testkit.Need(t, testkit.Lab)
 	requireStorageTools(t)
 	s := specFrom(t, "stio", `
 [lab]

@@ -3,14 +3,13 @@ package lab
 import (
 	"os"
 	"path/filepath"
+	"replab/internal/testkit"
 	"strings"
 	"testing"
 )
 
 func TestOverlappingLabsRestoreASysctlOnlyWhenTheLastOneGoes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to write the sysctl ledger in /run")
-	}
+	testkit.Need(t, testkit.Root)
 	f := filepath.Join(t.TempDir(), "fake_sysctl")
 	if err := os.WriteFile(f, []byte("reno bbr\n"), 0o644); err != nil {
 		t.Fatal(err)

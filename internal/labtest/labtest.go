@@ -22,22 +22,11 @@ import (
 	"replab/internal/engine"
 	"replab/internal/lab"
 	"replab/internal/spec"
+	"replab/internal/testkit"
 )
 
 // upTimeout bounds bringing up a lab and its cluster.
 const upTimeout = 3 * time.Minute
-
-// RequireLab skips the test with -short, or when the machine cannot build
-// labs (root, ip, /dev/net/tun), saying what is missing.
-func RequireLab(t testing.TB) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (namespaces): skipped with -short")
-	}
-	if err := lab.Preflight(); err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-}
 
 // UniqueName is a lab name no other test or test run uses at the same time:
 // prefix-<pid mod 10000>-<3 random hex digits>. Lab names have at most 20
@@ -49,15 +38,15 @@ func UniqueName(prefix string) string {
 // Lab brings up the lab of spec text whose [lab] section says
 // name = "NAME"; the lab is named UniqueName(prefix), keeps its state and
 // data in the test's temporary directories, and is closed when the test
-// ends. It calls RequireLab first.
+// ends. It skips t unless the machine can build labs (testkit.Lab).
 func Lab(t testing.TB, prefix, specText string) *lab.Lab {
 	t.Helper()
-	RequireLab(t)
+	testkit.Need(t, testkit.Lab)
 	l, _ := up(t, prefix, specText)
 	return l
 }
 
-// Cluster is Lab with e's cluster on the lab's nodes (after RequireLab;
+// Cluster is Lab with e's cluster on the lab's nodes (after testkit.Need(t, testkit.Lab);
 // the caller checks what e itself needs). The spec is validated by e first.
 // The cluster is closed before the lab when the test ends, and the test
 // fails if a server of it is still running then. The engine's log goes to
@@ -74,7 +63,7 @@ func Cluster(t testing.TB, e engine.Engine, prefix, specText string) (*lab.Lab, 
 // ClusterLog is Cluster with the engine's log going to log.
 func ClusterLog(t testing.TB, e engine.Engine, prefix, specText string, log io.Writer) (*lab.Lab, engine.Cluster) {
 	t.Helper()
-	RequireLab(t)
+	testkit.Need(t, testkit.Lab)
 	l, dataRoot := up(t, prefix, specText)
 	if err := e.Validate(l.Spec); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"replab/internal/testkit"
 	"strings"
 	"testing"
 )
@@ -34,7 +35,7 @@ delay = "1ms"
 `
 
 func TestLabIsUniqueAndGoesWithTheTest(t *testing.T) {
-	RequireLab(t)
+	testkit.Need(t, testkit.Lab)
 	var netns []string
 	t.Run("up", func(t *testing.T) {
 		l := Lab(t, "tlt", twoSites)

@@ -288,6 +288,7 @@ func linkBytes(l *lab.Lab, from, to string) int64 {
 // stopped and restarted mid-stream; the tables agree at the end, the link
 // carried what the pump says it sent, and compression shrank it.
 func TestPipelineNormal(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, "pn")
 	local, remote := filepath.Join(r.dir, "local.trail"), filepath.Join(r.dir, "remote.trail")
 	cern := r.l.Site("cern").DialContext
@@ -370,6 +371,7 @@ func TestPipelineNormal(t *testing.T) {
 // the link statement by statement, then batched: batching cuts the round
 // trips to one per transaction.
 func TestPipelineRemote(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, "pr")
 	local := filepath.Join(r.dir, "local.trail")
 	cern := r.l.Site("cern").DialContext
@@ -415,6 +417,7 @@ func TestPipelineRemote(t *testing.T) {
 // over and over ends with the same rows at the target, so each key's
 // changes were applied in order, and every replicat took a share.
 func TestParallelReplicatsKeepEachKeysOrder(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, "pp")
 	local := filepath.Join(r.dir, "local.trail")
 	cern := r.l.Site("cern").DialContext
@@ -486,6 +489,7 @@ type procStage struct {
 // transactions flow; each is killed with SIGKILL and started again in
 // turn, twice. Every change arrives once: the tables agree at the end.
 func TestStagesSurviveKill9(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, "pk")
 	bin, err := os.Executable()
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 
 	"replab/internal/enginekit"
 	"replab/internal/pipeline/trail"
+	"replab/internal/testkit"
 )
 
 // TestMariaDBStatements: the SQL a MariaDB replicat sends, statement by
@@ -169,15 +170,8 @@ func (s *mariadbServer) dsn(db string) string {
 // and removes the directory, whatever happens.
 func startMariaDB(t *testing.T) *mariadbServer {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (a MariaDB server): skipped with -short")
-	}
+	testkit.Need(t, testkit.Lab, testkit.MariaDB)
 	const serverBin, installBin = "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db"
-	for _, b := range []string{serverBin, installBin} {
-		if _, err := os.Stat(b); err != nil {
-			t.Skipf("integration test skipped: %s is not installed (scripts/deps.sh test, or apt-get install mariadb-server)", b)
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// mariadbd will not run as root without --user: it runs as the
@@ -562,6 +556,7 @@ func writeTrail(t *testing.T, path string, txs []mdbTx) []trail.Pos {
 // checkpoint is where the trail ends, every change was applied exactly
 // once, and batching took fewer round trips than statements.
 func TestReplicatToMariaDB(t *testing.T) {
+	t.Parallel()
 	srv := startMariaDB(t)
 	m := newMdbModel()
 	phases := [][]mdbTx{m.phase(120, 2000)}

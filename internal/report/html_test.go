@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"replab/internal/testkit"
 	"slices"
 	"strings"
 	"testing"
@@ -232,10 +233,8 @@ func chromium(t *testing.T, bin, page string, args ...string) []byte {
 // chromium package): the page parses and lays out, shows its charts with
 // their data, and a screenshot is not blank.
 func TestHTMLReportInChromium(t *testing.T) {
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("chromium not installed (apt-get install chromium): the report is not checked in a browser")
-	}
+	testkit.Need(t, testkit.Chromium)
+	bin, _ := exec.LookPath("chromium")
 	for _, tc := range reportCases {
 		if !tc.browser {
 			continue

@@ -95,6 +95,7 @@ lag_sample = 1
 }
 
 func TestFakeRunWritesTheSummaryContract(t *testing.T) {
+	t.Parallel()
 	sum, out, _, err := fakeRun(t, fakeSpec("", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +134,7 @@ func TestFakeRunWritesTheSummaryContract(t *testing.T) {
 // duration (an hour here): exactly that many transactions are measured,
 // every one tracked, and the summary says how long they took.
 func TestFakeTransactionsEndTheMeasurePhase(t *testing.T) {
+	t.Parallel()
 	text := strings.Replace(fakeSpec("", "transactions = 300\n"), `duration = "1s"`, `duration = "1h"`, 1)
 	sum, _, log, err := fakeRun(t, text)
 	if err != nil {
@@ -155,6 +157,7 @@ func TestFakeTransactionsEndTheMeasurePhase(t *testing.T) {
 }
 
 func TestFakeConflictsAreRetriedAndCounted(t *testing.T) {
+	t.Parallel()
 	// Every 5th commit fails as a serialization conflict: the driver
 	// retries it (the 6th succeeds), so nothing fails for good.
 	sum, _, _, err := fakeRun(t, fakeSpec("conflict_every = 5", ""))
@@ -176,6 +179,7 @@ func TestFakeConflictsAreRetriedAndCounted(t *testing.T) {
 }
 
 func TestFakeTooManyErrorsStopTheRun(t *testing.T) {
+	t.Parallel()
 	// Every 2nd commit fails for good: half the attempts, more than the
 	// 20 % cut-off.
 	sum, _, _, err := fakeRun(t, fakeSpec("fail_every = 2", "max_error_pct = 20\n"))
@@ -188,6 +192,7 @@ func TestFakeTooManyErrorsStopTheRun(t *testing.T) {
 }
 
 func TestFakeRepetitionsAggregate(t *testing.T) {
+	t.Parallel()
 	sum, out, _, err := fakeRun(t, fakeSpec("", "repetitions = 3\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +221,7 @@ func TestFakeRepetitionsAggregate(t *testing.T) {
 }
 
 func TestFakeSweepRunsEveryPoint(t *testing.T) {
+	t.Parallel()
 	_, out, log, err := fakeRun(t, fakeSpec("", "")+"\n[sweep]\n\"scheme.delay\" = [\"2ms\", \"20ms\"]\n")
 	if err != nil {
 		t.Fatal(err)
@@ -266,6 +272,7 @@ func TestFakeSweepRunsEveryPoint(t *testing.T) {
 }
 
 func TestFakeReadsAtAReplicaCarryNoStamp(t *testing.T) {
+	t.Parallel()
 	text := strings.Replace(fakeSpec("", ""), "kind = \"kv-insert\"", "kind = \"personnel\"\npersons = 50\nread_pct = 50\nreads_at = \"replica\"", 1)
 	sum, _, _, err := fakeRun(t, text)
 	if err != nil {
@@ -283,6 +290,7 @@ func TestFakeReadsAtAReplicaCarryNoStamp(t *testing.T) {
 }
 
 func TestFakeMultiMasterLagSkipsEachMastersOwnUsers(t *testing.T) {
+	t.Parallel()
 	text := strings.NewReplacer("role = \"primary\"", "role = \"master\"", "role = \"standby\"\nfrom = \"p\"", "role = \"master\"",
 		"[scheme]\n", "[scheme]\nreplication = \"multimaster\"\n").Replace(fakeSpec("", ""))
 	sum, _, _, err := fakeRun(t, text)
@@ -329,6 +337,7 @@ func TestFakeBadSpecErrorsComeAllAtOnce(t *testing.T) {
 // resolving conflicts, so the copies end different. The run says so; a
 // primary and its standby under the same load end the same.
 func TestFakeConvergenceIsCheckedAndDivergenceReported(t *testing.T) {
+	t.Parallel()
 	personnel := func(text string) string {
 		return strings.Replace(text, "kind = \"kv-insert\"", "kind = \"personnel\"\npersons = 4", 1)
 	}

@@ -149,6 +149,7 @@ cooldown = "1s"
 `
 
 func TestRunWritesTheSummaryContractAndLagIsAtLeastTheLinkDelay(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -269,6 +270,7 @@ func checkLiveMetrics(t *testing.T, scrapes <-chan map[string]*dto.MetricFamily)
 }
 
 func TestInterruptedRunStillWritesResultsMarkedIncomplete(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -351,6 +353,7 @@ cooldown = "0s"
 `
 
 func TestRepetitionsReportConfidenceIntervals(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -403,6 +406,7 @@ func TestRepetitionsReportConfidenceIntervals(t *testing.T) {
 }
 
 func TestSweepRunsEveryCombination(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -463,6 +467,7 @@ func TestSweepRunsEveryCombination(t *testing.T) {
 }
 
 func TestLagSampleTracksEveryKthTransaction(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -485,6 +490,7 @@ func TestLagSampleTracksEveryKthTransaction(t *testing.T) {
 }
 
 func TestPartialLogicalReplicaLagIsMeasured(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -538,6 +544,7 @@ cooldown = "0s"
 // other master's user: at least the link's 20 ms, never the ~0 of its own
 // commits, and its tracked count is that user's alone.
 func TestMultiMasterLagSkipsEachMastersOwnUsers(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	pgtest.RequirePglogical(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -593,6 +600,7 @@ lag_sample = 1
 // update at the primary. Reads at a hot standby work (they would fail if
 // they carried the lag stamp, an UPDATE), and only updates are tracked.
 func TestLookupsAtAStandby(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -632,6 +640,7 @@ func TestLookupsAtAStandby(t *testing.T) {
 // serial line: the lag shows its serialisation (a ~600-byte change takes
 // ≥ 0.5 s at 9.6 kbit/s), and the link carried the stream at its rate.
 func TestSerialLineLabIsProvisionedFastAndMeasuredSlow(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

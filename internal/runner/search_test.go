@@ -17,6 +17,7 @@ import (
 	"replab/internal/report"
 	"replab/internal/spec"
 	"replab/internal/stats"
+	"replab/internal/testkit"
 	"replab/internal/workload"
 	"replab/internal/workload/personnel"
 )
@@ -157,6 +158,8 @@ search_steps = [1, 4, 16, 64]
 // that no longer scales, name the site's CPU as what ran out, and leave
 // each step's results and search.json behind.
 func TestSearchFindsTheKneeOfACPULimit(t *testing.T) {
+	t.Parallel()
+	testkit.Exclusive(t) // a site's CPU limit must be the busiest resource, not the machine
 	pgtest.Require(t)
 	sum, out, log := runFaults(t, fmt.Sprintf(cpuLimitedSpec, labtest.UniqueName("tsrch")), nil,
 		Options{Engines: engine.NewRegistry(postgres.Engine{}), Workloads: workload.NewRegistry(personnel.Factory)})

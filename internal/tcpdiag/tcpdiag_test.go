@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"replab/internal/lab"
+	"replab/internal/testkit"
 	"sync"
 	"testing"
 	"time"
@@ -268,12 +269,7 @@ func TestInfoConcurrent(t *testing.T) {
 }
 
 func TestInfoOtherNamespace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace (ip netns add)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs the ip command to create a network namespace")
-	}
+	testkit.Need(t, testkit.Lab)
 	ns := fmt.Sprintf("tdiag-%d", os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"replab/internal/testkit"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,12 +43,7 @@ type server struct {
 // t.Cleanup, even if the test fails.
 func startServer(t *testing.T, files map[string][]byte) *server {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a real xrootd server; skipped by -short")
-	}
-	if _, err := os.Stat(xrootdBin); err != nil {
-		t.Skipf("%s is missing (XRootD server not installed): run scripts/deps.sh test", xrootdBin)
-	}
+	testkit.Need(t, testkit.XRootD)
 	dir := t.TempDir()
 	var cred *syscall.Credential
 	if os.Geteuid() == 0 {

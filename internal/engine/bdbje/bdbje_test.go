@@ -14,6 +14,7 @@ import (
 	"replab/internal/engine"
 	"replab/internal/labtest"
 	"replab/internal/spec"
+	"replab/internal/testkit"
 )
 
 // threeSpec is a group of three electable nodes in three sites joined by
@@ -54,12 +55,7 @@ heap = "192MiB"
 
 func requireJava(t *testing.T) {
 	t.Helper()
-	labtest.RequireLab(t)
-	for _, tool := range []string{"java", "javac", "mvn"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("integration test skipped: %s is missing (scripts/deps.sh test installs a JDK and Maven)", tool)
-		}
-	}
+	testkit.Need(t, testkit.Lab, testkit.Java)
 }
 
 func put(ctx context.Context, k engine.KVClient, i int, stamp engine.KVStamp) error {
@@ -74,6 +70,7 @@ func put(ctx context.Context, k engine.KVClient, i int, stamp engine.KVStamp) er
 // agrees; the master's kill -9 elects another, which the client follows;
 // the killed node rejoins as a replica and catches up.
 func TestGroupOfThree(t *testing.T) {
+	t.Parallel()
 	requireJava(t)
 	l, c := labtest.Cluster(t, Engine{}, "jegrp", threeSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -261,6 +258,7 @@ func agree(ctx context.Context, t *testing.T, c engine.Cluster, want int) {
 // A node that cannot start (a JE parameter JE refuses) fails Up with the
 // node's own words, and leaves no JVM behind.
 func TestFailedStartLeavesNothing(t *testing.T) {
+	t.Parallel()
 	requireJava(t)
 	bad := strings.Replace(threeSpec, "[node.n2]\nsite = \"b\"\nrole = \"electable\"\n",
 		"[node.n2]\nsite = \"b\"\nrole = \"electable\"\n[node.n2.settings]\n\"je.rep.noSuchParameter\" = \"1\"\n", 1)

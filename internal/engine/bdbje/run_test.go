@@ -18,6 +18,7 @@ import (
 	"replab/internal/labtest"
 	"replab/internal/runner"
 	"replab/internal/spec"
+	"replab/internal/testkit"
 	"replab/internal/workload"
 	"replab/internal/workload/kvinsert"
 )
@@ -159,12 +160,8 @@ func leftovers(name string) string {
 // long nothing committed. Then a run interrupted in its measure phase
 // (Ctrl-C) ends marked incomplete and leaves no JVM and no namespace.
 func TestRunKVInsert(t *testing.T) {
-	labtest.RequireLab(t)
-	for _, tool := range []string{"java", "javac", "mvn"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("integration test skipped: %s is missing (scripts/deps.sh test installs a JDK and Maven)", tool)
-		}
-	}
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.Java)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	name := labtest.UniqueName("jerun")

@@ -12,18 +12,14 @@ import (
 	"replab/internal/enginekit"
 	"replab/internal/lab"
 	"replab/internal/labtest"
+	"replab/internal/testkit"
 )
 
 // requireMariaDB skips the test when labs cannot be built or MariaDB is
 // not installed, saying what to do.
 func requireMariaDB(t *testing.T) {
 	t.Helper()
-	labtest.RequireLab(t)
-	for _, b := range []string{serverBin, installBin} {
-		if _, err := os.Stat(b); err != nil {
-			t.Skip("integration test skipped: MariaDB is not installed (scripts/deps.sh test)")
-		}
-	}
+	testkit.Need(t, testkit.Lab, testkit.MariaDB)
 }
 
 // testCluster brings up a lab and a MariaDB cluster from spec text whose
@@ -95,6 +91,7 @@ parallel_threads = 2
 // replica; rows loaded in bulk and updated at the primary reach both with
 // identical checksums, and the state reads as streaming with no backlog.
 func TestAsyncCascadingConverges(t *testing.T) {
+	t.Parallel()
 	_, c := testCluster(t, "mdbasync", asyncSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -40,6 +40,7 @@ durability = "write-nosync"
 // TestNodeControl: a killed replica starts again and catches up from its
 // GTID position; a restarted primary is found again by its replica.
 func TestNodeControl(t *testing.T) {
+	t.Parallel()
 	_, c := testCluster(t, "mdbctl", pairSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -98,6 +99,7 @@ func TestNodeControl(t *testing.T) {
 // TestUpFailsCleanly: a setting the server refuses fails Up with the
 // server's own words, and no server of the cluster is left running.
 func TestUpFailsCleanly(t *testing.T) {
+	t.Parallel()
 	requireMariaDB(t)
 	l := labtest.Lab(t, "mdbfail", strings.Replace(pairSpec, `[scheme]`, "[node.r.settings]\nno_such_variable = \"1\"\n[scheme]", 1))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -52,6 +52,7 @@ provider_options = "evs.keepalive_period=PT0.5S; evs.suspect_timeout=PT2S; evs.i
 // 1047 (classified, not retried) while the majority keeps writing; after
 // the heal it catches up by IST and every copy agrees.
 func TestGaleraMinorityRefusesAndRejoins(t *testing.T) {
+	t.Parallel()
 	l, c := testCluster(t, "mdbgal", galeraSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -35,6 +35,7 @@ replication = "multimaster"
 // over the other's: the copies end different, replication keeps running,
 // and the checksums show it.
 func TestMultimasterConflictDiverges(t *testing.T) {
+	t.Parallel()
 	_, c := testCluster(t, "mdbmm", mmSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -140,6 +141,7 @@ replication = "multimaster"
 // rows inserted at each reach the others through the ring, once, with
 // keys that do not collide.
 func TestMultimasterRing(t *testing.T) {
+	t.Parallel()
 	_, c := testCluster(t, "mdbring", ringSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -39,6 +39,7 @@ timeout = "1500ms"
 // asynchronous (visible in the report and the replica's sync state), and
 // comes back once the link heals and the replica catches up.
 func TestSemisyncFallsBackWhenCut(t *testing.T) {
+	t.Parallel()
 	l, c := testCluster(t, "mdbsemi", semisyncSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

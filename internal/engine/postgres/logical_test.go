@@ -14,15 +14,14 @@ import (
 	"replab/internal/lab"
 	"replab/internal/labtest"
 	"replab/internal/spec"
+	"replab/internal/testkit"
 )
 
 // requirePostgres skips a test when PostgreSQL is not installed (labtest
 // checks the rest).
 func requirePostgres(t testing.TB) {
 	t.Helper()
-	if _, err := findInstall(context.Background()); err != nil && !testing.Short() {
-		t.Skip("integration test skipped: " + err.Error())
-	}
+	testkit.Need(t, testkit.Postgres)
 }
 
 // testCluster brings up spec text (its lab named NAME) with this engine
@@ -30,7 +29,7 @@ func requirePostgres(t testing.TB) {
 // nothing is left; the engine's progress lines go to the test log.
 func testCluster(t *testing.T, prefix, text string) (*lab.Lab, *cluster, *testLog) {
 	t.Helper()
-	labtest.RequireLab(t)
+	testkit.Need(t, testkit.Lab)
 	requirePostgres(t)
 	log := &testLog{t: t}
 	start := time.Now()

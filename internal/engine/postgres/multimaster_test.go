@@ -12,6 +12,7 @@ import (
 	"replab/internal/engine"
 	"replab/internal/lab"
 	"replab/internal/labtest"
+	"replab/internal/testkit"
 )
 
 // Three masters in three sites, each pair joined by a short link.
@@ -62,11 +63,7 @@ type mmEnv struct {
 // it remains.
 func mmUp(t *testing.T) *mmEnv {
 	t.Helper()
-	labtest.RequireLab(t)
-	requirePostgres(t)
-	if inst, err := findInstall(context.Background()); err == nil && !inst.hasExtension("pglogical") {
-		t.Skipf("integration test skipped: pglogical is missing (apt-get install postgresql-%d-pglogical)", inst.Major)
-	}
+	testkit.Need(t, testkit.Lab, testkit.Postgres, testkit.Pglogical)
 	start := time.Now()
 	l, c := labtest.ClusterLog(t, Engine{}, "tmm", mmSpec, mmLog{t})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -199,6 +196,7 @@ func mmTable(name string) engine.Table {
 }
 
 func TestMultimaster(t *testing.T) {
+	t.Parallel()
 	e := mmUp(t)
 	ctx := mmCtx(t, time.Minute)
 	if err := e.c.ApplySchema(ctx, engine.Schema{Tables: []engine.Table{

@@ -87,6 +87,7 @@ role = "primary"
 `
 
 func TestAsyncWithCascadingStandby(t *testing.T) {
+	t.Parallel()
 	_, c := physLab(t, "tasync", physHeader+`
 [node.e1]
 site = "eu"
@@ -200,6 +201,7 @@ wal_compression = true
 }
 
 func TestSyncCommitWaitsForPartitionedStandby(t *testing.T) {
+	t.Parallel()
 	l, c := physLab(t, "tsync", physHeader+`
 [node.e1]
 site = "eu"
@@ -250,6 +252,7 @@ commit = "on"
 }
 
 func TestQuorumAnyOneSurvivesOnePartitionedStandby(t *testing.T) {
+	t.Parallel()
 	l, c := physLab(t, "tquorum", physHeader+`
 [[link]]
 sites = ["primary", "asia"]

@@ -13,6 +13,7 @@ import (
 	"replab/internal/engine"
 	"replab/internal/pipeline"
 	"replab/internal/spec"
+	"replab/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -29,6 +30,7 @@ func TestMain(m *testing.M) {
 // to each replica; the stages are processes with their roles; the state
 // names the stages' positions and drains to no backlog.
 func TestPipelineScheme(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, scheme string
 		roles        []string
@@ -41,9 +43,7 @@ func TestPipelineScheme(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "mariadb" {
-				if _, err := os.Stat("/usr/sbin/mariadbd"); err != nil {
-					t.Skip("integration test skipped: mariadbd is not installed (scripts/deps.sh test, or apt-get install mariadb-server)")
-				}
+				testkit.Need(t, testkit.MariaDB)
 			}
 			_, c, _ := testCluster(t, "pipe"+tc.name[:1], `
 [lab]

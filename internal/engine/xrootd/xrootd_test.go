@@ -3,7 +3,6 @@ package xrootd
 import (
 	"context"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"replab/internal/labtest"
 	"replab/internal/pagedata"
 	"replab/internal/spec"
+	"replab/internal/testkit"
 	"replab/internal/xrd"
 )
 
@@ -35,16 +35,14 @@ file_size = "1MiB"
 
 func requireXRootD(t *testing.T) {
 	t.Helper()
-	labtest.RequireLab(t)
-	if _, err := os.Stat(serverBin); err != nil {
-		t.Skip("integration test skipped: XRootD is not installed (scripts/deps.sh test)")
-	}
+	testkit.Need(t, testkit.Lab, testkit.XRootD)
 }
 
 // TestServerServesTheGeneratedDataSet: the server comes up in its site,
 // serves the generated files across the link, byte for byte, and node
 // control stops, starts, kills and pauses it.
 func TestServerServesTheGeneratedDataSet(t *testing.T) {
+	t.Parallel()
 	requireXRootD(t)
 	l, c := labtest.Cluster(t, Engine{}, "xrdsrv", pairSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

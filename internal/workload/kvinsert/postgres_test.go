@@ -38,6 +38,7 @@ seed = 11
 `
 
 func TestPostgresLoadAndInserts(t *testing.T) {
+	t.Parallel()
 	l, c := pgtest.Up(t, "wkv", kvSpec)
 	ww, err := workload.NewRegistry(Factory).For(l.Spec, "postgres")
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"replab/internal/engine/mariadb"
 	"replab/internal/engine/postgres/pgtest"
 	"replab/internal/labtest"
+	"replab/internal/testkit"
 	"replab/internal/workload"
 )
 
@@ -191,12 +191,8 @@ seed = 3
 // as user 0, four users run every type for three seconds without an
 // error, and the replica ends with the same rows.
 func TestMariaDBLoadRunConverge(t *testing.T) {
-	labtest.RequireLab(t)
-	for _, b := range []string{"/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db"} {
-		if _, err := os.Stat(b); err != nil {
-			t.Skip("integration test skipped: MariaDB is not installed (scripts/deps.sh test)")
-		}
-	}
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.MariaDB)
 	l, c := labtest.Cluster(t, mariadb.Engine{}, "oemdb", mariadbSpec)
 	ww, err := workload.NewRegistry(Factory).For(l.Spec, "mysql")
 	if err != nil {
@@ -250,6 +246,7 @@ seed = 3
 // one Mix computes; four users run every type (pipelined where it can)
 // without an error; the standby ends with the same rows.
 func TestPostgresLoadRunConverge(t *testing.T) {
+	t.Parallel()
 	l, c := pgtest.Up(t, "oepg", postgresSpec)
 	ww, err := workload.NewRegistry(Factory).For(l.Spec, "postgres")
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 // link, the lag probe, every commit journalled — and wants every type committed without an error,
 // the copies converged and no acknowledged commit missing anywhere.
 func TestPostgresRun(t *testing.T) {
+	t.Parallel()
 	pgtest.Require(t)
 	dir := t.TempDir()
 	text := strings.Replace(postgresSpec, `name = "NAME"`, `name = "`+labtest.UniqueName("oerun")+`"`, 1)

@@ -19,6 +19,7 @@ import (
 	"replab/internal/labtest"
 	"replab/internal/pagestats"
 	"replab/internal/spec"
+	"replab/internal/testkit"
 	"replab/internal/workload"
 )
 
@@ -44,10 +45,7 @@ file_size = "16MiB"
 
 func requireXRootD(t *testing.T) {
 	t.Helper()
-	labtest.RequireLab(t)
-	if _, err := os.Stat("/usr/bin/xrootd"); err != nil {
-		t.Skip("integration test skipped: XRootD is not installed (scripts/deps.sh test)")
-	}
+	testkit.Need(t, testkit.Lab, testkit.XRootD)
 }
 
 // newWorkload builds the workload from [workload] lines.

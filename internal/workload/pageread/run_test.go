@@ -17,6 +17,7 @@ import (
 	"replab/internal/report"
 	"replab/internal/runner"
 	"replab/internal/spec"
+	"replab/internal/testkit"
 	"replab/internal/workload"
 )
 
@@ -26,10 +27,7 @@ import (
 // direction's pcap file opens with tcpdump and holds as many packets as the
 // link delivered.
 func TestRunWithCapture(t *testing.T) {
-	requireXRootD(t)
-	if _, err := exec.LookPath("tcpdump"); err != nil {
-		t.Skip("integration test skipped: tcpdump is not installed (scripts/deps.sh test)")
-	}
+	testkit.Need(t, testkit.Lab, testkit.XRootD, testkit.Tcpdump)
 	dir := t.TempDir()
 	text := strings.Replace(linkSpec, `name = "NAME"`, `name = "`+labtest.UniqueName("pgrun")+`"`, 1)
 	text = strings.Replace(text, `rate = "20mbit"`, "rate = \"20mbit\"\ncapture = true", 1) + `

@@ -40,6 +40,7 @@ seed = 11
 `
 
 func TestPostgresLoadAndTransactions(t *testing.T) {
+	t.Parallel()
 	l, c := pgtest.Up(t, "wper", personnelSpec)
 	ww, err := workload.NewRegistry(Factory).For(l.Spec, "postgres")
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"replab/internal/engine"
 	"replab/internal/engine/postgres/pgtest"
 	"replab/internal/lab"
+	"replab/internal/testkit"
 	"replab/internal/workload"
 )
 
@@ -57,10 +58,9 @@ seed = 5
 // prepared mode and replab's send the same text), each as many times;
 // select-only without BEGIN, as pgbench sends it.
 func TestPostgresBuiltinScriptsSendWhatPgbenchSends(t *testing.T) {
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.Pgbench)
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
-	if len(bins) == 0 {
-		t.Skip("integration test skipped: pgbench is not installed (apt-get install postgresql-15)")
-	}
 	l, c := pgtest.Up(t, "wsc", pgSpec)
 	ww, err := workload.NewRegistry(Factory).For(l.Spec, "postgres")
 	if err != nil {

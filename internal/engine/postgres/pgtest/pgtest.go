@@ -4,7 +4,6 @@
 package pgtest
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -13,26 +12,21 @@ import (
 	"replab/internal/engine/postgres"
 	"replab/internal/lab"
 	"replab/internal/labtest"
+	"replab/internal/testkit"
 )
 
 // Require skips the test with -short, when the machine cannot build labs,
 // or when no PostgreSQL server is installed where the engine looks.
 func Require(t testing.TB) {
 	t.Helper()
-	labtest.RequireLab(t)
-	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres"); len(m) == 0 {
-		t.Skip("integration test skipped: PostgreSQL is not installed (apt-get install postgresql-15)")
-	}
+	testkit.Need(t, testkit.Lab, testkit.Postgres)
 }
 
 // RequirePglogical is Require, and skips the test too when the pglogical
 // extension (multi-master) is not installed for any server.
 func RequirePglogical(t testing.TB) {
 	t.Helper()
-	Require(t)
-	if m, _ := filepath.Glob("/usr/share/postgresql/*/extension/pglogical.control"); len(m) == 0 {
-		t.Skip("integration test skipped: pglogical is not installed (apt-get install postgresql-15-pglogical)")
-	}
+	testkit.Need(t, testkit.Lab, testkit.Postgres, testkit.Pglogical)
 }
 
 // Up is labtest.Cluster with the postgres engine, after Require.
