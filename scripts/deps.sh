@@ -101,7 +101,8 @@ need_fio() {
 
 case "$purpose" in
   build) need_go ;;
-  demo)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage; need_java ;;
+  # The quickstart needs PostgreSQL alone; `make test` installs the other engines.
+  demo)  need_go; need_lab; apt_install postgresql-15 ;;
   # tcpdump: the tests read the lab's packet captures with a real pcap reader.
   test)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage; need_fio; need_java; apt_install tcpdump
          command -v chromium >/dev/null 2>&1 || apt_install chromium ;;
