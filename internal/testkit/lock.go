@@ -37,6 +37,40 @@ func Exclusive(t testing.TB) {
 	hold(t, exclusive)
 }
 
+// Alone runs measure with the machine to itself among the integration
+// tests, and t shares it again afterwards: for a test whose setup and
+// checks need not be timed but whose measurement does, so that the others
+// wait only for the measurement. Call it from a test that holds the shared
+// lock (Need(t, Lab)), not from its subtests.
+func Alone(t testing.TB, measure func()) {
+	t.Helper()
+	switchTo(t, exclusive)
+	defer switchTo(t, shared)
+	measure()
+}
+
+// switchTo changes the mode of the lock t took.
+func switchTo(t testing.TB, m mode) {
+	t.Helper()
+	mu.Lock()
+	h := held[t.Name()]
+	mu.Unlock()
+	if h == nil {
+		t.Fatalf("testkit: %s holds no lock of its own: call Need(t, testkit.Lab) first, in the test itself", t.Name())
+	}
+	if h.mode == m {
+		return
+	}
+	h.f.Close()
+	f, err := acquire(t.Logf, m)
+	if err != nil {
+		t.Fatalf("testkit: the machine's test lock: %v", err)
+	}
+	mu.Lock()
+	held[t.Name()] = &holding{mode: m, f: f}
+	mu.Unlock()
+}
+
 type holding struct {
 	mode mode
 	f    *os.File

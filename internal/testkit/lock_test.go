@@ -84,3 +84,46 @@ func TestSubtestsShareTheirParentsLock(t *testing.T) {
 		t.Fatalf("the parent's lock after its subtest: %+v", h)
 	}
 }
+
+func TestAloneTakesTheMachineForTheMeasurementOnly(t *testing.T) {
+	withLockDir(t)
+	hold(t, shared)
+	other := <-take(shared) // beside t's setup: shared
+	var waited bool
+	done := make(chan struct{})
+	go func() {
+		Alone(t, func() { // waits for other to go
+			waited = true
+			if s := take(shared); !pending(s) {
+				t.Error("a shared lock was taken during the measurement")
+			} else {
+				go func() { (<-s).Close() }()
+			}
+		})
+		close(done)
+	}()
+	if !pendingDone(done) {
+		t.Fatal("the measurement ran beside another test's shared lock")
+	}
+	other.Close()
+	<-done
+	if !waited {
+		t.Fatal("the measurement did not run")
+	}
+	mu.Lock()
+	h := held[t.Name()]
+	mu.Unlock()
+	if h == nil || h.mode != shared {
+		t.Fatalf("after the measurement t holds %+v, want the shared lock again", h)
+	}
+	(<-take(shared)).Close() // shared again: another test gets in
+}
+
+func pendingDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return false
+	case <-time.After(50 * time.Millisecond):
+		return true
+	}
+}
