@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	dto "github.com/prometheus/client_model/go"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"replab/internal/engine/postgres/pgtest"
 
@@ -352,60 +353,14 @@ duration = "2s"
 cooldown = "0s"
 `
 
-func TestRepetitionsReportConfidenceIntervals(t *testing.T) {
-	t.Parallel()
-	pgtest.Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	sum, out, err := runSpec(t, ctx, smallSpec+"repetitions = 3\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum["kind"] != "repetitions" || sum["complete"] != true {
-		t.Fatalf("kind %v complete %v (%v)", sum["kind"], sum["complete"], sum["stop_reason"])
-	}
-	if n := num(t, sum, "tpm_ci", "n"); n != 3 {
-		t.Errorf("tpm_ci.n = %v, want 3", n)
-	}
-	mean, half := num(t, sum, "tpm_ci", "mean"), num(t, sum, "tpm_ci", "half_width")
-	if mean <= 0 || half <= 0 || num(t, sum, "tpm_ci", "level") != 0.95 {
-		t.Errorf("tpm_ci mean %v half %v", mean, half)
-	}
-	if num(t, sum, "tpm") != mean {
-		t.Errorf("tpm %v is not the mean %v", num(t, sum, "tpm"), mean)
-	}
-	if num(t, sum, "ci", "replicas.s1.lag_ms.p50", "n") != 3 {
-		t.Errorf("no CI for the replica's lag")
-	}
-	var tpms float64
-	for i := 1; i <= 3; i++ {
-		b, err := os.ReadFile(filepath.Join(out, fmt.Sprintf("rep-%02d", i), "summary.json"))
-		if err != nil {
-			t.Fatalf("repetition %d: %v", i, err)
-		}
-		var rep map[string]any
-		_ = json.Unmarshal(b, &rep)
-		if rep["complete"] != true || num(t, rep, "replicas", "s1", "not_visible_at_end") != 0 {
-			t.Errorf("repetition %d: %v", i, rep["stop_reason"])
-		}
-		// The default automatic sample, chosen from each warmup's rate:
-		// each user tracks every Nth transaction.
-		n, tx, tracked := num(t, rep, "replicas", "s1", "sample_every"), num(t, rep, "transactions"), num(t, rep, "replicas", "s1", "tracked")
-		t.Logf("repetition %d: %v transactions, sample every %v, %v tracked", i, tx, n, tracked)
-		if rep["replicas"].(map[string]any)["s1"].(map[string]any)["sample"] != "auto" || n < 1 || tracked < tx/n-4 || tracked > tx/n+4 {
-			t.Errorf("repetition %d: sample every %v, tracked %v of %v", i, n, tracked, tx)
-		}
-		if got := num(t, sum["repetitions"].([]any)[i-1].(map[string]any), "lag_sample_every"); got != n {
-			t.Errorf("repetition %d: lag_sample_every %v in the aggregate, %v in its summary", i, got, n)
-		}
-		tpms += num(t, rep, "tpm")
-	}
-	if d := tpms/3 - mean; d > 1e-6 || d < -1e-6 {
-		t.Errorf("mean of repetitions %v != tpm_ci.mean %v", tpms/3, mean)
-	}
-}
-
-func TestSweepRunsEveryCombination(t *testing.T) {
+// TestSweepOfRepetitionsOnPostgres: a sweep over the link's delay, each
+// point repeated twice, on real servers — one run of what the fake engine
+// proves piece by piece (TestFakeSweepRunsEveryPoint,
+// TestFakeRepetitionsAggregate). Every point's lag is at least its delay;
+// every point aggregates its repetitions with confidence intervals, the
+// lag's too; every repetition chose its lag sample from its own warmup and
+// tracked that share of its transactions.
+func TestSweepOfRepetitionsOnPostgres(t *testing.T) {
 	t.Parallel()
 	pgtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -413,7 +368,7 @@ func TestSweepRunsEveryCombination(t *testing.T) {
 	name := labtest.UniqueName("tswp")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "spec.toml")
-	text := fmt.Sprintf(smallSpec, name) + "\n[sweep]\n\"run.users\" = [1, 3]\n\"link[1].delay\" = [\"5ms\", \"30ms\"]\n"
+	text := fmt.Sprintf(smallSpec, name) + "repetitions = 2\n\n[sweep]\n\"link[1].delay\" = [\"5ms\", \"30ms\"]\n"
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -445,24 +400,76 @@ func TestSweepRunsEveryCombination(t *testing.T) {
 	if err := json.Unmarshal(b, &sw); err != nil {
 		t.Fatal(err)
 	}
-	if !sw.Complete || len(sw.Points) != 4 {
+	if !sw.Complete || len(sw.Points) != 2 {
 		t.Fatalf("sweep complete %v with %d points", sw.Complete, len(sw.Points))
 	}
 	for _, p := range sw.Points {
 		lag := num(t, p.Summary, "lag_p50_ms", "s1")
 		wantMin := 5.0
-		if bytes.Contains([]byte(p.Label), []byte("30ms")) {
+		if strings.Contains(p.Label, "30ms") {
 			wantMin = 30
 		}
 		if lag < wantMin {
 			t.Errorf("%s: lag p50 %.2f ms below the link delay %.0f ms", p.Label, lag, wantMin)
 		}
-		if _, err := os.Stat(filepath.Join(out, p.Dir, "summary.json")); err != nil {
-			t.Errorf("%s: %v", p.Label, err)
-		}
+		checkRepetitions(t, p.Label, filepath.Join(out, p.Dir), 2)
 	}
-	if !bytes.Contains(log.Bytes(), []byte("run.users")) {
+	if !strings.Contains(log.String(), "link[1].delay") {
 		t.Errorf("no sweep table in the output:\n%s", log.String())
+	}
+}
+
+// checkRepetitions checks the aggregate of n repetitions in dir and each
+// repetition's summary.
+func checkRepetitions(t *testing.T, label, dir string, n int) {
+	t.Helper()
+	var sum map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatalf("%s: %v", label, err)
+	}
+	_ = json.Unmarshal(b, &sum)
+	if sum["kind"] != "repetitions" || sum["complete"] != true {
+		t.Fatalf("%s: kind %v complete %v (%v)", label, sum["kind"], sum["complete"], sum["stop_reason"])
+	}
+	if got := num(t, sum, "tpm_ci", "n"); got != float64(n) {
+		t.Errorf("%s: tpm_ci.n = %v, want %d", label, got, n)
+	}
+	mean, half := num(t, sum, "tpm_ci", "mean"), num(t, sum, "tpm_ci", "half_width")
+	if mean <= 0 || half <= 0 || num(t, sum, "tpm_ci", "level") != 0.95 {
+		t.Errorf("%s: tpm_ci mean %v half %v", label, mean, half)
+	}
+	if num(t, sum, "tpm") != mean {
+		t.Errorf("%s: tpm %v is not the mean %v", label, num(t, sum, "tpm"), mean)
+	}
+	if num(t, sum, "ci", "replicas.s1.lag_ms.p50", "n") != float64(n) {
+		t.Errorf("%s: no CI for the replica's lag", label)
+	}
+	var tpms float64
+	for i := 1; i <= n; i++ {
+		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rep-%02d", i), "summary.json"))
+		if err != nil {
+			t.Fatalf("%s: repetition %d: %v", label, i, err)
+		}
+		var rep map[string]any
+		_ = json.Unmarshal(b, &rep)
+		if rep["complete"] != true || num(t, rep, "replicas", "s1", "not_visible_at_end") != 0 {
+			t.Errorf("%s: repetition %d: %v", label, i, rep["stop_reason"])
+		}
+		// The default automatic sample, chosen from each warmup's rate:
+		// each user tracks every Nth transaction.
+		every, tx, tracked := num(t, rep, "replicas", "s1", "sample_every"), num(t, rep, "transactions"), num(t, rep, "replicas", "s1", "tracked")
+		t.Logf("%s: repetition %d: %v transactions, sample every %v, %v tracked", label, i, tx, every, tracked)
+		if rep["replicas"].(map[string]any)["s1"].(map[string]any)["sample"] != "auto" || every < 1 || tracked < tx/every-4 || tracked > tx/every+4 {
+			t.Errorf("%s: repetition %d: sample every %v, tracked %v of %v", label, i, every, tracked, tx)
+		}
+		if got := num(t, sum["repetitions"].([]any)[i-1].(map[string]any), "lag_sample_every"); got != every {
+			t.Errorf("%s: repetition %d: lag_sample_every %v in the aggregate, %v in its summary", label, i, got, every)
+		}
+		tpms += num(t, rep, "tpm")
+	}
+	if d := tpms/float64(n) - mean; d > 1e-6 || d < -1e-6 {
+		t.Errorf("%s: mean of repetitions %v != tpm_ci.mean %v", label, tpms/float64(n), mean)
 	}
 }
 
