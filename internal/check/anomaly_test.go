@@ -2,35 +2,19 @@ package check
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"replab/internal/history"
+	"replab/internal/testkit"
 )
 
-// update rewrites the golden files: go test ./internal/check -update
-var update = flag.Bool("update", false, "rewrite testdata/*.txt from the current output")
-
+// golden compares got with testdata/name (go test -update rewrites it).
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/check -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (go test ./internal/check -update rewrites it)\n--- got:\n%s\n--- want:\n%s", path, got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name), got)
 }
 
 // hist builds a history by hand: each tx is one transaction, with times

@@ -4,36 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"reflect"
+	"replab/internal/testkit"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// update rewrites the golden files: go test ./internal/history -update
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
-
+// golden compares got with testdata/name (go test -update rewrites it).
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/history -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (go test ./internal/history -update rewrites it)\n--- got:\n%s\n--- want:\n%s", path, got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name), got)
 }
 
 // sample is a small history with every kind of micro-operation and outcome.

@@ -2,15 +2,13 @@ package iotest
 
 import (
 	"bytes"
-	"flag"
 	"math"
 	"os"
 	"path/filepath"
+	"replab/internal/testkit"
 	"strings"
 	"testing"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // The testdata files are real fio 3.33 outputs of Args on this kind of
 // machine: the defaults with O_DIRECT on the disk, Quick on the disk, and
@@ -126,19 +124,7 @@ func TestTableGolden(t *testing.T) {
 	}
 	var b bytes.Buffer
 	WriteTable(&b, rows)
-	golden := filepath.Join("testdata", "table.golden")
-	if *update {
-		if err := os.WriteFile(golden, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.String() != string(want) {
-		t.Errorf("table:\n%s\nwant (testdata/table.golden):\n%s", b.String(), want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", "table.golden"), b.Bytes())
 }
 
 func readTestdata(t *testing.T, name string) []byte {

@@ -3,34 +3,18 @@ package report
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"replab/internal/testkit"
 	"strings"
 	"testing"
 )
 
-// update rewrites the golden files: go test ./internal/report -update
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
-
-// golden compares got with testdata/name, or rewrites it with -update.
+// golden compares got with testdata/name (go test -update rewrites it).
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/report -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (go test ./internal/report -update rewrites it)\n--- got:\n%s\n--- want:\n%s", path, got, want)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name), got)
 }
 
 // copyDir copies a directory tree.

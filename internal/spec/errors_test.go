@@ -1,14 +1,12 @@
 package spec
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
+	"replab/internal/testkit"
 	"strings"
 	"testing"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/errors/*.golden from the current output")
 
 // wantInError pins, for each bad input, the file:line and field its errors
 // must name; the full text is in the .golden file next to the input.
@@ -161,19 +159,7 @@ func TestBadSpecs(t *testing.T) {
 				t.Fatalf("%s parsed without error", name)
 			}
 			got := err.Error() + "\n"
-			golden := strings.TrimSuffix(f, ".toml") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("error differs from %s\ngot:\n%s\nwant:\n%s", golden, got, want)
-			}
+			testkit.Golden(t, strings.TrimSuffix(f, ".toml")+".golden", []byte(got))
 			for _, w := range wantInError[name] {
 				if !strings.Contains(got, w) {
 					t.Errorf("error does not contain %q; got:\n%s", w, got)

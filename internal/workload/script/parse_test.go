@@ -1,14 +1,12 @@
 package script
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
+	"replab/internal/testkit"
 	"strings"
 	"testing"
 )
-
-var update = flag.Bool("update", false, "rewrite the .golden files")
 
 // TestParseGolden parses every testdata/parse/*.sql and the built-in
 // scripts and compares the parsed form (or the error, file:line:column)
@@ -37,20 +35,7 @@ func TestParseGolden(t *testing.T) {
 			} else {
 				got = sc.String()
 			}
-			golden := strings.TrimSuffix(f, ".sql") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (go test -update writes it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("parsed %s:\n%s\nwant:\n%s", f, got, want)
-			}
+			testkit.Golden(t, strings.TrimSuffix(f, ".sql")+".golden", []byte(got))
 			if strings.HasPrefix(name, "err-") != strings.HasPrefix(got, "error: ") {
 				t.Errorf("%s: an err- file must fail and only those: %s", name, got)
 			}
