@@ -162,6 +162,7 @@ var (
 	_ engine.NodeControl     = (*cluster)(nil)
 	_ engine.Pauser          = (*cluster)(nil)
 	_ engine.KVStore         = (*cluster)(nil)
+	_ engine.KVJournal       = (*cluster)(nil)
 	_ engine.LagStamps       = (*cluster)(nil)
 	_ engine.BulkLoader      = (*cluster)(nil)
 	_ engine.Checksummer     = (*cluster)(nil)
