@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"replab/internal/clock"
 	"replab/internal/engine"
@@ -95,7 +96,9 @@ func regKey(k int64) []byte {
 // regValue is the record value of a register holding v.
 func regValue(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
 
-// pickKeys draws n distinct registers of this measurement.
+// pickKeys draws n distinct registers of this measurement, in ascending
+// order: every transaction locks registers in one order, so two never
+// wait for each other (JE would end one with a lock timeout).
 func (w *Workload) pickKeys(r *rand.Rand, n int) []int64 {
 	n = min(n, w.keys)
 	ks := make([]int64, 0, n)
@@ -109,6 +112,7 @@ func (w *Workload) pickKeys(r *rand.Rand, n int) []int64 {
 			ks = append(ks, k)
 		}
 	}
+	slices.Sort(ks)
 	return ks
 }
 
