@@ -389,8 +389,8 @@ rate = "100/s"
 }
 
 // TestValidateSaysWhatIsVerified: with faults, validate promises the
-// acknowledged-commit check only where the run does it (engines with SQL)
-// and says plainly where it does not.
+// acknowledged-commit check only where the run does it (engines with SQL,
+// and Berkeley DB JE's puts) and says plainly where it does not.
 func TestValidateSaysWhatIsVerified(t *testing.T) {
 	t.Parallel()
 	bdb, err := os.ReadFile("../../scenarios/bdb-ha.toml")
@@ -405,7 +405,7 @@ func TestValidateSaysWhatIsVerified(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{"../../examples/pg-faults.toml", "verify: every acknowledged commit is looked for at every node after the run\n"},
 		{"../../examples/mariadb-galera-faults.toml", "verify: every acknowledged commit is looked for at every node after the run\n"},
-		{bdbFaults, "verify: acknowledged commits are NOT verified for engine bdbje"},
+		{bdbFaults, "verify: every acknowledged put is looked for at every node after the run\n"},
 		{"../../examples/xrootd-faults.toml", "verify: acknowledged commits: does not apply to engine xrootd"},
 	} {
 		t.Run(filepath.Base(tc.file), func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"replab/internal/workload"
 	"replab/internal/workload/dmlstream"
 	"replab/internal/workload/kvinsert"
+	"replab/internal/workload/kvregister"
 	"replab/internal/workload/orderentry"
 	"replab/internal/workload/pageread"
 	"replab/internal/workload/personnel"
@@ -21,7 +22,7 @@ import (
 
 // workloads is every workload this binary can run.
 func workloads() *workload.Registry {
-	return workload.NewRegistry(personnel.Factory, kvinsert.Factory, script.Factory, pageread.Factory, orderentry.Factory, dmlstream.Factory)
+	return workload.NewRegistry(personnel.Factory, kvinsert.Factory, kvregister.Factory, script.Factory, pageread.Factory, orderentry.Factory, dmlstream.Factory)
 }
 
 func cmdRun(ctx context.Context, args []string, out io.Writer) error {

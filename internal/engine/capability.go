@@ -304,7 +304,8 @@ type ErrorClass struct {
 }
 
 // KVStore is a cluster of key-value stores reached over their own protocol
-// (Berkeley DB Java Edition): records go in as puts, in transactions.
+// (Berkeley DB Java Edition): records go in as puts, in transactions, and
+// come back out of reads at the master or at a replica.
 type KVStore interface {
 	// KVClient connects, with dial (from the client's site), to the node
 	// that takes writes now; the client follows the master when it moves.
@@ -313,11 +314,22 @@ type KVStore interface {
 
 // KVClient is one client's connection; one goroutine uses it.
 type KVClient interface {
-	// Put writes recs in one transaction and commits it. With stamp.Seq
-	// > 0 the same transaction carries the lag probe's stamp (writer
-	// stamp.Writer at stamp.Seq), and stamp.Sending is called just before
-	// the commit leaves.
-	Put(ctx context.Context, recs []KVRecord, stamp KVStamp) error
+	// Put writes recs in one transaction at the master and commits it.
+	// With stamp.Seq > 0 the same transaction carries the lag probe's
+	// stamp (writer stamp.Writer at stamp.Seq), and stamp.Sending is
+	// called just before the commit leaves; with stamp.JournalSeq > 0 it
+	// also records the verification journal's key (KVJournal). The commit
+	// is where it landed; its Node is set whenever the put reached a node,
+	// even when it failed. An error wraps ErrNotCommitted when the
+	// transaction certainly did not commit (refused before its commit, or
+	// never sent); after any other error its outcome is unknown.
+	Put(ctx context.Context, recs []KVRecord, stamp KVStamp) (KVCommit, error)
+	// Get reads keys in one read-only transaction at read.Node (""
+	// the master, followed when it moves). A replica first meets
+	// read.Consistency, waiting up to read.Timeout. Values[i] is keys[i]'s
+	// value, nil when the key is absent (a present empty value is
+	// non-nil).
+	Get(ctx context.Context, keys [][]byte, read KVRead) (KVValues, error)
 	Close() error
 }
 
@@ -326,11 +338,72 @@ type KVRecord struct {
 	Key, Value []byte
 }
 
-// KVStamp is the lag probe's stamp for a Put; Seq 0: untracked.
+// KVStamp is what a Put carries besides its records: the lag probe's
+// stamp (Seq 0: untracked) and the verification journal's key
+// (JournalSeq 0: none).
 type KVStamp struct {
 	Writer  int
 	Seq     int64
 	Sending func()
+
+	JournalWriter int
+	JournalSeq    int64
+}
+
+// KVCommit is where a Put's transaction committed.
+type KVCommit struct {
+	// Node is the master it was sent to.
+	Node string
+	// Position is the commit's place in the replication stream (JE: its
+	// VLSN); 0 when unknown.
+	Position int64
+}
+
+// KVConsistency is what a read at a replica waits for first (JE's
+// replica consistency policies).
+type KVConsistency string
+
+// The consistency policies.
+const (
+	// KVNone reads whatever the replica has now (the default, "").
+	KVNone KVConsistency = "none"
+	// KVTime waits until the replica is no more than KVRead.MaxLag
+	// behind the master.
+	KVTime KVConsistency = "time"
+	// KVCommitPoint waits until the replica has replayed the client's
+	// own last acknowledged Put: read-your-writes. A client that has put
+	// nothing yet waits for nothing.
+	KVCommitPoint KVConsistency = "commit"
+)
+
+// KVRead is where a Get reads and what it waits for there.
+type KVRead struct {
+	// Node is the node read at; "" is the master.
+	Node        string
+	Consistency KVConsistency
+	// MaxLag is KVTime's bound.
+	MaxLag time.Duration
+	// Timeout bounds the replica's wait; past it the read fails (JE:
+	// the "consistency" error). 0: 5 s.
+	Timeout time.Duration
+}
+
+// KVValues is what a Get read, and where.
+type KVValues struct {
+	Node   string
+	Values [][]byte
+}
+
+// ErrNotCommitted is wrapped by a Put's error when its transaction
+// certainly did not commit.
+var ErrNotCommitted = errors.New("not committed")
+
+// KVJournal reads back the verification journal's keys that puts recorded
+// (KVStamp.JournalWriter, JournalSeq), at one node.
+type KVJournal interface {
+	// JournalKeys calls f with every key node holds, read from the node's
+	// own site.
+	JournalKeys(ctx context.Context, node string, f func(writer int, seq int64)) error
 }
 
 // Dialecter is an Engine (not a cluster) that speaks SQL: its dialect is

@@ -264,10 +264,11 @@ type run struct {
 	res     *driver.Result
 	lagHist map[string]*hdrhistogram.Histogram
 
-	probeStarted time.Time      // when the probe's lag series begins
-	monStarted   time.Time      // when the monitors' series begin
-	faults       *faults        // this measurement's fault schedule; nil without one
-	conflicts    *conflictCount // the cluster's own conflict counts; nil without
+	probeStarted time.Time           // when the probe's lag series begins
+	monStarted   time.Time           // when the monitors' series begin
+	faults       *faults             // this measurement's fault schedule; nil without one
+	conflicts    *conflictCount      // the cluster's own conflict counts; nil without
+	opJournal    *workload.OpJournal // this measurement's key-value puts' journal; nil without
 
 	lastBytes map[string]uint64 // for the progress line
 	lastAt    time.Time
@@ -479,7 +480,8 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		targets = t
 	}
 	if cn, ok := r.wl.(workload.Connector); ok {
-		env := workload.ConnectEnv{Cluster: r.cluster, Nodes: r.nodes, Dial: r.dialer(), Users: r.s.Run.Users, SiteDo: r.siteDo()}
+		r.opJournal = r.kvJournal()
+		env := workload.ConnectEnv{Cluster: r.cluster, Nodes: r.nodes, Dial: r.dialer(), Users: r.s.Run.Users, SiteDo: r.siteDo(), Journal: r.opJournal}
 		if err := cn.Connect(ctx, env); err != nil {
 			return r.sum, fmt.Errorf("workload %s: connect from site %s: %w", r.wl.Name(), r.client, err)
 		}

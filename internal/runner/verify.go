@@ -13,6 +13,7 @@ import (
 	"replab/internal/enginekit"
 	"replab/internal/report"
 	"replab/internal/spec"
+	"replab/internal/workload"
 )
 
 // checkConvergence compares the workload's tables across every full copy
@@ -148,7 +149,8 @@ const maxLostKeys = 20
 // VerifyPlan says what [run] verify does for a run of s on eng, for
 // `replab validate` and the run's log: every acknowledged commit looked
 // for at every node (engines with SQL, whose writing transactions journal
-// their keys), or why not; "" when verification is off.
+// their keys, and key-value engines, whose puts do), or why not; "" when
+// verification is off.
 func VerifyPlan(s *spec.Spec, eng engine.Engine) string {
 	if eng == nil || !s.VerifyOn() {
 		return ""
@@ -158,33 +160,87 @@ func VerifyPlan(s *spec.Spec, eng engine.Engine) string {
 		return "every acknowledged commit is looked for at every node after the run"
 	}
 	if d == engine.KV {
-		return fmt.Sprintf("acknowledged commits are NOT verified for engine %s: its writes are not journalled (yet)", eng.Kind())
+		return "every acknowledged put is looked for at every node after the run"
 	}
 	return fmt.Sprintf("acknowledged commits: does not apply to engine %s, through which replab only reads (pages): there are no commits to look for", eng.Kind())
+}
+
+// kvJournal is a new measurement's journal of key-value puts, for the
+// workload's clients (workload.ConnectEnv.Journal): nil unless
+// verification is on and the cluster can read the journal back.
+func (r *run) kvJournal() *workload.OpJournal {
+	if _, ok := r.cluster.(engine.KVJournal); !ok || !r.s.VerifyOn() {
+		return nil
+	}
+	return workload.NewOpJournal(r.s.Run.Users, r.journalBase())
+}
+
+// journalReader reads the journal at one node, from the node's own site.
+type journalReader func(ctx context.Context, n engine.Node) (map[enginekit.AckKey]bool, error)
+
+// journal is this measurement's journal: what became of each journalled
+// transaction (acknowledged or unknown), and how to read the journal at a
+// node; read is nil, with the reason, when there is nothing to verify.
+func (r *run) journal() (acked, unknown map[enginekit.AckKey]bool, read journalReader, why string) {
+	base := r.journalBase()
+	acked, unknown = map[enginekit.AckKey]bool{}, map[enginekit.AckKey]bool{}
+	add := func(user int, a, u []int64) {
+		for _, s := range a {
+			acked[enginekit.AckKey{Writer: base + user, Seq: s}] = true
+		}
+		for _, s := range u {
+			unknown[enginekit.AckKey{Writer: base + user, Seq: s}] = true
+		}
+	}
+	if sc, ok := r.cluster.(engine.SQL); ok {
+		if r.res == nil || r.res.Journal == nil {
+			return nil, nil, nil, ""
+		}
+		for u, j := range r.res.Journal {
+			add(u, j.Acked, j.Unknown)
+		}
+		return acked, unknown, func(ctx context.Context, n engine.Node) (map[enginekit.AckKey]bool, error) {
+			db, err := sc.Open(ctx, n.Name, n.Site)
+			if err != nil {
+				return nil, err
+			}
+			defer db.Close()
+			return enginekit.ReadAcks(ctx, db)
+		}, ""
+	}
+	kj, ok := r.cluster.(engine.KVJournal)
+	if !ok {
+		return nil, nil, nil, VerifyPlan(r.s, r.eng)
+	}
+	if !r.opJournal.Used() {
+		return nil, nil, nil, fmt.Sprintf("acknowledged puts are NOT verified: workload %s does not journal its puts", r.wl.Name())
+	}
+	r.opJournal.Outcomes(add)
+	return acked, unknown, func(ctx context.Context, n engine.Node) (map[enginekit.AckKey]bool, error) {
+		present := map[enginekit.AckKey]bool{}
+		err := kj.JournalKeys(ctx, n.Name, func(writer int, seq int64) {
+			present[enginekit.AckKey{Writer: writer, Seq: seq}] = true
+		})
+		return present, err
+	}, ""
 }
 
 // checkJournal looks for every acknowledged commit of this measurement at
 // every node holding a full copy, once the cluster flows again. A loss is
 // a result, said loudly, not an error.
 func (r *run) checkJournal(ctx context.Context, stopped time.Time) *report.Verification {
-	sc, ok := r.cluster.(engine.SQL)
-	if !ok && r.s.VerifyOn() {
-		fmt.Fprintf(r.log, "verify: %s\n", VerifyPlan(r.s, r.eng))
+	if !r.s.VerifyOn() || ctx.Err() != nil {
+		return nil
 	}
-	if !ok || r.res == nil || r.res.Journal == nil || ctx.Err() != nil {
+	acked, unknown, read, why := r.journal()
+	if read == nil {
+		if why != "" {
+			fmt.Fprintf(r.log, "verify: %s\n", why)
+		}
 		return nil
 	}
 	v := &report.Verification{Nodes: map[string]*report.NodeVerification{}}
 	base := r.journalBase()
-	acked, unknown := map[enginekit.AckKey]bool{}, map[enginekit.AckKey]bool{}
-	for u, j := range r.res.Journal {
-		for _, s := range j.Acked {
-			acked[enginekit.AckKey{Writer: base + u, Seq: s}] = true
-		}
-		for _, s := range j.Unknown {
-			unknown[enginekit.AckKey{Writer: base + u, Seq: s}] = true
-		}
-	}
 	v.Acked, v.Unknown = int64(len(acked)), int64(len(unknown))
 	fmt.Fprintf(r.log, "verifying: %d acknowledged commits at every node\n", v.Acked)
 	wctx, cancel := context.WithTimeout(ctx, r.catchUpTimeout())
@@ -201,7 +257,7 @@ func (r *run) checkJournal(ctx context.Context, stopped time.Time) *report.Verif
 			v.Skipped[n.Name] = "a partial copy (table filters): it does not hold the journal"
 			continue
 		}
-		nv, err := r.verifyNode(wctx, sc, n, base, acked, unknown)
+		present, err := read(wctx, n)
 		if err != nil {
 			// A node down at the end (killed and failed over from) cannot
 			// be checked: said, not hidden.
@@ -211,6 +267,7 @@ func (r *run) checkJournal(ctx context.Context, stopped time.Time) *report.Verif
 			v.Skipped[n.Name] = fmt.Sprintf("not readable after the run: %v", err)
 			continue
 		}
+		nv := compareJournal(present, base, acked, unknown)
 		v.Nodes[n.Name] = nv
 		v.Lost = max(v.Lost, nv.Lost)
 		if nv.Lost > 0 {
@@ -224,17 +281,10 @@ func (r *run) checkJournal(ctx context.Context, stopped time.Time) *report.Verif
 	return v
 }
 
-// verifyNode reads one node's journal, from its own site, and compares.
-func (r *run) verifyNode(ctx context.Context, sc engine.SQL, n engine.Node, base int, acked, unknown map[enginekit.AckKey]bool) (*report.NodeVerification, error) {
-	db, err := sc.Open(ctx, n.Name, n.Site)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	present, err := enginekit.ReadAcks(ctx, db)
-	if err != nil {
-		return nil, err
-	}
+// compareJournal compares the journal keys present at one node with this
+// measurement's (writers from base on): acknowledged ones missing are
+// lost; present ones neither acknowledged nor unknown are unexpected.
+func compareJournal(present map[enginekit.AckKey]bool, base int, acked, unknown map[enginekit.AckKey]bool) *report.NodeVerification {
 	nv := &report.NodeVerification{}
 	for k := range present {
 		if k.Writer < base || k.Writer >= base+journalWriters {
@@ -265,5 +315,5 @@ func (r *run) verifyNode(ctx context.Context, sc engine.SQL, n engine.Node, base
 	for _, k := range lost[:min(len(lost), maxLostKeys)] {
 		nv.LostKeys = append(nv.LostKeys, fmt.Sprintf("%d/%d", k.Writer-base, k.Seq))
 	}
-	return nv, nil
+	return nv
 }

@@ -134,6 +134,9 @@ type ConnectEnv struct {
 	// SiteDo runs f inside a site's network namespace (to watch a
 	// server's sockets from its side); nil when sites are not namespaces.
 	SiteDo func(site string, f func() error) error
+	// Journal, with verification on, journals the puts of clients made
+	// with KVClient (nil: verification off, or an SQL cluster).
+	Journal *OpJournal
 }
 
 // PageReporter is a workload that reads pages: after a measurement it

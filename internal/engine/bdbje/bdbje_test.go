@@ -60,7 +60,8 @@ func requireJava(t *testing.T) {
 
 func put(ctx context.Context, k engine.KVClient, i int, stamp engine.KVStamp) error {
 	key := []byte(fmt.Sprintf("key-%06d", i))
-	return k.Put(ctx, []engine.KVRecord{{Key: key, Value: bytes.Repeat([]byte{byte(i)}, 100)}}, stamp)
+	_, err := k.Put(ctx, []engine.KVRecord{{Key: key, Value: bytes.Repeat([]byte{byte(i)}, 100)}}, stamp)
+	return err
 }
 
 // TestGroupOfThree: the group forms with n1 as master and the others

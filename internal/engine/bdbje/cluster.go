@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strconv"
 	"time"
@@ -107,7 +106,7 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 	}
 	defer mc.Close()
 	seq := time.Now().UnixNano()
-	if err := mc.insert(ctx, nil, flowWriter, seq, nil); err != nil {
+	if _, _, err := mc.insert(ctx, insertReq{writer: flowWriter, seq: seq}, nil); err != nil {
 		return fmt.Errorf("node %s: %w", m.Name, err)
 	}
 	return enginekit.Each(c.running(), func(n *node) error {
@@ -268,78 +267,6 @@ func (c *cluster) Checksums(ctx context.Context, tables ...string) (map[string]m
 	return out, nil
 }
 
-// KVClient implements engine.KVStore.
-func (c *cluster) KVClient(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (engine.KVClient, error) {
-	k := &kvClient{c: c, dial: dial}
-	if err := k.connect(ctx); err != nil {
-		return nil, err
-	}
-	return k, nil
-}
-
-// kvClient follows the master: a put refused by a node that is no longer
-// master (nothing committed) finds the new one and is sent there.
-type kvClient struct {
-	c    *cluster
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	cn   *conn
-}
-
-func (k *kvClient) connect(ctx context.Context) error {
-	m, err := k.c.findMaster(ctx, masterWait)
-	if err != nil {
-		return err
-	}
-	cn, err := dial(ctx, k.dial, m.client.String())
-	if err != nil {
-		return fmt.Errorf("connect to master %s: %w", m.Name, err)
-	}
-	k.cn = cn
-	return nil
-}
-
-func (k *kvClient) drop() {
-	if k.cn != nil {
-		k.cn.Close()
-		k.cn = nil
-	}
-}
-
-// Put implements engine.KVClient.
-func (k *kvClient) Put(ctx context.Context, recs []engine.KVRecord, stamp engine.KVStamp) error {
-	writer := -1
-	if stamp.Seq > 0 {
-		writer = stamp.Writer
-	}
-	for attempt := 0; ; attempt++ {
-		if k.cn == nil {
-			if err := k.connect(ctx); err != nil {
-				return err
-			}
-		}
-		err := k.cn.insert(ctx, recs, writer, stamp.Seq, stamp.Sending)
-		if err == nil {
-			return nil
-		}
-		var e *Error
-		if !errors.As(err, &e) {
-			k.drop() // the connection broke: the outcome is unknown
-			return err
-		}
-		if (e.Code == codeReplica || e.Code == codeUnknownMaster) && attempt == 0 {
-			k.drop() // refused before anything committed: to the new master
-			continue
-		}
-		return err
-	}
-}
-
-// Close implements engine.KVClient.
-func (k *kvClient) Close() error {
-	k.drop()
-	return nil
-}
-
 // Loader implements engine.BulkLoader: records in batches, one
 // transaction each, at the master.
 func (c *cluster) Loader(ctx context.Context, node, fromSite string) (engine.Loader, error) {
@@ -369,7 +296,7 @@ func (l *loader) Copy(ctx context.Context, table string, columns []string, rows 
 		if len(batch) == 0 {
 			return nil
 		}
-		if err := l.k.Put(ctx, batch, engine.KVStamp{}); err != nil {
+		if _, err := l.k.Put(ctx, batch, engine.KVStamp{}); err != nil {
 			return err
 		}
 		n += int64(len(batch))

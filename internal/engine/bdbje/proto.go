@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"time"
 
@@ -23,6 +24,8 @@ const (
 	opPing     = 'P'
 	opInsert   = 'I'
 	opGet      = 'G'
+	opRead     = 'Q'
+	opJournal  = 'J'
 	opLag      = 'L'
 	opResetLag = 'R'
 	opState    = 'S'
@@ -50,7 +53,23 @@ const (
 	codeInsufficientReplicas = "insufficient-replicas"
 	codeLockTimeout          = "lock-timeout"
 	codeConsistency          = "consistency"
+	codeCommitUnknown        = "commit-unknown"
+	codeBadRequest           = "bad-request"
+	codeOther                = "other"
 )
+
+// notCommitted are the codes of a put refused before its commit record
+// was written: nothing of it committed. After insufficient-acks (written,
+// not acknowledged) and commit-unknown the outcome is unknown.
+var notCommitted = map[string]bool{
+	codeReplica: true, codeUnknownMaster: true, codeInsufficientReplicas: true, codeLockTimeout: true,
+	codeConsistency: true, codeBadRequest: true, codeOther: true,
+}
+
+// Is makes a refusal before the commit match engine.ErrNotCommitted.
+func (e *Error) Is(target error) bool {
+	return target == engine.ErrNotCommitted && notCommitted[e.Code]
+}
 
 // IsCode says whether err is a node's answer with that code.
 func IsCode(err error, code string) bool {
@@ -154,14 +173,27 @@ func decodeError(p []byte) error {
 	return &Error{Code: string(p[2 : 2+n]), Msg: string(p[2+n:])}
 }
 
-// insert puts recs in one transaction, with the stamp of writer at seq
-// when writer >= 0.
-func (c *conn) insert(ctx context.Context, recs []engine.KVRecord, writer int, seq int64, beforeSend func()) error {
+// insertReq is one insert: records, and what the same transaction
+// carries — the lag stamp of writer at seq when writer >= 0, the
+// verification journal's key when jseq > 0.
+type insertReq struct {
+	recs    []engine.KVRecord
+	writer  int
+	seq     int64
+	jwriter int
+	jseq    int64
+}
+
+// insert puts req's records in one transaction and returns the commit's
+// VLSN and CommitToken (nil when the node gave none).
+func (c *conn) insert(ctx context.Context, req insertReq, beforeSend func()) (vlsn int64, token []byte, err error) {
 	c.begin(opInsert)
-	c.u32(writer)
-	c.i64(seq)
-	c.u32(len(recs))
-	for _, r := range recs {
+	c.u32(req.writer)
+	c.i64(req.seq)
+	c.u32(req.jwriter)
+	c.i64(req.jseq)
+	c.u32(len(req.recs))
+	for _, r := range req.recs {
 		c.u16(len(r.Key))
 		c.buf = append(c.buf, r.Key...)
 		c.u32(len(r.Value))
@@ -169,13 +201,112 @@ func (c *conn) insert(ctx context.Context, recs []engine.KVRecord, writer int, s
 	}
 	p, err := c.call(ctx, beforeSend)
 	if err != nil {
+		return 0, nil, err
+	}
+	if len(p) < 14 {
+		return 0, nil, fmt.Errorf("bdbje: insert answered %d bytes, want at least 14", len(p))
+	}
+	if n := binary.BigEndian.Uint32(p); int(n) != len(req.recs) {
+		return 0, nil, fmt.Errorf("bdbje: insert stored %d records of %d", n, len(req.recs))
+	}
+	vlsn = int64(binary.BigEndian.Uint64(p[4:]))
+	tlen := int(binary.BigEndian.Uint16(p[12:]))
+	if len(p) != 14+tlen {
+		return 0, nil, fmt.Errorf("bdbje: insert answered %d bytes for a token of %d", len(p), tlen)
+	}
+	if tlen > 0 {
+		token = append([]byte(nil), p[14:]...)
+	}
+	return vlsn, token, nil
+}
+
+// Consistency policies on the wire.
+const (
+	policyNone   = 'N'
+	policyTime   = 'T'
+	policyCommit = 'C'
+)
+
+// readReq is one read: keys, where (masterOnly: refused unless the node is
+// master), and the consistency policy a replica meets first.
+type readReq struct {
+	keys       [][]byte
+	masterOnly bool
+	policy     byte
+	timeout    time.Duration
+	maxLag     time.Duration
+	token      []byte // policyCommit's; nil: wait for nothing
+}
+
+// read reads req's keys in one read-only transaction: each key's value,
+// nil when absent.
+func (c *conn) read(ctx context.Context, req readReq) ([][]byte, error) {
+	c.begin(opRead)
+	var flags byte
+	if req.masterOnly {
+		flags |= 1
+	}
+	c.buf = append(c.buf, flags, req.policy)
+	c.u32(int(min(req.timeout.Milliseconds(), math.MaxUint32)))
+	c.i64(req.maxLag.Milliseconds())
+	c.u16(len(req.token))
+	c.buf = append(c.buf, req.token...)
+	c.u32(len(req.keys))
+	for _, k := range req.keys {
+		c.u16(len(k))
+		c.buf = append(c.buf, k...)
+	}
+	p, err := c.call(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(p) < 4 || int(binary.BigEndian.Uint32(p)) != len(req.keys) {
+		return nil, fmt.Errorf("bdbje: malformed read answer for %d keys", len(req.keys))
+	}
+	out := make([][]byte, len(req.keys))
+	p = p[4:]
+	for i := range out {
+		if len(p) < 1 {
+			return nil, errors.New("bdbje: read answer cut short")
+		}
+		found := p[0]
+		p = p[1:]
+		if found == 0 {
+			continue
+		}
+		if len(p) < 4 {
+			return nil, errors.New("bdbje: read answer cut short")
+		}
+		n := int(binary.BigEndian.Uint32(p))
+		if len(p) < 4+n {
+			return nil, errors.New("bdbje: read answer cut short")
+		}
+		out[i] = append(make([]byte, 0, n), p[4:4+n]...)
+		p = p[4+n:]
+	}
+	if len(p) != 0 {
+		return nil, fmt.Errorf("bdbje: %d bytes after the read answer", len(p))
+	}
+	return out, nil
+}
+
+// journalEach calls f with every verification journal key the node holds.
+func (c *conn) journalEach(ctx context.Context, f func(writer int, seq int64)) error {
+	c.begin(opJournal)
+	p, err := c.call(ctx, nil)
+	if err != nil {
 		return err
 	}
-	if len(p) != 4 {
-		return fmt.Errorf("bdbje: insert answered %d bytes, want 4", len(p))
+	if len(p) < 4 {
+		return errors.New("bdbje: malformed journal answer")
 	}
-	if n := binary.BigEndian.Uint32(p); int(n) != len(recs) {
-		return fmt.Errorf("bdbje: insert stored %d records of %d", n, len(recs))
+	n := int(binary.BigEndian.Uint32(p))
+	if len(p) != 4+12*n {
+		return fmt.Errorf("bdbje: journal answer of %d bytes for %d keys", len(p), n)
+	}
+	for i := range n {
+		e := p[4+12*i:]
+		f(int(int32(binary.BigEndian.Uint32(e))), int64(binary.BigEndian.Uint64(e[4:])))
 	}
 	return nil
 }

@@ -157,7 +157,8 @@ func leftovers(name string) string {
 // carried in the inserts (a secondary's too), thread roles, JVM gauges,
 // converged copies; the master's kill -9 in the measure phase elects
 // another node, the clients follow it, and the fault's measures say how
-// long nothing committed. Then a run interrupted in its measure phase
+// long nothing committed; every acknowledged insert is at every node
+// afterwards. Then a run interrupted in its measure phase
 // (Ctrl-C) ends marked incomplete and leaves no JVM and no namespace.
 func TestRunKVInsert(t *testing.T) {
 	t.Parallel()
@@ -220,6 +221,14 @@ func TestRunKVInsert(t *testing.T) {
 	}
 	if c, _ := get(t, sum, "convergence", "converged").(bool); !c {
 		t.Errorf("convergence: %v", get(t, sum, "convergence"))
+	}
+	// The fault turned verification on: kv-insert's puts journalled their
+	// keys, and with majority acks none acknowledged is missing anywhere.
+	acked, _ := get(t, sum, "verification", "acked").(float64)
+	lost, _ := get(t, sum, "verification", "lost").(float64)
+	verified, _ := get(t, sum, "verification", "nodes").(map[string]any)
+	if acked < 50 || lost != 0 || len(verified) != 4 {
+		t.Errorf("verification: %v", get(t, sum, "verification"))
 	}
 	for _, f := range []string{"gauges.csv", "replication.csv", "roles.csv", "lag.csv"} {
 		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {

@@ -30,13 +30,12 @@ func (w *Workload) Connect(ctx context.Context, env workload.ConnectEnv) error {
 	if w.dialect != engine.KV {
 		return nil
 	}
-	kv, ok := env.Cluster.(engine.KVStore)
-	if !ok {
+	if _, ok := env.Cluster.(engine.KVStore); !ok {
 		return fmt.Errorf("kv-insert: the cluster (%T) takes neither SQL nor key-value puts", env.Cluster)
 	}
 	cs := make([]engine.KVClient, env.Users)
 	for i := range cs {
-		c, err := kv.KVClient(ctx, env.Dial)
+		c, err := env.KVClient(ctx, i) // journalled with verification on
 		if err != nil {
 			for _, c := range cs[:i] {
 				c.Close()
@@ -77,7 +76,7 @@ func (w *Workload) put(ctx context.Context, call workload.OpCall, r *rand.Rand) 
 	}
 	k := w.key(r)
 	rec := []engine.KVRecord{{Key: k, Value: fill(r, make([]byte, w.valueBytes))}}
-	if err := c.Put(ctx, rec, engine.KVStamp{Writer: call.User, Seq: call.Seq, Sending: call.Sending}); err != nil {
+	if _, err := c.Put(ctx, rec, engine.KVStamp{Writer: call.User, Seq: call.Seq, Sending: call.Sending}); err != nil {
 		return 0, fmt.Errorf("insert key %x: %w", k, err)
 	}
 	return 1, nil

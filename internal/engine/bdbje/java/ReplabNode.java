@@ -8,6 +8,7 @@
 // Run:   java -cp je-18.3.12.jar:CLASSES ReplabNode --name n1 --env DIR --host H --port P ...
 
 import com.sleepycat.je.CacheMode;
+import com.sleepycat.je.CommitToken;
 import com.sleepycat.je.Cursor;
 import com.sleepycat.je.CursorConfig;
 import com.sleepycat.je.Database;
@@ -26,7 +27,9 @@ import com.sleepycat.je.OperationStatus;
 import com.sleepycat.je.ReadOptions;
 import com.sleepycat.je.StatsConfig;
 import com.sleepycat.je.Transaction;
+import com.sleepycat.je.ReplicaConsistencyPolicy;
 import com.sleepycat.je.TransactionConfig;
+import com.sleepycat.je.rep.CommitPointConsistencyPolicy;
 import com.sleepycat.je.rep.InsufficientAcksException;
 import com.sleepycat.je.rep.InsufficientReplicasException;
 import com.sleepycat.je.rep.NodeType;
@@ -38,6 +41,7 @@ import com.sleepycat.je.rep.ReplicatedEnvironment;
 import com.sleepycat.je.rep.ReplicatedEnvironmentStats;
 import com.sleepycat.je.rep.ReplicationConfig;
 import com.sleepycat.je.rep.StateChangeEvent;
+import com.sleepycat.je.rep.TimeConsistencyPolicy;
 import com.sleepycat.je.rep.UnknownMasterException;
 import com.sleepycat.je.dbi.EnvironmentImpl;
 import com.sleepycat.je.rep.impl.RepImpl;
@@ -64,6 +68,8 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 public final class ReplabNode {
@@ -168,18 +174,42 @@ public final class ReplabNode {
 
     // ---- the environment and its databases ----
 
-    static final String KV = "kv";
-    static final String LAG = "replab_lag";
+    // The databases, by number: the records, the lag probe's stamps, the verification journal.
+    static final int KV = 0;
+    static final int LAG = 1;
+    static final int JOURNAL = 2;
+    static final String[] DB_NAMES = {"kv", "replab_lag", "replab_journal"};
 
     /** One opened environment; replaced as a whole when JE requires a restart. */
     static final class Handle {
         final ReplicatedEnvironment env;
         volatile Database kv;
         volatile Database lag;
+        volatile Database journal;
         volatile StateChangeEvent lastEvent;
 
         Handle(ReplicatedEnvironment env) {
             this.env = env;
+        }
+
+        Database get(int which) {
+            switch (which) {
+                case KV: return kv;
+                case LAG: return lag;
+                default: return journal;
+            }
+        }
+
+        void set(int which, Database d) {
+            switch (which) {
+                case KV: kv = d; break;
+                case LAG: lag = d; break;
+                default: journal = d;
+            }
+        }
+
+        boolean allOpen() {
+            return kv != null && lag != null && journal != null;
         }
     }
 
@@ -247,8 +277,7 @@ public final class ReplabNode {
         env.setStateChangeListener(ev -> h.lastEvent = ev); // called at once with the current state
         if (env.getState().isMaster()) {
             try {
-                db(h, false);
-                db(h, true);
+                for (int i = 0; i < DB_NAMES.length; i++) db(h, i);
             } catch (RuntimeException e) {
                 System.err.println("replab: creating databases at the master: " + e);
             }
@@ -260,13 +289,13 @@ public final class ReplabNode {
      * The database handle, opened on first use. At the master the database is created if needed;
      * elsewhere null is returned until the master has created it and the creation was replayed.
      */
-    static Database db(Handle h, boolean lag) {
-        Database d = lag ? h.lag : h.kv;
+    static Database db(Handle h, int which) {
+        Database d = h.get(which);
         if (d != null) return d;
         synchronized (h) {
-            d = lag ? h.lag : h.kv;
+            d = h.get(which);
             if (d != null) return d;
-            String name = lag ? LAG : KV;
+            String name = DB_NAMES[which];
             DatabaseConfig dc = new DatabaseConfig();
             dc.setTransactional(true);
             if (h.env.getState().isMaster()) {
@@ -292,8 +321,7 @@ public final class ReplabNode {
                     return null;
                 }
             }
-            if (lag) h.lag = d;
-            else h.kv = d;
+            h.set(which, d);
             return d;
         }
     }
@@ -308,7 +336,7 @@ public final class ReplabNode {
 
     static void closeQuietly(Handle h) {
         if (h == null) return;
-        for (Database d : new Database[] {h.kv, h.lag}) {
+        for (Database d : new Database[] {h.kv, h.lag, h.journal}) {
             if (d == null) continue;
             try {
                 d.close();
@@ -382,9 +410,8 @@ public final class ReplabNode {
                     reopen(h, invalidReason(h));
                     continue;
                 }
-                if ((h.kv == null || h.lag == null) && h.env.getState().isMaster()) {
-                    db(h, false);
-                    db(h, true);
+                if (!h.allOpen() && h.env.getState().isMaster()) {
+                    for (int i = 0; i < DB_NAMES.length; i++) db(h, i);
                 }
             } catch (RuntimeException e) {
                 if (!shuttingDown && !h.env.isValid()) reopen(h, e.toString());
@@ -483,6 +510,13 @@ public final class ReplabNode {
                 case 'G':
                     opGet(h, req, res);
                     return;
+                case 'Q':
+                    opRead(h, req, res);
+                    return;
+                case 'J':
+                    end(req);
+                    opJournal(h(h), res);
+                    return;
                 case 'L':
                     end(req);
                     opLag(h(h), res);
@@ -546,8 +580,8 @@ public final class ReplabNode {
     }
 
     /** A write needs the database; without it the node is not (yet) a master that created it. */
-    static Database writeDb(Handle h, boolean lag) throws ProtoError {
-        Database d = db(h, lag);
+    static Database writeDb(Handle h, int which) throws ProtoError {
+        Database d = db(h, which);
         if (d == null) {
             throw new ProtoError("replica", "node is " + h.env.getState() + ", not the master", false);
         }
@@ -557,6 +591,8 @@ public final class ReplabNode {
     static void opInsert(Handle h0, ByteBuffer req, DataOutputStream res) throws ProtoError, IOException {
         int writer = req.getInt();
         long seq = req.getLong();
+        int jwriter = req.getInt();
+        long jseq = req.getLong();
         long n = req.getInt() & 0xffffffffL;
         if (n > req.remaining() / 6) throw badRequest("insert of " + n + " records in a short frame");
         byte[][] keys = new byte[(int) n][];
@@ -572,9 +608,10 @@ public final class ReplabNode {
         }
         end(req);
         Handle h = h(h0);
-        Database kv = writeDb(h, false);
-        Database lag = writer >= 0 ? writeDb(h, true) : null;
-        if (n == 0 && lag == null && !h.env.getState().isMaster()) {
+        Database kv = writeDb(h, KV);
+        Database lag = writer >= 0 ? writeDb(h, LAG) : null;
+        Database journal = jseq > 0 ? writeDb(h, JOURNAL) : null;
+        if (n == 0 && lag == null && journal == null && !h.env.getState().isMaster()) {
             // an empty insert writes nothing, so JE would not refuse it: still a master-only op
             throw new ProtoError("replica", "node is " + h.env.getState() + ", not the master", false);
         }
@@ -591,15 +628,48 @@ public final class ReplabNode {
             if (lag != null) {
                 lag.put(t, new DatabaseEntry(be32(writer)), new DatabaseEntry(be64(seq)));
             }
-            try {
-                t.commit();
-            } finally {
-                finished = true; // after a commit attempt (e.g. InsufficientAcksException) never abort
+            if (journal != null) {
+                byte[] key = ByteBuffer.allocate(12).putInt(jwriter).putLong(jseq).array();
+                journal.put(t, new DatabaseEntry(key), new DatabaseEntry(new byte[0]));
             }
+            finished = true; // from here commit decides whether to abort
+            commit(h, t);
         } finally {
             if (!finished) abortQuietly(t);
         }
         res.writeInt((int) n);
+        CommitToken ct = t.getCommitToken();
+        res.writeLong(ct == null ? 0 : ct.getVLSN());
+        if (ct == null) {
+            res.writeShort(0);
+        } else {
+            res.writeShort(24);
+            res.writeLong(ct.getRepenvUUID().getMostSignificantBits());
+            res.writeLong(ct.getRepenvUUID().getLeastSignificantBits());
+            res.writeLong(ct.getVLSN());
+        }
+    }
+
+    /**
+     * Commits t. What a failed commit left is told apart, for the client's verification journal
+     * and history: JE refuses some commits before it writes the commit record (not master, no
+     * master known, too few replicas connected: the transaction is aborted here and the error
+     * keeps its code, so the client knows nothing committed); InsufficientAcksException comes
+     * after the record is written (committed locally, not acknowledged); anything else —
+     * the environment failing, an interrupt — leaves the outcome unknown: "commit-unknown".
+     */
+    static void commit(Handle h, Transaction t) throws ProtoError {
+        try {
+            t.commit();
+        } catch (InsufficientReplicasException | ReplicaWriteException | UnknownMasterException e) {
+            abortQuietly(t);
+            throw e;
+        } catch (InsufficientAcksException e) {
+            throw e;
+        } catch (RuntimeException e) {
+            ProtoError pe = mapException(h, e); // reopens an invalidated environment
+            throw new ProtoError("commit-unknown", pe.getMessage(), false);
+        }
     }
 
     static void opGet(Handle h0, ByteBuffer req, DataOutputStream res) throws ProtoError, IOException {
@@ -608,7 +678,7 @@ public final class ReplabNode {
         req.get(key);
         end(req);
         Handle h = h(h0);
-        Database kv = db(h, false);
+        Database kv = db(h, KV);
         if (kv == null) {
             res.writeByte(0);
             return;
@@ -625,6 +695,105 @@ public final class ReplabNode {
         res.write(b, v.getOffset(), v.getSize());
     }
 
+    // A read of several keys in one read-only transaction. At a replica the transaction first
+    // meets the consistency policy asked for (JE waits in beginTransaction, up to the timeout, and
+    // then throws ReplicaConsistencyException: "consistency"); at the master every policy holds.
+    static final int READ_MASTER_ONLY = 1;
+
+    static void opRead(Handle h0, ByteBuffer req, DataOutputStream res) throws ProtoError, IOException {
+        int flags = req.get() & 0xff;
+        byte policy = req.get();
+        long timeoutMs = req.getInt() & 0xffffffffL;
+        long maxLagMs = req.getLong();
+        int tlen = req.getShort() & 0xffff;
+        byte[] token = new byte[tlen];
+        req.get(token);
+        long n = req.getInt() & 0xffffffffL;
+        if (n > req.remaining() / 2) throw badRequest("read of " + n + " keys in a short frame");
+        byte[][] keys = new byte[(int) n][];
+        for (int i = 0; i < n; i++) {
+            keys[i] = new byte[req.getShort() & 0xffff];
+            req.get(keys[i]);
+        }
+        end(req);
+        ReplicaConsistencyPolicy cp;
+        switch (policy) {
+            case 'N':
+                cp = NoConsistencyRequiredPolicy.NO_CONSISTENCY;
+                break;
+            case 'T':
+                if (maxLagMs < 0) throw badRequest("time consistency with a negative lag");
+                cp = new TimeConsistencyPolicy(maxLagMs, TimeUnit.MILLISECONDS, timeoutMs, TimeUnit.MILLISECONDS);
+                break;
+            case 'C': {
+                if (tlen == 0) {
+                    cp = NoConsistencyRequiredPolicy.NO_CONSISTENCY; // no commit of the client's to wait for
+                    break;
+                }
+                if (tlen != 24) throw badRequest("commit token of " + tlen + " bytes, want 24");
+                ByteBuffer tb = ByteBuffer.wrap(token);
+                UUID uuid = new UUID(tb.getLong(), tb.getLong());
+                cp = new CommitPointConsistencyPolicy(new CommitToken(uuid, tb.getLong()), timeoutMs,
+                        TimeUnit.MILLISECONDS);
+                break;
+            }
+            default:
+                throw badRequest("unknown consistency policy 0x" + Integer.toHexString(policy & 0xff));
+        }
+        Handle h = h(h0);
+        if ((flags & READ_MASTER_ONLY) != 0 && !h.env.getState().isMaster()) {
+            throw new ProtoError("replica", "node is " + h.env.getState() + ", not the master", false);
+        }
+        TransactionConfig tc = new TransactionConfig().setReadOnly(true).setConsistencyPolicy(cp);
+        Transaction t = h.env.beginTransaction(null, tc);
+        boolean committed = false;
+        try {
+            Database kv = db(h, KV); // after the wait: the database may have arrived meanwhile
+            res.writeInt((int) n);
+            DatabaseEntry v = new DatabaseEntry();
+            for (byte[] key : keys) {
+                if (kv == null || kv.get(t, new DatabaseEntry(key), v, Get.SEARCH, (ReadOptions) null) == null) {
+                    res.writeByte(0);
+                    continue;
+                }
+                res.writeByte(1);
+                res.writeInt(v.getSize());
+                if (v.getData() != null) res.write(v.getData(), v.getOffset(), v.getSize());
+            }
+            t.commit();
+            committed = true;
+        } finally {
+            if (!committed) abortQuietly(t);
+        }
+    }
+
+    /** Every key of the verification journal this node holds (committed). */
+    static void opJournal(Handle h, DataOutputStream res) throws IOException {
+        Database journal = db(h, JOURNAL);
+        ByteArrayOutputStream rows = new ByteArrayOutputStream();
+        DataOutputStream out = new DataOutputStream(rows);
+        int count = 0;
+        if (journal != null) {
+            CursorConfig cc = new CursorConfig();
+            cc.setReadCommitted(true);
+            try (Cursor c = journal.openCursor(null, cc)) {
+                c.setCacheMode(CacheMode.UNCHANGED);
+                DatabaseEntry k = new DatabaseEntry();
+                DatabaseEntry v = new DatabaseEntry();
+                v.setPartial(0, 0, true);
+                while (c.getNext(k, v, LockMode.DEFAULT) == OperationStatus.SUCCESS) {
+                    if (k.getSize() != 12) continue;
+                    ByteBuffer kb = ByteBuffer.wrap(k.getData(), k.getOffset(), 12);
+                    out.writeInt(kb.getInt());
+                    out.writeLong(kb.getLong());
+                    count++;
+                }
+            }
+        }
+        res.writeInt(count);
+        rows.writeTo(res);
+    }
+
     // The stamps a reader sees now. A stamp counts once its transaction has
     // committed here; a read must not wait for one that has not: a poll
     // blocked on replay's lock would return at the commit but widen the
@@ -634,7 +803,7 @@ public final class ReplabNode {
     static final TransactionConfig LAG_READ = new TransactionConfig().setNoWait(true).setReadCommitted(true);
 
     static void opLag(Handle h, DataOutputStream res) throws IOException {
-        Database lag = db(h, true);
+        Database lag = db(h, LAG);
         List<long[]> rows = new ArrayList<>();
         if (lag != null) {
             List<byte[]> keys = new ArrayList<>();
@@ -679,7 +848,7 @@ public final class ReplabNode {
         end(req);
         if (writers > 1_000_000) throw badRequest("reset of " + writers + " writers");
         Handle h = h(h0);
-        Database lag = writeDb(h, true);
+        Database lag = writeDb(h, LAG);
         Transaction t = h.env.beginTransaction(null, null);
         boolean finished = false;
         try {
@@ -698,7 +867,7 @@ public final class ReplabNode {
     }
 
     static void opChecksum(Handle h, DataOutputStream res) throws IOException {
-        Database kv = db(h, false);
+        Database kv = db(h, KV);
         long records = 0;
         long sum = 0;
         if (kv != null) {
