@@ -62,6 +62,7 @@ heap = "128MiB"
 // asserted). Reads at the master see the last write; a key never written
 // is absent; each put's VLSN is above the last.
 func TestReadConsistencyAtAReplica(t *testing.T) {
+	t.Parallel()
 	requireJava(t)
 	l, c := labtest.Cluster(t, Engine{}, "jeread", readSpec)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"replab/internal/report"
 	"replab/internal/runner"
 	"replab/internal/spec"
+	"replab/internal/testkit"
 	"replab/internal/workload"
 	"replab/internal/workload/kvinsert"
 	"replab/internal/workload/kvregister"
@@ -73,8 +73,7 @@ cooldown = "0s"
 // runVerify runs verifySpec and returns its verification and the log.
 func runVerify(t *testing.T, delay, ack, options, run, extra string) (*report.Verification, string) {
 	t.Helper()
-	labtest.RequireLab(t)
-	requireTools(t)
+	testkit.Need(t, testkit.Lab, testkit.Java)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	name := labtest.UniqueName("jever")
@@ -133,21 +132,13 @@ func runVerify(t *testing.T, delay, ack, options, run, extra string) (*report.Ve
 	return v, log.String()
 }
 
-func requireTools(t *testing.T) {
-	t.Helper()
-	for _, tool := range []string{"java", "javac", "mvn"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("integration test skipped: %s is missing (scripts/deps.sh test installs a JDK and Maven)", tool)
-		}
-	}
-}
-
 // TestVerifyAfterMasterKill: kv-register's puts journal their keys (and
 // its reads go to a replica, waiting for the reader's last put); the master
 // is killed in the measure phase and started again 4 s later (it rejoins
 // as a replica); with every commit acknowledged by a majority,
 // verification finds every acknowledged put at all three nodes.
 func TestVerifyAfterMasterKill(t *testing.T) {
+	t.Parallel()
 	v, log := runVerify(t, "5ms", "majority", "read_share = 0.3\nreads_at = \"replica\"\nconsistency = \"commit\"", "", `
 [[fault]]
 at = "3s"
@@ -182,6 +173,7 @@ do = "kill"
 // no reads: a read waiting for the reader's own lost commit point would
 // wait until the new master's writes pass it.
 func TestVerifyReportsLostPuts(t *testing.T) {
+	t.Parallel()
 	v, log := runVerify(t, "5ms", "none", "read_share = 0", `rate = "1000/s"`, `
 [[fault]]
 at = "3s"
