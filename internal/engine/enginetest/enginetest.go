@@ -3,7 +3,6 @@
 package enginetest
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,9 +10,8 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/spec"
+	"replab/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/errors/*.golden from the current output")
 
 // ValidationGolden checks e's validation errors against golden files: every
 // dir/*.toml must parse as a spec (its errors are the engine's, not the
@@ -41,19 +39,7 @@ func ValidationGolden(t *testing.T, e engine.Engine, dir string) {
 				t.Fatalf("%s validated without error", name)
 			}
 			got := err.Error() + "\n"
-			golden := strings.TrimSuffix(f, ".toml") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s:\ngot:\n%s\nwant:\n%s", name, got, want)
-			}
+			testkit.Golden(t, strings.TrimSuffix(f, ".toml")+".golden", []byte(got))
 		})
 	}
 }
