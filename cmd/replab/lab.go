@@ -80,6 +80,11 @@ link, then "ready", and keeps it up until SIGINT/SIGTERM; then removes everythin
 	for _, w := range runner.ProvisionWarnings(s, engines(), workloads()) {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
+	if s.Lab.Hosts == spec.HostsIsolated {
+		for _, line := range s.HostsLines() {
+			fmt.Fprintln(out, line)
+		}
+	}
 	fmt.Fprintf(out, "lab %s: building %d sites and %d links\n", s.Lab.Name, len(s.Sites), len(s.Links))
 	l, err := lab.Up(ctx, s, lab.Options{StateRoot: *state, Log: out, SeriesCSV: *series})
 	if err != nil {
@@ -279,8 +284,8 @@ then prints its sites, links and nodes with every default resolved.`)
 		return nil
 	}
 	fmt.Fprintf(out, "lab %s: %d sites, %d links, %d nodes\n", s.Lab.Name, len(s.Sites), len(s.Links), len(s.Nodes))
-	for _, st := range s.Sites {
-		fmt.Fprintf(out, "site %-12s %s\n", st.Name, st.Address)
+	for _, line := range s.HostsLines() {
+		fmt.Fprintln(out, line)
 	}
 	for _, lk := range s.Links {
 		fmt.Fprintf(out, "link %-22s %s\n", lk.A+"->"+lk.B, lab.DescribeParams(lk.Forward))

@@ -495,7 +495,9 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	r.faults = r.startFaults(ctx)
 	r.conflicts = r.startConflictCount(ctx)
 	driverStart := time.Now()
+	own := startOwnCPU()
 	r.res, err = driver.Run(ctx, cfg, types, targets)
+	r.checkReserve(own)
 	if r.opt.Live {
 		fmt.Fprintln(r.log)
 	}

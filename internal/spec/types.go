@@ -92,6 +92,13 @@ type Lab struct {
 	Name   string       // [a-z0-9-], 1..20 chars: used in namespace and cgroup names
 	Subnet netip.Prefix // site addresses are allocated from here (default 198.18.0.0/16, RFC 2544)
 	Seed   int64        // default seed of every link direction that sets none
+	// Hosts is HostsShared (the sites share the machine's CPU) or
+	// HostsIsolated (every site has a CPU budget: Site.CPUCores).
+	Hosts string
+	// An isolated lab's division: the machine's cores it was made from,
+	// and the cores kept for replab's own process.
+	MachineCores float64
+	ReserveCores float64
 }
 
 // Site is one [site.NAME] table: a network namespace.
@@ -100,8 +107,14 @@ type Site struct {
 	Address netip.Addr // explicit or allocated from Lab.Subnet in declaration order (.1, .2, …)
 	TCP     TCP
 	// CPUCores limits the site's processes to this many cores (cgroup CFS
-	// quota); 0 means unlimited.
+	// quota); 0 means unlimited. In an isolated lab every site has one:
+	// its own cpu, or its budget (CPUBudget).
 	CPUCores float64
+	// Weight is the site's share of the machine in an isolated lab (1
+	// unless written; 0 in a shared one); CPUBudget says CPUCores is the
+	// budget it gave.
+	Weight    float64
+	CPUBudget bool
 	// MemoryBytes limits the site's processes' memory (cgroup); 0 means unlimited.
 	MemoryBytes int64
 	Line        int // line of the [site.NAME] header, for later error messages
