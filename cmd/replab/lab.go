@@ -198,6 +198,9 @@ func printSites(out io.Writer, st lab.Status) {
 		if s.MemoryBytes > 0 {
 			extra += " memory=" + units.Bytes(float64(s.MemoryBytes))
 		}
+		if s.TCP != "" {
+			extra += " (" + s.TCP + ")"
+		}
 		fmt.Fprintf(out, "site %-12s %-15s netns %s tcp=%s%s\n", s.Name, s.Address, s.Netns, s.TCPCongestion, extra)
 	}
 }
@@ -286,6 +289,11 @@ then prints its sites, links and nodes with every default resolved.`)
 	fmt.Fprintf(out, "lab %s: %d sites, %d links, %d nodes\n", s.Lab.Name, len(s.Sites), len(s.Links), len(s.Nodes))
 	for _, line := range s.HostsLines() {
 		fmt.Fprintln(out, line)
+	}
+	for _, st := range s.Sites {
+		if d := st.TCP.Describe(); d != "" {
+			fmt.Fprintf(out, "site %-12s tcp=%s %s\n", st.Name, st.TCP.Congestion, d)
+		}
 	}
 	for _, lk := range s.Links {
 		fmt.Fprintf(out, "link %-22s %s\n", lk.A+"->"+lk.B, lab.DescribeParams(lk.Forward))

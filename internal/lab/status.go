@@ -52,12 +52,15 @@ func (l *Lab) SetNodes(nodes []NodeStatus) {
 
 // SiteStatus describes one site.
 type SiteStatus struct {
-	Name          string  `json:"name"`
-	Address       string  `json:"address"`
-	Netns         string  `json:"netns"`
-	TCPCongestion string  `json:"tcp_congestion"`
-	CPUCores      float64 `json:"cpu_cores,omitempty"`
-	MemoryBytes   int64   `json:"memory_bytes,omitempty"`
+	Name          string `json:"name"`
+	Address       string `json:"address"`
+	Netns         string `json:"netns"`
+	TCPCongestion string `json:"tcp_congestion"`
+	// TCP is the rest of its TCP settings in the spec's words (spec.TCP's
+	// Describe): "" when it leaves the kernel's.
+	TCP         string  `json:"tcp,omitempty"`
+	CPUCores    float64 `json:"cpu_cores,omitempty"`
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
 	// TunTxDroppedPackets counts packets the kernel dropped before the
 	// emulator read them; non-zero means the emulator fell behind.
 	TunTxDroppedPackets uint64 `json:"tun_tx_dropped_packets"`
@@ -86,7 +89,7 @@ func (l *Lab) Status() Status {
 		}
 		st.Sites = append(st.Sites, SiteStatus{
 			Name: s.Name, Address: s.Address.String(), Netns: s.Netns,
-			TCPCongestion: cc, CPUCores: s.CPUCores, MemoryBytes: s.MemoryBytes,
+			TCPCongestion: cc, TCP: s.TCP.Describe(), CPUCores: s.CPUCores, MemoryBytes: s.MemoryBytes,
 			TunTxDroppedPackets: drops,
 		})
 	}

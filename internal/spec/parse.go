@@ -36,7 +36,8 @@ var (
 	topKeys  = []string{"lab", "site", "link", "engine", "node", "storage", "scheme", "workload", "run", "fault", "sweep", "target"}
 	labKeys  = []string{"name", "subnet", "seed", "hosts", "reserve"}
 	siteKeys = []string{"address", "tcp_congestion", "tcp_rmem", "tcp_wmem", "rmem_max", "wmem_max",
-		"tcp_window_scaling", "tcp_slow_start_after_idle", "cpu", "memory", "weight"}
+		"tcp_window_scaling", "tcp_slow_start_after_idle", "tcp", "tcp_initcwnd", "tcp_rto_min", "tcp_sack", "tcp_timestamps",
+		"tcp_frto", "tcp_early_retrans", "tcp_recovery", "cpu", "memory", "weight"}
 	linkOnlyKeys = []string{"sites", "preset", "forward", "reverse", "capture", "capture_bytes"}
 )
 
@@ -353,6 +354,7 @@ func (c *decoder) site(p path, m map[string]any, s *Site) {
 		}
 	}
 	c.readWeight(p, m, s)
+	c.tcpEra(p, m, s)
 }
 
 // addresses checks explicit site addresses and allocates the others from

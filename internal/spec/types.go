@@ -129,6 +129,20 @@ type TCP struct {
 	WmemMax            int64    // net.core.wmem_max (global)
 	WindowScaling      *bool    // net.ipv4.tcp_window_scaling
 	SlowStartAfterIdle *bool    // net.ipv4.tcp_slow_start_after_idle
+
+	// The TCP of older stacks (tcp.go): the initial congestion window in
+	// segments and the least retransmission timeout, attributes of the
+	// site's routes (0: the kernel's 10 segments and 200 ms); SACK,
+	// timestamps and the later loss recovery, the namespace's sysctls.
+	InitCwnd     int           // route initcwnd
+	RTOMin       time.Duration // route rto_min, whole milliseconds
+	SACK         *bool         // net.ipv4.tcp_sack
+	Timestamps   *bool         // net.ipv4.tcp_timestamps
+	FRTO         *int          // net.ipv4.tcp_frto (0–2)
+	EarlyRetrans *int          // net.ipv4.tcp_early_retrans (0–4): tail loss probes
+	Recovery     *int          // net.ipv4.tcp_recovery (bit mask): RACK
+	// Preset names the tcp preset the site started from ("1999"), if any.
+	Preset string
 }
 
 // Link is one [[link]] table: two directions between two sites.
