@@ -59,6 +59,7 @@ type Lab struct {
 	Spec     *spec.Spec
 	sites    []*Site
 	emu      *emu.Emulator
+	offline  *offlineLinks // an offline lab's links (no emulator)
 	rec      *record
 	root     string
 	dataRoot string
@@ -146,6 +147,7 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 		for _, ss := range s.Sites {
 			l.sites = append(l.sites, &Site{Site: ss})
 		}
+		l.offline = newOfflineLinks(s)
 		if err := l.upStorage(ctx, true); err != nil {
 			return nil, err
 		}
