@@ -316,6 +316,9 @@ then prints its sites, links and nodes with every default resolved.`)
 		}
 		fmt.Fprintf(out, "fault at %s%s: %s\n", f.At, heal, f.Describe())
 	}
+	if ls := s.Run.LinkSearch; ls != nil {
+		fmt.Fprintf(out, "search: %s\n", runner.DescribeLinkSearch(s))
+	}
 	if plan := runner.VerifyPlan(s, eng); plan != "" {
 		fmt.Fprintf(out, "verify: %s\n", plan)
 	}

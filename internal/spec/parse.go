@@ -201,6 +201,7 @@ func (c *decoder) spec() *Spec {
 	c.target(root, s)
 	c.workloadAndRun(root, s)
 	s.Faults = c.faults(root, s)
+	c.checkLinkSearch(s)
 	c.sweep(root, s)
 	return s
 }

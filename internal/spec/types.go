@@ -266,6 +266,9 @@ type Run struct {
 	// Search, when set, raises the load step by step until the
 	// configuration is exhausted ([run] search; docs/run.md).
 	Search *Search
+	// LinkSearch, when set, searches a link's parameter for the least link
+	// that keeps a bound ([run] search = "link[N].rate"; docs/run.md).
+	LinkSearch *LinkSearch
 }
 
 // Search is a saturation search: the same lab measured at each step of
