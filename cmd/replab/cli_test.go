@@ -424,7 +424,7 @@ func TestValidateSaysWhatIsVerified(t *testing.T) {
 func TestValidateWarnsOfSyncWithoutWaiting(t *testing.T) {
 	t.Parallel()
 	out, code := replab(t, "", "validate", "../../scenarios/bdb-ha-pg.toml")
-	want := `warning: ../../scenarios/bdb-ha-pg.toml:74: scheme.durability = "nosync": with replication = "sync" no commit waits for a standby`
+	want := `warning: ../../scenarios/bdb-ha-pg.toml:93: scheme.durability = "nosync": with replication = "sync" no commit waits for a standby`
 	if code != 0 || strings.Count(out, want) != 2 || !strings.Contains(out, `(sweep point scheme.durability="nosync", scheme.standbys="ANY 1 (r1, r2)")`) {
 		t.Errorf("exit %d; want two warnings %q, one per sweep point with nosync, in:\n%s", code, want, out)
 	}
@@ -439,8 +439,8 @@ func TestValidateWarnsOfSyncWithoutWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, code = replab(t, "", "validate", path)
-	if code != 0 || strings.Count(out, "warning: ") != 1 || !strings.Contains(out, path+`:62: scheme.durability = "nosync": with replication = "sync" no commit waits`) {
-		t.Errorf("exit %d; want one warning at line 62 in:\n%s", code, out)
+	if code != 0 || strings.Count(out, "warning: ") != 1 || !strings.Contains(out, path+`:81: scheme.durability = "nosync": with replication = "sync" no commit waits`) {
+		t.Errorf("exit %d; want one warning at line 81 in:\n%s", code, out)
 	}
 }
 

@@ -80,6 +80,11 @@ link, then "ready", and keeps it up until SIGINT/SIGTERM; then removes everythin
 	for _, w := range runner.ProvisionWarnings(s, engines(), workloads()) {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
+	if s.Lab.Hosts == spec.HostsIsolated {
+		for _, line := range s.HostsLines() {
+			fmt.Fprintln(out, line)
+		}
+	}
 	fmt.Fprintf(out, "lab %s: building %d sites and %d links\n", s.Lab.Name, len(s.Sites), len(s.Links))
 	l, err := lab.Up(ctx, s, lab.Options{StateRoot: *state, Log: out, SeriesCSV: *series})
 	if err != nil {
@@ -193,6 +198,9 @@ func printSites(out io.Writer, st lab.Status) {
 		if s.MemoryBytes > 0 {
 			extra += " memory=" + units.Bytes(float64(s.MemoryBytes))
 		}
+		if s.TCP != "" {
+			extra += " (" + s.TCP + ")"
+		}
 		fmt.Fprintf(out, "site %-12s %-15s netns %s tcp=%s%s\n", s.Name, s.Address, s.Netns, s.TCPCongestion, extra)
 	}
 }
@@ -279,8 +287,13 @@ then prints its sites, links and nodes with every default resolved.`)
 		return nil
 	}
 	fmt.Fprintf(out, "lab %s: %d sites, %d links, %d nodes\n", s.Lab.Name, len(s.Sites), len(s.Links), len(s.Nodes))
+	for _, line := range s.HostsLines() {
+		fmt.Fprintln(out, line)
+	}
 	for _, st := range s.Sites {
-		fmt.Fprintf(out, "site %-12s %s\n", st.Name, st.Address)
+		if d := st.TCP.Describe(); d != "" {
+			fmt.Fprintf(out, "site %-12s tcp=%s %s\n", st.Name, st.TCP.Congestion, d)
+		}
 	}
 	for _, lk := range s.Links {
 		fmt.Fprintf(out, "link %-22s %s\n", lk.A+"->"+lk.B, lab.DescribeParams(lk.Forward))
@@ -302,6 +315,9 @@ then prints its sites, links and nodes with every default resolved.`)
 			heal = " for " + f.For.String()
 		}
 		fmt.Fprintf(out, "fault at %s%s: %s\n", f.At, heal, f.Describe())
+	}
+	if ls := s.Run.LinkSearch; ls != nil {
+		fmt.Fprintf(out, "search: %s\n", runner.DescribeLinkSearch(s))
 	}
 	if plan := runner.VerifyPlan(s, eng); plan != "" {
 		fmt.Fprintf(out, "verify: %s\n", plan)

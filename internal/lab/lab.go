@@ -59,6 +59,7 @@ type Lab struct {
 	Spec     *spec.Spec
 	sites    []*Site
 	emu      *emu.Emulator
+	offline  *offlineLinks // an offline lab's links (no emulator)
 	rec      *record
 	root     string
 	dataRoot string
@@ -146,6 +147,7 @@ func Up(ctx context.Context, s *spec.Spec, opt Options) (l *Lab, err error) {
 		for _, ss := range s.Sites {
 			l.sites = append(l.sites, &Site{Site: ss})
 		}
+		l.offline = newOfflineLinks(s)
 		if err := l.upStorage(ctx, true); err != nil {
 			return nil, err
 		}
@@ -440,7 +442,41 @@ func siteSysctls(ss spec.Site) error {
 			return err
 		}
 	}
+	for _, f := range []struct {
+		name string
+		v    *bool
+	}{{"net.ipv4.tcp_sack", t.SACK}, {"net.ipv4.tcp_timestamps", t.Timestamps}} {
+		if f.v != nil {
+			if err := set(f.name, b(*f.v)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"net.ipv4.tcp_frto", t.FRTO}, {"net.ipv4.tcp_early_retrans", t.EarlyRetrans}, {"net.ipv4.tcp_recovery", t.Recovery}} {
+		if f.v != nil {
+			if err := set(f.name, strconv.Itoa(*f.v)); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+// routeTCP is what a site's routes carry of its TCP: the initial
+// congestion window and the least retransmission timeout of the
+// connections it opens or accepts (ip-route(8) initcwnd, rto_min).
+func routeTCP(t spec.TCP) []string {
+	var args []string
+	if t.InitCwnd > 0 {
+		args = append(args, "initcwnd", strconv.Itoa(t.InitCwnd))
+	}
+	if t.RTOMin > 0 {
+		args = append(args, "rto_min", strconv.FormatInt(t.RTOMin.Milliseconds(), 10)+"ms")
+	}
+	return args
 }
 
 func (l *Lab) startEmulator(ports []emu.Port) error {
@@ -465,7 +501,8 @@ func (l *Lab) startEmulator(ports []emu.Port) error {
 }
 
 // routeSites adds, in every site, a route to each site it can reach, with
-// the path's MTU (the smallest MTU of the links crossed).
+// the path's MTU (the smallest MTU of the links crossed) and the site's
+// initcwnd and rto_min, when it sets them.
 func (l *Lab) routeSites(ctx context.Context) error {
 	for _, from := range l.sites {
 		for _, to := range l.sites {
@@ -476,8 +513,9 @@ func (l *Lab) routeSites(ctx context.Context) error {
 			if !ok {
 				continue
 			}
-			if err := runIP(ctx, "-n", from.Netns, "route", "add", to.Address.String()+"/32", "dev", TUNName,
-				"src", from.Address.String(), "mtu", strconv.Itoa(mtu)); err != nil {
+			args := append([]string{"-n", from.Netns, "route", "add", to.Address.String() + "/32", "dev", TUNName,
+				"src", from.Address.String(), "mtu", strconv.Itoa(mtu)}, routeTCP(from.TCP)...)
+			if err := runIP(ctx, args...); err != nil {
 				return fmt.Errorf("site %s: route to %s: %w", from.Name, to.Name, err)
 			}
 		}

@@ -52,12 +52,15 @@ func (l *Lab) SetNodes(nodes []NodeStatus) {
 
 // SiteStatus describes one site.
 type SiteStatus struct {
-	Name          string  `json:"name"`
-	Address       string  `json:"address"`
-	Netns         string  `json:"netns"`
-	TCPCongestion string  `json:"tcp_congestion"`
-	CPUCores      float64 `json:"cpu_cores,omitempty"`
-	MemoryBytes   int64   `json:"memory_bytes,omitempty"`
+	Name          string `json:"name"`
+	Address       string `json:"address"`
+	Netns         string `json:"netns"`
+	TCPCongestion string `json:"tcp_congestion"`
+	// TCP is the rest of its TCP settings in the spec's words (spec.TCP's
+	// Describe): "" when it leaves the kernel's.
+	TCP         string  `json:"tcp,omitempty"`
+	CPUCores    float64 `json:"cpu_cores,omitempty"`
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
 	// TunTxDroppedPackets counts packets the kernel dropped before the
 	// emulator read them; non-zero means the emulator fell behind.
 	TunTxDroppedPackets uint64 `json:"tun_tx_dropped_packets"`
@@ -86,7 +89,7 @@ func (l *Lab) Status() Status {
 		}
 		st.Sites = append(st.Sites, SiteStatus{
 			Name: s.Name, Address: s.Address.String(), Netns: s.Netns,
-			TCPCongestion: cc, CPUCores: s.CPUCores, MemoryBytes: s.MemoryBytes,
+			TCPCongestion: cc, TCP: s.TCP.Describe(), CPUCores: s.CPUCores, MemoryBytes: s.MemoryBytes,
 			TunTxDroppedPackets: drops,
 		})
 	}
@@ -156,7 +159,7 @@ func (l *Lab) setLink(from, to string, both bool, kvs []string) ([][2]string, []
 	updated := make([]linkem.Params, len(pairs))
 	before := make([]linkem.Params, len(pairs))
 	for i, pr := range pairs {
-		p, err := l.emu.Params(pr[0], pr[1])
+		p, err := l.links().Params(pr[0], pr[1])
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w (links: %s)", err, strings.Join(l.linkNames(), ", "))
 		}
@@ -174,7 +177,7 @@ func (l *Lab) setLink(from, to string, both bool, kvs []string) ([][2]string, []
 	}
 	// Validate everything first so a bad value changes nothing.
 	for i, pr := range pairs {
-		if err := l.emu.SetParams(pr[0], pr[1], updated[i]); err != nil {
+		if err := l.links().SetParams(pr[0], pr[1], updated[i]); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -222,7 +225,8 @@ func (s *Site) TunTxDropped() (uint64, error) {
 // rate limit or loss, up — keeping its MTU and seed: the lab can be built
 // and loaded at LAN speed. Shape puts the spec's parameters back.
 func (l *Lab) Unshape() error {
-	if l.emu == nil {
+	t := l.links()
+	if t == nil {
 		return nil
 	}
 	for _, lk := range l.Spec.Links {
@@ -230,7 +234,7 @@ func (l *Lab) Unshape() error {
 			from, to string
 			p        linkem.Params
 		}{{lk.A, lk.B, lk.Forward}, {lk.B, lk.A, lk.Reverse}} {
-			if err := l.emu.SetParams(d.from, d.to, linkem.Params{MTU: d.p.MTU, Seed: d.p.Seed}); err != nil {
+			if err := t.SetParams(d.from, d.to, linkem.Params{MTU: d.p.MTU, Seed: d.p.Seed}); err != nil {
 				return fmt.Errorf("unshape %s->%s: %w", d.from, d.to, err)
 			}
 		}
@@ -241,14 +245,15 @@ func (l *Lab) Unshape() error {
 // Shape applies the spec's link parameters (after Unshape, or runtime
 // changes).
 func (l *Lab) Shape() error {
-	if l.emu == nil {
+	t := l.links()
+	if t == nil {
 		return nil
 	}
 	for _, lk := range l.Spec.Links {
-		if err := l.emu.SetParams(lk.A, lk.B, lk.Forward); err != nil {
+		if err := t.SetParams(lk.A, lk.B, lk.Forward); err != nil {
 			return fmt.Errorf("shape %s->%s: %w", lk.A, lk.B, err)
 		}
-		if err := l.emu.SetParams(lk.B, lk.A, lk.Reverse); err != nil {
+		if err := t.SetParams(lk.B, lk.A, lk.Reverse); err != nil {
 			return fmt.Errorf("shape %s->%s: %w", lk.B, lk.A, err)
 		}
 	}

@@ -102,6 +102,10 @@ type Summary struct {
 	// Search: a saturation search's steps, knee and exhaust point (this
 	// summary is then the knee step's; [run] search).
 	Search *Search `json:"search,omitempty"`
+	// LinkSearch: a search over a link parameter, every probe and the
+	// answer (this summary is then the answer's probe; [run] search =
+	// "link[N].rate").
+	LinkSearch *LinkSearch `json:"link_search,omitempty"`
 
 	// Pages: a page-read run's pages (workload page-read; pages.csv has
 	// every page).
@@ -323,6 +327,11 @@ func PrintSummary(w io.Writer, s *Summary) {
 			return
 		}
 		fmt.Fprintf(w, "\nthe knee, step %d (%s):\n", s.Search.KneeStep, s.Search.Steps[s.Search.KneeStep-1].Dir)
+	}
+	if s.LinkSearch != nil {
+		if !printLinkSearchHead(w, s.LinkSearch) {
+			return
+		}
 	}
 	loop := fmt.Sprintf("closed loop, %d users", s.Users)
 	if s.Mode == "open" {

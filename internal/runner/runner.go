@@ -222,6 +222,9 @@ func runPoint(ctx context.Context, s *spec.Spec, opt Options, eng engine.Engine,
 	if rs.Search != nil {
 		return r.search(ctx, dir)
 	}
+	if rs.LinkSearch != nil {
+		return r.linkSearch(ctx, dir)
+	}
 	if rs.Repetitions <= 1 && rs.Confidence == 0 {
 		sum, err := r.measure(ctx, dir)
 		return sum, errors.Join(err, r.writeAll(dir, sum))
@@ -497,7 +500,9 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	r.faults = r.startFaults(ctx)
 	r.conflicts = r.startConflictCount(ctx)
 	driverStart := time.Now()
+	own := startOwnCPU()
 	r.res, err = driver.Run(ctx, cfg, types, targets)
+	r.checkReserve(own)
 	if r.opt.Live {
 		fmt.Fprintln(r.log)
 	}

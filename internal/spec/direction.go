@@ -53,6 +53,7 @@ type env struct {
 	readFile func(string) ([]byte, error) // nil: the real file system
 	traces   map[string]*linkem.Trace     // already loaded, by resolved path
 	kinds    *faultkind.Registry          // the fault kinds; nil: faultkind.Default()
+	cores    float64                      // the machine's cores for [lab] hosts = "isolated"; 0: this machine's
 }
 
 var dirKeys = []dirKey{

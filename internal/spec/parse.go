@@ -34,9 +34,10 @@ var (
 
 var (
 	topKeys  = []string{"lab", "site", "link", "engine", "node", "storage", "scheme", "workload", "run", "fault", "sweep", "target"}
-	labKeys  = []string{"name", "subnet", "seed"}
+	labKeys  = []string{"name", "subnet", "seed", "hosts", "reserve"}
 	siteKeys = []string{"address", "tcp_congestion", "tcp_rmem", "tcp_wmem", "rmem_max", "wmem_max",
-		"tcp_window_scaling", "tcp_slow_start_after_idle", "cpu", "memory"}
+		"tcp_window_scaling", "tcp_slow_start_after_idle", "tcp", "tcp_initcwnd", "tcp_rto_min", "tcp_sack", "tcp_timestamps",
+		"tcp_frto", "tcp_early_retrans", "tcp_recovery", "cpu", "memory", "weight"}
 	linkOnlyKeys = []string{"sites", "preset", "forward", "reverse", "capture", "capture_bytes"}
 )
 
@@ -190,6 +191,9 @@ func (c *decoder) spec() *Spec {
 	s := &Spec{}
 	s.Lab = c.lab(root)
 	s.Sites = c.sites(root, s.Lab.Subnet)
+	if m, ok := root["lab"].(map[string]any); ok && len(s.Sites) > 0 {
+		c.hosts(s, m)
+	}
 	s.Links = c.links(root, s)
 	s.Storages = c.storages(root, s)
 	c.cluster(root, s)
@@ -197,6 +201,7 @@ func (c *decoder) spec() *Spec {
 	c.target(root, s)
 	c.workloadAndRun(root, s)
 	s.Faults = c.faults(root, s)
+	c.checkLinkSearch(s)
 	c.sweep(root, s)
 	return s
 }
@@ -349,6 +354,8 @@ func (c *decoder) site(p path, m map[string]any, s *Site) {
 			s.CPUCores = f
 		}
 	}
+	c.readWeight(p, m, s)
+	c.tcpEra(p, m, s)
 }
 
 // addresses checks explicit site addresses and allocates the others from

@@ -8,11 +8,16 @@ import (
 
 // search reads [run] search and its search_* keys.
 func (c *decoder) search(s *Spec, p path, m map[string]any) {
-	v, ok := c.get(p, m, "search", kString, `"users" or "rate"`)
+	v, ok := c.get(p, m, "search", kString, `"users", "rate" or "link[N].rate"`)
 	if !ok {
 		for _, k := range []string{"search_steps", "search_min_efficiency", "search_max_p99", "search_max_error_pct"} {
 			if _, present := m[k]; present {
 				c.failAt(p.child(k), `%s belongs to a saturation search: add search = "users" (or "rate")`, k)
+			}
+		}
+		for _, k := range []string{"search_range", "search_resolution", "search_max_lag_p99"} {
+			if _, present := m[k]; present {
+				c.failAt(p.child(k), `%s belongs to a link search: add search = "link[1].rate" (or .delay, .loss)`, k)
 			}
 		}
 		return
@@ -20,6 +25,15 @@ func (c *decoder) search(s *Spec, p path, m map[string]any) {
 	sp := p.child("search")
 	c.remember(s, sp)
 	by := strings.TrimSpace(v.(string))
+	if IsLinkSearch(by) {
+		c.linkSearch(s, p, m, by)
+		return
+	}
+	for _, k := range []string{"search_range", "search_resolution", "search_max_lag_p99"} {
+		if _, present := m[k]; present {
+			c.failAt(p.child(k), `%s belongs to a link search (search = "link[1].rate"), not to a saturation search`, k)
+		}
+	}
 	sr := &Search{By: by, MinEfficiency: DefaultSearchMinEfficiency, MaxErrorPct: DefaultSearchMaxErrorPct, Line: c.d.line(sp)}
 	_, hasRate := m["rate"]
 	if _, hasCount := m["transactions"]; hasCount {
@@ -32,7 +46,7 @@ func (c *decoder) search(s *Spec, p path, m map[string]any) {
 		}
 	case SearchRate:
 	default:
-		c.fail(sp, v, `want "users" (more users each step, closed loop) or "rate" (a higher open-loop rate each step)`)
+		c.fail(sp, v, `want "users" (more users each step, closed loop), "rate" (a higher open-loop rate each step) or a link's parameter, "link[N].rate", "link[N].delay" or "link[N].loss" (a link search)`)
 		return
 	}
 	kp := p.child("search_steps")

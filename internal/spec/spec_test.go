@@ -22,7 +22,7 @@ func TestExamplesParseExactly(t *testing.T) {
 	}{
 		{
 			file:  "two-sites.toml",
-			lab:   Lab{Name: "two-sites", Subnet: netip.MustParsePrefix("198.18.0.0/16"), Seed: 1},
+			lab:   Lab{Name: "two-sites", Subnet: netip.MustParsePrefix("198.18.0.0/16"), Seed: 1, Hosts: HostsShared},
 			sites: []Site{site("primary", "198.18.0.1", 5, "cubic"), site("eu", "198.18.0.2", 6, "cubic")},
 			a:     "primary", b: "eu",
 			fwd:      linkem.Params{Delay: 25 * time.Millisecond, RateBps: 100_000_000, MTU: 1500, Seed: 1},
@@ -31,7 +31,7 @@ func TestExamplesParseExactly(t *testing.T) {
 		},
 		{
 			file:  "ship.toml",
-			lab:   Lab{Name: "ship", Subnet: netip.MustParsePrefix("198.18.0.0/16"), Seed: 1},
+			lab:   Lab{Name: "ship", Subnet: netip.MustParsePrefix("198.18.0.0/16"), Seed: 1, Hosts: HostsShared},
 			sites: []Site{site("hq", "198.18.0.1", 5, "cubic"), site("ship", "198.18.0.2", 6, "reno")},
 			a:     "hq", b: "ship",
 			fwd:      linkem.Params{Delay: 300 * time.Millisecond, RateBps: 2_000_000, Loss: 0.01, MTU: 1500, Seed: 1},

@@ -92,6 +92,13 @@ type Lab struct {
 	Name   string       // [a-z0-9-], 1..20 chars: used in namespace and cgroup names
 	Subnet netip.Prefix // site addresses are allocated from here (default 198.18.0.0/16, RFC 2544)
 	Seed   int64        // default seed of every link direction that sets none
+	// Hosts is HostsShared (the sites share the machine's CPU) or
+	// HostsIsolated (every site has a CPU budget: Site.CPUCores).
+	Hosts string
+	// An isolated lab's division: the machine's cores it was made from,
+	// and the cores kept for replab's own process.
+	MachineCores float64
+	ReserveCores float64
 }
 
 // Site is one [site.NAME] table: a network namespace.
@@ -100,8 +107,14 @@ type Site struct {
 	Address netip.Addr // explicit or allocated from Lab.Subnet in declaration order (.1, .2, …)
 	TCP     TCP
 	// CPUCores limits the site's processes to this many cores (cgroup CFS
-	// quota); 0 means unlimited.
+	// quota); 0 means unlimited. In an isolated lab every site has one:
+	// its own cpu, or its budget (CPUBudget).
 	CPUCores float64
+	// Weight is the site's share of the machine in an isolated lab (1
+	// unless written; 0 in a shared one); CPUBudget says CPUCores is the
+	// budget it gave.
+	Weight    float64
+	CPUBudget bool
 	// MemoryBytes limits the site's processes' memory (cgroup); 0 means unlimited.
 	MemoryBytes int64
 	Line        int // line of the [site.NAME] header, for later error messages
@@ -116,6 +129,20 @@ type TCP struct {
 	WmemMax            int64    // net.core.wmem_max (global)
 	WindowScaling      *bool    // net.ipv4.tcp_window_scaling
 	SlowStartAfterIdle *bool    // net.ipv4.tcp_slow_start_after_idle
+
+	// The TCP of older stacks (tcp.go): the initial congestion window in
+	// segments and the least retransmission timeout, attributes of the
+	// site's routes (0: the kernel's 10 segments and 200 ms); SACK,
+	// timestamps and the later loss recovery, the namespace's sysctls.
+	InitCwnd     int           // route initcwnd
+	RTOMin       time.Duration // route rto_min, whole milliseconds
+	SACK         *bool         // net.ipv4.tcp_sack
+	Timestamps   *bool         // net.ipv4.tcp_timestamps
+	FRTO         *int          // net.ipv4.tcp_frto (0–2)
+	EarlyRetrans *int          // net.ipv4.tcp_early_retrans (0–4): tail loss probes
+	Recovery     *int          // net.ipv4.tcp_recovery (bit mask): RACK
+	// Preset names the tcp preset the site started from ("1999"), if any.
+	Preset string
 }
 
 // Link is one [[link]] table: two directions between two sites.
@@ -239,6 +266,9 @@ type Run struct {
 	// Search, when set, raises the load step by step until the
 	// configuration is exhausted ([run] search; docs/run.md).
 	Search *Search
+	// LinkSearch, when set, searches a link's parameter for the least link
+	// that keeps a bound ([run] search = "link[N].rate"; docs/run.md).
+	LinkSearch *LinkSearch
 }
 
 // Search is a saturation search: the same lab measured at each step of

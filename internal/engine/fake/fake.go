@@ -1,7 +1,9 @@
 // Package fake is an engine that runs in the test process: every node is
 // an in-memory store that understands a few SQL statements, and changes
-// committed at a source reach the nodes that replicate from it after a
-// set delay, applied by one goroutine (an OS thread of its own) per node.
+// committed at a source reach the nodes that replicate from it after
+// crossing the lab's link between their sites (its delay and rate, as the
+// link is set at the time: link.go) and a set delay, applied by one
+// goroutine (an OS thread of its own) per node.
 // It exists so that everything above the engine — the runner's phases,
 // retries, the error cut-off, repetitions, sweeps, the monitors and the
 // lag probe — can be tested without root, namespaces or servers; it is
@@ -106,6 +108,8 @@ func makePlan(s *spec.Spec) (*plan, error) {
 // cluster is a running set of fake nodes.
 type cluster struct {
 	plan    *plan
+	lab     *lab.Lab // the links between the nodes' sites (link.go)
+	links   linkClocks
 	log     io.Writer
 	nodes   []*node
 	byName  map[string]*node
@@ -164,7 +168,7 @@ func (Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (engine.Cluster
 		return nil, err
 	}
 	bg, stop := context.WithCancel(context.Background())
-	c := &cluster{plan: p, log: log, byName: map[string]*node{}, ctx: bg, stop: stop}
+	c := &cluster{plan: p, lab: l, log: log, byName: map[string]*node{}, ctx: bg, stop: stop}
 	for _, sn := range l.Spec.Nodes {
 		n := &node{Node: sn, c: c, writable: sn.Role == "primary" || sn.Role == "master",
 			st: &store{tables: map[string]*table{}}, wake: make(chan struct{}, 1)}
@@ -238,13 +242,20 @@ func (n *node) forward(ch *change) {
 		if k.Name == ch.origin || (n.c.plan.replication == Multimaster && ch.origin != n.Name) {
 			continue
 		}
-		k.enqueue(ch)
+		k.enqueue(ch, n.Site)
 	}
 }
 
-func (n *node) enqueue(ch *change) {
+// enqueue queues a change sent from a node in site from: it is due once
+// it has crossed the link from that site (link.go), plus the fake's delay.
+func (n *node) enqueue(ch *change, from string) {
+	now := time.Now()
+	arrive := now
+	if p, err := n.c.lab.LinkParams(from, n.Site); err == nil && from != n.Site {
+		arrive = n.c.links.cross(from, n.Site, now, ch.size(), p)
+	}
 	n.qmu.Lock()
-	n.queue = append(n.queue, queued{due: time.Now().Add(n.c.plan.delay), ch: ch})
+	n.queue = append(n.queue, queued{due: arrive.Add(n.c.plan.delay), ch: ch})
 	n.qmu.Unlock()
 	select {
 	case n.wake <- struct{}{}:
