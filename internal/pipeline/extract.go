@@ -1,7 +1,7 @@
 // Package pipeline is replab's change-data-capture pipeline, the
 // architecture of the GoldenGate study: an extract decodes a PostgreSQL
 // slot into a local trail, a pump ships the trail to a collector in a far
-// site, and a replicat applies a trail to a target database. Each stage is
+// site, and a replicat applies a trail to a sink database. Each stage is
 // a function that runs until its context ends; the stage processes and the
 // scheme that places them in sites are built on top.
 package pipeline
@@ -50,7 +50,7 @@ type Counters struct {
 	Records      atomic.Int64 // change records (LCRs): inserts, updates, deletes
 	Transactions atomic.Int64 // source transactions
 	Bytes        atomic.Int64 // trail bytes written (extract, collector), shipped (pump) or read (replicat)
-	Syncs        atomic.Int64 // fsyncs of the trail (extract, collector) or target commits (replicat)
+	Syncs        atomic.Int64 // fsyncs of the trail (extract, collector) or sink commits (replicat)
 	Position     atomic.Uint64
 	// LastCommitNs is the source commit time (Unix ns) of the last
 	// transaction the stage finished with.

@@ -71,7 +71,7 @@ func (s *stage) failed() error {
 	}
 }
 
-// rig is a source in site cern and a target in site t1, 15 ms apart, with
+// rig is a source in site cern and a sink in site t1, 15 ms apart, with
 // the logical scheme's own subscription disabled so that only the
 // pipeline carries changes.
 type rig struct {
@@ -221,7 +221,7 @@ func checksums(t *testing.T, db *sql.DB) string {
 	return strings.Join(out, " ")
 }
 
-// waitDone waits until row id of table done is at the target, or a
+// waitDone waits until row id of table done is at the sink, or a
 // stage fails, or a minute passes.
 func waitDone(t *testing.T, dst *sql.DB, id int, stages ...*stage) {
 	t.Helper()
@@ -235,7 +235,7 @@ func waitDone(t *testing.T, dst *sql.DB, id int, stages ...*stage) {
 	})
 }
 
-// waitFor waits until row id of table done is at the target, or check
+// waitFor waits until row id of table done is at the sink, or check
 // fails, or a minute passes.
 func waitFor(t *testing.T, dst *sql.DB, id int, check func() error) {
 	t.Helper()
@@ -252,7 +252,7 @@ func waitFor(t *testing.T, dst *sql.DB, id int, check func() error) {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("marker %d not applied at the target within a minute", id)
+			t.Fatalf("marker %d not applied at the sink within a minute", id)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -284,7 +284,7 @@ func linkBytes(l *lab.Lab, from, to string) int64 {
 }
 
 // TestPipelineNormal: extract in cern, pump across the link to a collector
-// in t1, replicat local to the target, batched and compressed; every stage
+// in t1, replicat local to the sink, batched and compressed; every stage
 // stopped and restarted mid-stream; the tables agree at the end, the link
 // carried what the pump says it sent, and compression shrank it.
 func TestPipelineNormal(t *testing.T) {
@@ -414,7 +414,7 @@ func TestPipelineRemote(t *testing.T) {
 // TestParallelReplicatsKeepEachKeysOrder: three replicats share one trail
 // by key (GoldenGate's "more replicats" with @RANGE), each applying across
 // the link with a checkpoint of its own; a stream that updates a few rows
-// over and over ends with the same rows at the target, so each key's
+// over and over ends with the same rows at the sink, so each key's
 // changes were applied in order, and every replicat took a share.
 func TestParallelReplicatsKeepEachKeysOrder(t *testing.T) {
 	t.Parallel()

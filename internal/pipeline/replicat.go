@@ -22,22 +22,22 @@ type ReplicatConfig struct {
 	// Trail is the trail to apply (local to the replicat's site, or the
 	// source's in the "remote" configuration).
 	Trail string
-	// Engine is the target's kind: EnginePostgres (also "") or
+	// Engine is the sink's kind: EnginePostgres (also "") or
 	// EngineMariaDB (heterogeneous replication: PostgreSQL to MariaDB).
 	Engine string `json:"engine,omitempty"`
-	// DSN is the target database's connection string: libpq form for
+	// DSN is the sink database's connection string: libpq form for
 	// PostgreSQL; go-sql-driver/mysql form for MariaDB
 	// ("user:pass@tcp(host:port)/db?…"), which must name the database
 	// (see replicat_mysql.go).
 	DSN string
-	// Name keys the replicat's checkpoint row at the target.
+	// Name keys the replicat's checkpoint row at the sink.
 	Name string
 	// Batch is GoldenGate's BATCHSQL: consecutive inserts (or deletes) of
-	// one table become one multi-row statement, and a whole target
+	// one table become one multi-row statement, and a whole sink
 	// transaction goes in one round trip. Without it every statement is a
 	// round trip of its own, as a plain replicat applies them.
 	Batch bool
-	// GroupOps groups source transactions into one target transaction
+	// GroupOps groups source transactions into one sink transaction
 	// until it holds at least this many changes (GoldenGate's
 	// GROUPTRANSOPS), or until the trail has nothing more for now. 0 or 1
 	// applies each source transaction on its own.
@@ -58,7 +58,7 @@ type ReplicatConfig struct {
 	Dial DialFunc `json:"-"`
 }
 
-// Target engines (ReplicatConfig.Engine).
+// Sink engines (ReplicatConfig.Engine).
 const (
 	EnginePostgres = "postgres"
 	EngineMariaDB  = "mariadb"
@@ -86,7 +86,7 @@ func (cfg *ReplicatConfig) owns(r *trail.Record) bool {
 	return int(h.Sum32()%uint32(cfg.Parts)) == cfg.Part
 }
 
-// Checkpoint table at the target: the trail position applied, updated in
+// Checkpoint table at the sink: the trail position applied, updated in
 // the same transaction as the changes, so a restart neither loses nor
 // repeats one.
 const checkpointTable = "replab_replicat_checkpoint"
@@ -94,16 +94,16 @@ const checkpointTable = "replab_replicat_checkpoint"
 // ReplicatCounters are Counters plus what only a replicat has.
 type ReplicatCounters struct {
 	Counters
-	RoundTrips atomic.Int64 // round trips to the target (statements or batches)
+	RoundTrips atomic.Int64 // round trips to the sink (statements or batches)
 	Statements atomic.Int64 // SQL statements executed for changes
-	// Retries counts target transactions begun again after the target
+	// Retries counts sink transactions begun again after the sink
 	// chose them as a deadlock's victim (MariaDB); their round trips
 	// count in RoundTrips, their statements once.
 	Retries atomic.Int64
 }
 
-// Replicat applies the trail to the target until ctx ends (it then returns
-// nil) or something fails. It resumes from its checkpoint at the target.
+// Replicat applies the trail to the sink until ctx ends (it then returns
+// nil) or something fails. It resumes from its checkpoint at the sink.
 func Replicat(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) error {
 	if c == nil {
 		c = new(ReplicatCounters)
@@ -111,7 +111,7 @@ func Replicat(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) erro
 	if cfg.Name == "" {
 		return errors.New("replicat: no name for its checkpoint")
 	}
-	var t target
+	var t sink
 	var err error
 	switch cfg.Engine {
 	case "", EnginePostgres:
@@ -119,7 +119,7 @@ func Replicat(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) erro
 	case EngineMariaDB:
 		t, err = connectMariaDB(ctx, cfg, c)
 	default:
-		return fmt.Errorf("replicat %s: unknown target engine %q (want %q or %q)", cfg.Name, cfg.Engine, EnginePostgres, EngineMariaDB)
+		return fmt.Errorf("replicat %s: unknown sink engine %q (want %q or %q)", cfg.Name, cfg.Engine, EnginePostgres, EngineMariaDB)
 	}
 	if err != nil {
 		return err
@@ -143,11 +143,11 @@ func Replicat(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) erro
 	var txs int
 	var last trail.Record // the group's last commit
 	var end trail.Pos     // where it ends in the trail
-	applied := from       // the trail position applied at the target
+	applied := from       // the trail position applied at the sink
 	apply := func() error {
 		if len(group) == 0 {
 			// Nothing of ours (another replicat's partition, or tables not
-			// carried): no target transaction. The checkpoint stays
+			// carried): no sink transaction. The checkpoint stays
 			// behind; after a restart these are read again and again
 			// hold nothing.
 			a.advance(txs, last, end)
@@ -257,15 +257,15 @@ func stopped(ctx context.Context, err error) error {
 	return err
 }
 
-// target is a target database as a replicat uses it: what differs between
+// sink is a sink database as a replicat uses it: what differs between
 // engines (connection, SQL dialect, round trips) stays behind it, while
 // reading, partitioning and grouping the trail are shared.
-type target interface {
+type sink interface {
 	// checkpoint creates the checkpoint table and this replicat's row if
 	// needed, and reads where the replicat stopped.
 	checkpoint(ctx context.Context) (trail.Pos, error)
 	// apply runs changes and moves the checkpoint to end (source commit
-	// last) as one target transaction, rolled back if anything fails. It
+	// last) as one sink transaction, rolled back if anything fails. It
 	// counts its round trips and returns the number of statements the
 	// changes took; its errors name the replicat.
 	apply(ctx context.Context, changes []trail.Record, last trail.Record, end trail.Pos) (int, error)
@@ -273,48 +273,48 @@ type target interface {
 	close()
 }
 
-// applier applies groups to the target and keeps the counters.
+// applier applies groups to the sink and keeps the counters.
 type applier struct {
-	t target
+	t sink
 	c *ReplicatCounters
 }
 
-// pgTarget is a PostgreSQL target: its connection and statement cache.
-type pgTarget struct {
+// pgSink is a PostgreSQL sink: its connection and statement cache.
+type pgSink struct {
 	cfg      ReplicatConfig
 	conn     *pgconn.PgConn
 	c        *ReplicatCounters
 	prepared map[string]string // SQL text -> prepared statement name
 }
 
-// connectPostgres connects to a PostgreSQL target.
-func connectPostgres(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) (target, error) {
+// connectPostgres connects to a PostgreSQL sink.
+func connectPostgres(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) (sink, error) {
 	pc, err := pgconn.ParseConfig(cfg.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("replicat %s: target connection string: %w", cfg.Name, err)
+		return nil, fmt.Errorf("replicat %s: sink connection string: %w", cfg.Name, err)
 	}
 	if cfg.Dial != nil {
 		pc.DialFunc = pgconn.DialFunc(cfg.Dial)
 	}
 	conn, err := pgconn.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("replicat %s: connect to the target: %w", cfg.Name, err)
+		return nil, fmt.Errorf("replicat %s: connect to the sink: %w", cfg.Name, err)
 	}
-	return &pgTarget{cfg: cfg, conn: conn, c: c, prepared: map[string]string{}}, nil
+	return &pgSink{cfg: cfg, conn: conn, c: c, prepared: map[string]string{}}, nil
 }
 
-func (a *pgTarget) close() { a.conn.Close(context.Background()) }
+func (a *pgSink) close() { a.conn.Close(context.Background()) }
 
 // checkpoint creates the checkpoint table if needed and reads where this
 // replicat stopped.
-func (a *pgTarget) checkpoint(ctx context.Context) (trail.Pos, error) {
+func (a *pgSink) checkpoint(ctx context.Context) (trail.Pos, error) {
 	// Several replicats may start at once: CREATE TABLE IF NOT EXISTS is
 	// not safe against itself, so they take turns.
 	sql := "BEGIN; SELECT pg_advisory_xact_lock(hashtext(" + quoteLiteral(checkpointTable) + "));" +
 		"CREATE TABLE IF NOT EXISTS " + checkpointTable + " (name text PRIMARY KEY, pos bigint NOT NULL, lsn bigint NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());" +
 		"INSERT INTO " + checkpointTable + " (name, pos, lsn) VALUES (" + quoteLiteral(a.cfg.Name) + ", 0, 0) ON CONFLICT (name) DO NOTHING; COMMIT"
 	if err := a.conn.Exec(ctx, sql).Close(); err != nil {
-		return 0, fmt.Errorf("replicat %s: checkpoint table at the target: %w", a.cfg.Name, err)
+		return 0, fmt.Errorf("replicat %s: checkpoint table at the sink: %w", a.cfg.Name, err)
 	}
 	res := a.conn.ExecParams(ctx, "SELECT pos FROM "+checkpointTable+" WHERE name = $1", [][]byte{[]byte(a.cfg.Name)}, nil, nil, nil).Read()
 	if res.Err != nil || len(res.Rows) != 1 {
@@ -334,7 +334,7 @@ type stmt struct {
 }
 
 // apply runs the changes of txs source transactions, ending with commit
-// record last at trail position end, as one target transaction.
+// record last at trail position end, as one sink transaction.
 func (a *applier) apply(ctx context.Context, changes []trail.Record, txs int, last trail.Record, end trail.Pos) error {
 	n, err := a.t.apply(ctx, changes, last, end)
 	if err != nil {
@@ -347,9 +347,9 @@ func (a *applier) apply(ctx context.Context, changes []trail.Record, txs int, la
 	return nil
 }
 
-// apply is target's: the whole transaction in one pgconn batch, or
+// apply is sink's: the whole transaction in one pgconn batch, or
 // statement by statement.
-func (a *pgTarget) apply(ctx context.Context, changes []trail.Record, last trail.Record, end trail.Pos) (int, error) {
+func (a *pgSink) apply(ctx context.Context, changes []trail.Record, last trail.Record, end trail.Pos) (int, error) {
 	stmts := statements(changes, a.cfg.Batch)
 	ck := stmt{
 		sql:  "UPDATE " + checkpointTable + " SET pos = $1, lsn = $2, applied_at = now() WHERE name = $3",
@@ -410,7 +410,7 @@ func (a *applier) advance(txs int, last trail.Record, end trail.Pos) {
 }
 
 // exec runs one statement without parameters as a round trip of its own.
-func (a *pgTarget) exec(ctx context.Context, sql string) error {
+func (a *pgSink) exec(ctx context.Context, sql string) error {
 	a.c.RoundTrips.Add(1)
 	_, err := a.conn.Exec(ctx, sql).ReadAll()
 	return err
@@ -418,7 +418,7 @@ func (a *pgTarget) exec(ctx context.Context, sql string) error {
 
 // failed rolls back what a failed apply began and says which source
 // transaction it was.
-func (a *pgTarget) failed(ctx context.Context, last trail.Record, err error) error {
+func (a *pgSink) failed(ctx context.Context, last trail.Record, err error) error {
 	if a.conn.TxStatus() != 'I' && !a.conn.IsClosed() {
 		_ = a.conn.Exec(ctx, "ROLLBACK").Close()
 	}
@@ -426,7 +426,7 @@ func (a *pgTarget) failed(ctx context.Context, last trail.Record, err error) err
 }
 
 // prepare prepares sql once per connection.
-func (a *pgTarget) prepare(ctx context.Context, sql string) (string, error) {
+func (a *pgSink) prepare(ctx context.Context, sql string) (string, error) {
 	if name, ok := a.prepared[sql]; ok {
 		return name, nil
 	}
@@ -471,10 +471,10 @@ func runs(changes []trail.Record, batch bool) [][]trail.Record {
 	return out
 }
 
-// dialect is how a target's SQL spells the statements statement builds.
+// dialect is how a sink's SQL spells the statements statement builds.
 type dialect struct {
 	ident func(name string) string         // a quoted identifier
-	table func(schema, name string) string // a table's name at the target
+	table func(schema, name string) string // a table's name at the sink
 	param func(n int) string               // the nth parameter's placeholder, from 1
 	// orKeys: a multi-row delete finds its rows by "k IN (…)" for a
 	// one-column key and by OR-ed conditions for a composite key, rather
@@ -509,7 +509,7 @@ func (d dialect) statement(rows []trail.Record) stmt {
 		b.WriteString(d.param(len(args)))
 	}
 	table := d.table(r.Schema, r.Table)
-	// whereKey finds r's row by its key as the target has it: an update
+	// whereKey finds r's row by its key as the sink has it: an update
 	// that changed the key carries the old one.
 	whereKey := func(r *trail.Record) {
 		for j, k := range r.Key {

@@ -16,7 +16,7 @@ import (
 	"replab/internal/pipeline/trail"
 )
 
-// The MariaDB target: heterogeneous replication, PostgreSQL to MariaDB.
+// The MariaDB sink: heterogeneous replication, PostgreSQL to MariaDB.
 //
 // The DSN is go-sql-driver/mysql's ("user:pass@tcp(host:port)/db?…") and
 // must name a database: the checkpoint table lives there, and the source
@@ -55,7 +55,7 @@ var mysqlDialect = dialect{
 
 func mysqlIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
-// mysqlTable names a source table at the target: see above for why
+// mysqlTable names a source table at the sink: see above for why
 // "public" is the current database.
 func mysqlTable(schema, name string) string {
 	if schema == "public" {
@@ -68,20 +68,20 @@ func mysqlTable(schema, name string) string {
 // key (VARCHAR(200)) holds.
 const mysqlCheckpointMax = 200
 
-// mysqlTarget is a MariaDB target: one dedicated connection, so that the
+// mysqlSink is a MariaDB sink: one dedicated connection, so that the
 // transaction and the session's state stay on it.
-type mysqlTarget struct {
+type mysqlSink struct {
 	cfg  ReplicatConfig
 	c    *ReplicatCounters
 	db   *sql.DB
 	conn *sql.Conn
 }
 
-// connectMariaDB connects to a MariaDB target.
-func connectMariaDB(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) (target, error) {
+// connectMariaDB connects to a MariaDB sink.
+func connectMariaDB(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters) (sink, error) {
 	mc, err := mysql.ParseDSN(cfg.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("replicat %s: target connection string: %w", cfg.Name, err)
+		return nil, fmt.Errorf("replicat %s: sink connection string: %w", cfg.Name, err)
 	}
 	if mc.DBName == "" {
 		return nil, fmt.Errorf("replicat %s: the MariaDB connection string names no database (…/dbname): the checkpoint table and the tables of schema public are there", cfg.Name)
@@ -101,14 +101,14 @@ func connectMariaDB(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters
 	}
 	connector, err := mysql.NewConnector(mc)
 	if err != nil {
-		return nil, fmt.Errorf("replicat %s: target connection string: %w", cfg.Name, err)
+		return nil, fmt.Errorf("replicat %s: sink connection string: %w", cfg.Name, err)
 	}
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(1)
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("replicat %s: connect to the target: %w", cfg.Name, err)
+		return nil, fmt.Errorf("replicat %s: connect to the sink: %w", cfg.Name, err)
 	}
 	// READ COMMITTED takes no gap locks: under InnoDB's default REPEATABLE
 	// READ, replicats sharing a table by key (Parts) deadlock on each
@@ -124,12 +124,12 @@ func connectMariaDB(ctx context.Context, cfg ReplicatConfig, c *ReplicatCounters
 	if err != nil {
 		conn.Close()
 		db.Close()
-		return nil, fmt.Errorf("replicat %s: set up the target session: %w", cfg.Name, err)
+		return nil, fmt.Errorf("replicat %s: set up the sink session: %w", cfg.Name, err)
 	}
-	return &mysqlTarget{cfg: cfg, c: c, db: db, conn: conn}, nil
+	return &mysqlSink{cfg: cfg, c: c, db: db, conn: conn}, nil
 }
 
-func (m *mysqlTarget) close() {
+func (m *mysqlSink) close() {
 	m.conn.Close()
 	m.db.Close()
 }
@@ -140,9 +140,9 @@ const mysqlLockWait = 30 * time.Second
 
 // checkpoint creates the checkpoint table and this replicat's row if
 // needed, and reads where the replicat stopped.
-func (m *mysqlTarget) checkpoint(ctx context.Context) (trail.Pos, error) {
+func (m *mysqlSink) checkpoint(ctx context.Context) (trail.Pos, error) {
 	fail := func(err error) (trail.Pos, error) {
-		return 0, fmt.Errorf("replicat %s: checkpoint table at the target: %w", m.cfg.Name, err)
+		return 0, fmt.Errorf("replicat %s: checkpoint table at the sink: %w", m.cfg.Name, err)
 	}
 	// Replicats starting together take turns, as on PostgreSQL. The lock
 	// is the server's, by name, held by this session until released (or
@@ -190,7 +190,7 @@ func mysqlCheckpoint(name string, last trail.Record, end trail.Pos) stmt {
 	}
 }
 
-// mysqlStatements is statements in MariaDB's SQL, with the target table
+// mysqlStatements is statements in MariaDB's SQL, with the sink table
 // of each statement (for errors).
 func mysqlStatements(changes []trail.Record, batch bool) ([]stmt, []string) {
 	var out []stmt
@@ -257,10 +257,10 @@ const mysqlRetries = 5
 // transaction InnoDB has rolled back.
 const erLockDeadlock = 1213
 
-// apply is target's. A deadlock's victim is applied again, a few times:
+// apply is sink's. A deadlock's victim is applied again, a few times:
 // InnoDB rolled it back whole, checkpoint included, so nothing is applied
 // twice (GoldenGate's replicat retries deadlocks too).
-func (m *mysqlTarget) apply(ctx context.Context, changes []trail.Record, last trail.Record, end trail.Pos) (int, error) {
+func (m *mysqlSink) apply(ctx context.Context, changes []trail.Record, last trail.Record, end trail.Pos) (int, error) {
 	stmts, tables := mysqlStatements(changes, m.cfg.Batch)
 	ck := mysqlCheckpoint(m.cfg.Name, last, end)
 	for try := 1; ; try++ {
@@ -286,7 +286,7 @@ func (m *mysqlTarget) apply(ctx context.Context, changes []trail.Record, last tr
 // statements (a round trip, or a few for a huge transaction), else START
 // TRANSACTION, each statement, the checkpoint and COMMIT as a round trip
 // each, as on PostgreSQL. Its errors say where.
-func (m *mysqlTarget) try(ctx context.Context, stmts []stmt, tables []string, ck stmt) error {
+func (m *mysqlSink) try(ctx context.Context, stmts []stmt, tables []string, ck stmt) error {
 	if m.cfg.Batch {
 		for _, q := range mysqlBatches(append(slices.Clip(stmts), ck)) {
 			m.c.RoundTrips.Add(1)
@@ -320,12 +320,12 @@ func (m *mysqlTarget) try(ctx context.Context, stmts []stmt, tables []string, ck
 // rollback ends what a failed try began: a failed statement, of a
 // multi-statement text too, leaves the transaction open. On a broken
 // connection it fails too, and the server rolls back as the session ends.
-func (m *mysqlTarget) rollback(ctx context.Context) {
+func (m *mysqlSink) rollback(ctx context.Context) {
 	_, _ = m.conn.ExecContext(ctx, "ROLLBACK")
 }
 
 // failed rolls back and says which source transaction failed.
-func (m *mysqlTarget) failed(ctx context.Context, last trail.Record, err error) error {
+func (m *mysqlSink) failed(ctx context.Context, last trail.Record, err error) error {
 	m.rollback(ctx)
 	return fmt.Errorf("replicat %s: apply the transaction(s) ending at source commit %X/%X: %w", m.cfg.Name, last.LSN>>32, uint32(last.LSN), err)
 }
