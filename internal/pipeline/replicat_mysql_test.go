@@ -139,7 +139,7 @@ func TestMariaDBStatements(t *testing.T) {
 		cfg  ReplicatConfig
 		want string
 	}{
-		{ReplicatConfig{Name: "r", Engine: "oracle"}, `unknown target engine "oracle"`},
+		{ReplicatConfig{Name: "r", Engine: "oracle"}, `unknown sink engine "oracle"`},
 		{ReplicatConfig{Name: "r", Engine: EngineMariaDB, DSN: "u:p@tcp(127.0.0.1:9)/"}, "names no database"},
 		{ReplicatConfig{Name: strings.Repeat("n", 201), Engine: EngineMariaDB, DSN: "u:p@tcp(127.0.0.1:9)/db"}, "longer than the 200 characters"},
 	} {
