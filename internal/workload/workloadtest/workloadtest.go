@@ -157,3 +157,56 @@ cooldown = "0s"
 	}
 	return b, out.String()
 }
+
+// OptionErrors builds f's workload from each testdata/options/*.toml and
+// compares the error with the .golden file beside it (update rewrites
+// them). A file is [workload] option lines (placed in Spec: the first is
+// line 15) or, when it has [lab], a whole spec; a first line
+// "# dialect: mysql" picks the dialect (default postgres). Every file
+// must give an error.
+func OptionErrors(t *testing.T, f workload.Factory, update bool) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "options", "*.toml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata/options/*.toml: %v", err)
+	}
+	for _, file := range files {
+		name := filepath.Base(file)
+		t.Run(strings.TrimSuffix(name, ".toml"), func(t *testing.T) {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := string(b)
+			dialect := engine.Postgres
+			if first, _, _ := strings.Cut(text, "\n"); strings.HasPrefix(first, "# dialect:") {
+				dialect = engine.Dialect(strings.TrimSpace(strings.TrimPrefix(first, "# dialect:")))
+			}
+			if !strings.Contains(text, "[lab]") {
+				text = Spec(f.Kind, 1, strings.TrimSpace(text))
+			}
+			s, err := spec.Parse(name, []byte(text))
+			if err != nil {
+				t.Fatalf("spec: %v", err)
+			}
+			_, err = workload.NewRegistry(f).For(s, dialect)
+			if err == nil {
+				t.Fatalf("%s built without error", name)
+			}
+			got := err.Error() + "\n"
+			golden := strings.TrimSuffix(file, ".toml") + ".golden"
+			if update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("error differs from %s\ngot:\n%s\nwant:\n%s", golden, got, want)
+			}
+		})
+	}
+}
