@@ -7,6 +7,7 @@ package runner
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -470,13 +471,14 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 
 	types := r.wl.Transactions()
 	var targets driver.Targets
+	var nodeOf func(*sql.DB) string
 	if !workload.OpsOnly(types) {
-		t, closeTargets, err := r.targets(ctx)
+		t, n, closeTargets, err := r.targets(ctx)
 		if err != nil {
 			return r.sum, err
 		}
 		defer closeTargets()
-		targets = t
+		targets, nodeOf = t, n
 	}
 	if cn, ok := r.wl.(workload.Connector); ok {
 		env := workload.ConnectEnv{Cluster: r.cluster, Nodes: r.nodes, Dial: r.dialer(), Users: r.s.Run.Users, SiteDo: r.siteDo()}
@@ -486,6 +488,10 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		defer cn.Close()
 	}
 	cfg := r.driverConfig()
+	hist, err := r.startHistory(dir, &cfg, nodeOf)
+	if err != nil {
+		return r.sum, err
+	}
 	mode := fmt.Sprintf("%d users", cfg.Users)
 	if cfg.RatePerSec > 0 {
 		mode = fmt.Sprintf("open loop at %.2f/s (%d connections)", cfg.RatePerSec, cfg.Users)
@@ -498,6 +504,12 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	r.res, err = driver.Run(ctx, cfg, types, targets)
 	if r.opt.Live {
 		fmt.Fprintln(r.log)
+	}
+	if hist != nil {
+		// Checked last, on every way out: after the catch-up and the
+		// verification, which the check's CPU would disturb.
+		herr := hist.Close()
+		defer func() { r.checkHistory(ctx, dir, herr) }()
 	}
 	events := append(r.faults.stop(), r.shellFaults(driverStart)...)
 	if err != nil {

@@ -110,6 +110,14 @@ func CheckDocs(t *testing.T, engines *engine.Registry, docPath string, f workloa
 // measured: no root needed), and returns summary.json and the run's log.
 func RunOnFake(t *testing.T, f workload.Factory, options string) (summary []byte, log string) {
 	t.Helper()
+	summary, _, log = RunOnFakeWith(t, f, options, "users = 2")
+	return summary, log
+}
+
+// RunOnFakeWith is RunOnFake with [run] lines of its own besides the
+// phases (users = 2 in RunOnFake); it also returns the results directory.
+func RunOnFakeWith(t *testing.T, f workload.Factory, options, run string) (summary []byte, results, log string) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, f.Kind+".toml")
 	text := fmt.Sprintf(`[lab]
@@ -131,11 +139,11 @@ from = "p"
 kind = %q
 %s
 [run]
-users = 2
 warmup = "200ms"
 duration = "1s"
 cooldown = "0s"
-`, f.Kind, f.Kind, options)
+%s
+`, f.Kind, f.Kind, options, run)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +154,7 @@ cooldown = "0s"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	results := filepath.Join(dir, "results")
+	results = filepath.Join(dir, "results")
 	if _, _, err := runner.Run(ctx, s, runner.Options{Out: results, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &out, Offline: true,
 		Engines: engine.NewRegistry(fake.Engine{}), Workloads: workload.NewRegistry(f)}); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
@@ -155,7 +163,7 @@ cooldown = "0s"
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, out.String()
+	return b, results, out.String()
 }
 
 // OptionErrors builds f's workload from each testdata/options/*.toml and
