@@ -141,7 +141,7 @@ func printConsistency(w io.Writer, s *Summary) {
 	fmt.Fprintf(w, "              %s transactions checked of %s operations recorded (%s in the measure phase)%s\n",
 		group(float64(c.TransactionsChecked)), group(float64(c.Operations)), group(float64(c.MeasureOperations)), sums)
 	if c.InfoUndecided > 0 {
-		fmt.Fprintf(w, "              %d operations of unknown outcome left undecided (no read saw their writes)\n", c.InfoUndecided)
+		fmt.Fprintf(w, "              unknown outcome: %d operations left undecided (no read saw their writes)\n", c.InfoUndecided)
 	}
 	if len(c.SessionGuaranteesViolated) > 0 {
 		fmt.Fprintf(w, "              session guarantees violated: %s\n", strings.Join(c.SessionGuaranteesViolated, ", "))
@@ -171,7 +171,7 @@ func printConsistency(w io.Writer, s *Summary) {
 			fmt.Fprintf(w, "                 %s\n", l)
 		}
 	}
-	fmt.Fprintf(w, "              every witness: check.json, or replab check DIR\n")
+	fmt.Fprintf(w, "              (times: seconds after the history's first operation; every witness: check.json, or replab check DIR)\n")
 }
 
 // foldConsistency is the aggregate's consistency: counts summed over
@@ -350,4 +350,168 @@ func anomalyClasses(rows []AnomalyRow) []string {
 		return 0
 	})
 	return cs
+}
+
+// anomaliesChart: anomalies per second over the run, one line per class
+// (the four with most anomalies, the rest together), phases shaded and
+// faults marked as on the throughput chart. A second without a row in
+// anomalies.csv had none.
+func anomaliesChart(id string, r *Results) chart {
+	c := r.Summary.Consistency
+	if c == nil || c.Error != "" {
+		return chart{missing: "anomalies over time: the history was not checked"}
+	}
+	if r.Anomalies == nil {
+		if _, err := os.Stat(r.file(AnomaliesFile)); err != nil {
+			return chart{missing: "anomalies over time: no " + AnomaliesFile}
+		}
+	}
+	lc := &lineChart{ID: id, Title: "Anomalies over time", X: freeAxis("time since the run started (s)"),
+		Y: freeAxis("anomalies per second (at their last transaction's completion)"), XBands: phaseBands(r.Series)}
+	lc.X.Min, lc.Y.Min = 0, 0
+	last := 0.0
+	for _, s := range r.Series {
+		last = max(last, s.T)
+	}
+	for _, a := range r.Anomalies {
+		last = max(last, a.T)
+	}
+	classes := anomalyClasses(r.Anomalies)
+	const shown = 4
+	name := func(class string) string {
+		if i := slices.Index(classes, class); i >= shown {
+			return "other classes"
+		}
+		return class
+	}
+	perSec := map[string]map[float64]float64{}
+	var names []string
+	for _, a := range r.Anomalies {
+		n := name(a.Class)
+		if perSec[n] == nil {
+			perSec[n] = map[float64]float64{}
+			names = append(names, n)
+		}
+		perSec[n][a.T] += a.Count
+	}
+	slices.SortStableFunc(names, func(a, b string) int {
+		return cmp.Compare(slices.Index(classes, a)+boolInt(a == "other classes")*len(classes), slices.Index(classes, b)+boolInt(b == "other classes")*len(classes))
+	})
+	if len(names) == 0 {
+		names = []string{"anomalies"}
+		perSec["anomalies"] = map[float64]float64{}
+	}
+	for i, n := range names {
+		l := line{Name: n, Colour: colour(i)}
+		for t := 1.0; t <= last; t++ {
+			l.Pts = append(l.Pts, point{t - 0.5, perSec[n][t]})
+		}
+		lc.Lines = append(lc.Lines, l)
+	}
+	var placed float64
+	for _, a := range r.Anomalies {
+		placed += a.Count
+	}
+	lc.Note = fmt.Sprintf("%s of the %s anomalies found, each in the second its last transaction completed.", group(placed), group(float64(c.anomalyCount())))
+	if c.anomalyCount() == 0 {
+		lc.Note = "No anomaly was found."
+	}
+	addFaultMarks(lc, r, false)
+	return chart{fig: lc.figure()}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// consistencySection is the report's anomalies section: the verdict, the
+// anomalies by class with the models each rules out, a few witnesses as
+// text (check.json's, else summary.json's), and anomalies per second.
+func consistencySection(r *Results, missing *[]string) (section, bool) {
+	s := r.Summary
+	if s == nil || s.Consistency == nil {
+		return section{}, false
+	}
+	c := s.Consistency
+	sec := section{ID: "anomalies", Title: "Anomalies",
+		Intro: "Every operation the users issued was recorded (history.jsonl) and checked for the patterns each consistency model forbids, each with a witness: the transactions involved and why each depends on the other (docs/consistency.md)."}
+	agg := s.Kind == "repetitions"
+	if agg {
+		sec.Intro += " Counts are sums over the repetitions that were checked; a model is satisfied when every repetition satisfied it; each repetition's report has its anomalies over time."
+	}
+	if c.Error != "" {
+		sec.Notes = append(sec.Notes, "The history was not checked: "+c.Error+".")
+		return sec, true
+	}
+	partly := ""
+	if !c.Complete {
+		partly = " (in the part checked)"
+	}
+	v := htmlTable{Caption: "Verdict"}
+	row := func(k, val string) { v.Rows = append(v.Rows, []tcell{txt(k), {Text: val, Class: "wrap"}}) }
+	row("strongest model satisfied"+partly, c.StrongestSatisfied)
+	row("weakest model violated", c.WeakestViolated)
+	row("models satisfied"+partly, orNone(c.ModelsSatisfied))
+	row("models violated", orNone(c.ModelsViolated))
+	row("session guarantees violated", orNone(c.SessionGuaranteesViolated))
+	row("transactions checked", group(float64(c.TransactionsChecked)))
+	row("operations recorded", fmt.Sprintf("%s (%s in the measure phase)", group(float64(c.Operations)), group(float64(c.MeasureOperations))))
+	row("unknown outcomes undecided", group(float64(c.InfoUndecided)))
+	row("checked in", fmt.Sprintf("%.2f s", c.CheckSeconds))
+	sec.Tables = append(sec.Tables, v)
+	if c.HistoryCutShort != nil {
+		sec.Notes = append(sec.Notes, "The "+c.HistoryCutShort.Message+"; what came before was checked.")
+	}
+	for _, sk := range c.Skipped {
+		sec.Notes = append(sec.Notes, "Not checked: "+sk)
+	}
+	if c.anomalyCount() > 0 {
+		t := htmlTable{Caption: "Anomalies by class", Head: []tcell{txt("class"), numHead("count"), txt("rules out")}}
+		for _, class := range c.classes() {
+			t.Rows = append(t.Rows, []tcell{txt(class), num(group(float64(c.Anomalies[class]))), {Text: strings.Join(check.Violates[class], ", "), Class: "wrap"}})
+		}
+		sec.Tables = append(sec.Tables, t)
+		sec.Pre = witnessTexts(r)
+	} else {
+		sec.Notes = append(sec.Notes, "No anomaly was found"+partly+".")
+	}
+	if !agg {
+		addFigure(&sec, missing, anomaliesChart("anomalies-time", r))
+	}
+	return sec, true
+}
+
+// witnessTexts are up to three witnesses of each class as the terminal
+// prints them: check.json's when it is there, else summary.json's.
+func witnessTexts(r *Results) []string {
+	var out []string
+	if res := r.Check; res != nil {
+		for _, class := range res.Classes() {
+			for i, w := range res.Witnesses[class] {
+				if i == 3 {
+					break
+				}
+				out = append(out, class+": "+w.Summary+"\n  "+strings.Join(w.Lines(res.TimeOriginNs), "\n  "))
+			}
+		}
+		return out
+	}
+	for _, w := range r.Summary.Consistency.Witnesses {
+		in := ""
+		if w.Dir != "" {
+			in = " (" + w.Dir + ")"
+		}
+		out = append(out, w.Class+in+": "+w.Summary+"\n  "+strings.Join(w.Lines, "\n  "))
+	}
+	return out
+}
+
+func orNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
 }
