@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	hcheck "replab/internal/check"
 	"replab/internal/engine/postgres/pgtest"
+	"replab/internal/history"
 	"replab/internal/workload"
 	"replab/internal/workload/listappend"
 )
@@ -131,4 +133,93 @@ func grepLines(text, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// readOps reads a history.jsonl.
+func readOps(t *testing.T, path string) []history.Op {
+	t.Helper()
+	r, err := history.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var ops []history.Op
+	for {
+		op, err := r.Next()
+		if err == io.EOF {
+			return ops
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, op)
+	}
+}
+
+// TestFakeHistoryOfAWorkloadWithoutMicroOperations: [run] history = true
+// records kv-insert's transactions with their nodes, times and outcomes,
+// and the summary says there was nothing to check rather than a verdict.
+func TestFakeHistoryOfAWorkloadWithoutMicroOperations(t *testing.T) {
+	sum, out, _, err := fakeRun(t, fakeSpec("", "history = true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := readOps(t, filepath.Join(out, "history.jsonl"))
+	c, _ := sum["consistency"].(map[string]any)
+	if c == nil || !strings.Contains(fmt.Sprint(c["error"]), "records no micro-operations") || num(t, sum, "consistency", "operations") != float64(len(ops)) {
+		t.Fatalf("consistency %v, %d operations in history.jsonl", c, len(ops))
+	}
+	if len(ops) == 0 || ops[0].Node != "p" || ops[0].TxnType != "insert" || ops[0].Type != history.OK {
+		t.Errorf("first operation %+v", ops[0])
+	}
+}
+
+// TestFakeHistoryOfRepetitions: list-append records by default; each
+// repetition records and checks its own history, on keys no other
+// repetition used, and the aggregate sums their counts. history = false
+// records nothing.
+func TestFakeHistoryOfRepetitions(t *testing.T) {
+	spec := strings.Replace(fakeSpec("", "repetitions = 2\n"), `kind = "kv-insert"`, "kind = \"list-append\"\nkeys = 3", 1)
+	spec = strings.Replace(spec, "users = 2", "users = 1", 1) // alone on the fake: nothing to find
+	sum, out, _, err := fakeRun(t, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[int64]string{}
+	var checked float64
+	for _, rep := range []string{"rep-01", "rep-02"} {
+		for _, op := range readOps(t, filepath.Join(out, rep, "history.jsonl")) {
+			for _, m := range op.Value {
+				if was, ok := keys[m.Key]; ok && was != rep {
+					t.Fatalf("key %d in %s and %s", m.Key, was, rep)
+				}
+				keys[m.Key] = rep
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(out, rep, "summary.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rs map[string]any
+		if err := json.Unmarshal(b, &rs); err != nil {
+			t.Fatal(err)
+		}
+		checked += num(t, rs, "consistency", "transactions_checked")
+		if s := rs["consistency"].(map[string]any)["strongest_satisfied"]; s != hcheck.StrictSerializable {
+			t.Errorf("%s: strongest %v", rep, s)
+		}
+		if _, err := os.Stat(filepath.Join(out, rep, "check.json")); err != nil {
+			t.Error(err)
+		}
+	}
+	if got := num(t, sum, "consistency", "transactions_checked"); got != checked || checked == 0 {
+		t.Errorf("aggregate: %v transactions checked, the repetitions %v", got, checked)
+	}
+	sum, out, _, err = fakeRun(t, strings.Replace(spec, "repetitions = 2", "history = false", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "history.jsonl")); err == nil || sum["consistency"] != nil {
+		t.Errorf("history = false: history.jsonl %v, consistency %v", err, sum["consistency"])
+	}
 }
