@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -118,6 +119,119 @@ func (c *sliceCounter) Committed(string, int64) {
 
 func (c *sliceCounter) Failed(string, string) {}
 
+// sliced is one run whose slices alternate a cost on and off (the lag
+// probe, the history): the lab, the pool and the driver's configuration;
+// install puts the cost's switch into the configuration once the slices
+// are placed (sl); counted, when set, counts per slice what the cost did
+// (tracked transactions, operations recorded), and cumulative, when set,
+// is a running count read at each slice boundary (the watcher's polls).
+type sliced struct {
+	p          *pgLab
+	db         *sql.DB
+	cfg        driver.Config
+	tx         workload.TxType
+	flip       bool
+	install    func(sl slicer, cfg *driver.Config)
+	counted    *[lagSlices]atomic.Int64
+	cumulative func() int64
+}
+
+// slicedOut is what a sliced run measured: the driver's result, each
+// slice, the sums of the on and of the off slices, and how busy the
+// machine was in the measure phase.
+type slicedOut struct {
+	res     *driver.Result
+	slices  []lagSliceRun
+	on, off lagSliceRun
+	busy    float64
+	quiet   benchkit.QuietWait
+}
+
+// slicedRun waits for a quiet machine, places the slices from now (the
+// measure phase's lead after the warmup), runs the driver with the
+// cost's switch installed, and samples at each slice boundary the CPU of
+// this process, of the primary db and of the standby sb, the clock and
+// the cumulative count. Commits are counted per slice as they return
+// (driver.Observer).
+func (b *bench) slicedRun(ctx context.Context, s sliced) (slicedOut, error) {
+	var out slicedOut
+	var err error
+	if out.quiet, err = benchkit.WaitQuiet(ctx, quiet); err != nil {
+		return out, err
+	}
+	// The slices are placed from now; driver.Run starts its own clock a
+	// few ms later, so they begin a little less than lagLead into its
+	// measure phase.
+	sl := slicer{first: clock.Now() + int64(lagWarmup+lagLead), flip: s.flip}
+	cfg := s.cfg
+	s.install(sl, &cfg)
+	counter := &sliceCounter{s: sl}
+	cfg.Observer = counter
+	type mark struct {
+		at            int64
+		self, pri, sb float64
+		n             int64
+	}
+	marks := make([]mark, 0, lagSlices+1)
+	sctx, stopMarks := context.WithCancel(ctx)
+	defer stopMarks()
+	marked := make(chan struct{})
+	var meter benchkit.CPUMeter
+	go func() {
+		defer close(marked)
+		sleeper := clock.NewSleeper()
+		for k := 0; k <= lagSlices; k++ {
+			if !sleeper.UntilCtx(sctx, sl.first+int64(k)*int64(lagSlice)) {
+				return
+			}
+			if k == 0 {
+				meter = benchkit.StartCPU()
+			}
+			var n int64
+			if s.cumulative != nil {
+				n = s.cumulative()
+			}
+			marks = append(marks, mark{clock.Now(), benchkit.SelfCPU(), nodeCPU(ctx, s.p.cluster, "db"), nodeCPU(ctx, s.p.cluster, "sb"), n})
+		}
+	}()
+	out.res, err = driver.Run(ctx, cfg, []workload.TxType{s.tx}, driver.Sources(s.db))
+	<-marked
+	if err != nil {
+		return out, err
+	}
+	if !out.res.Complete {
+		return out, fmt.Errorf("driver: %s", out.res.StopReason)
+	}
+	if len(marks) != lagSlices+1 {
+		return out, fmt.Errorf("the driver ended %d slices early", lagSlices+1-len(marks))
+	}
+	out.busy = meter.Read().MachineBusy
+	for k := range lagSlices {
+		a, z := marks[k], marks[k+1]
+		sr := lagSliceRun{On: sl.on(k), Seconds: float64(z.at-a.at) / 1e9, Commits: counter.commits[k].Load(),
+			Polls: z.n - a.n, BenchCPUS: z.self - a.self, PrimaryCPUS: z.pri - a.pri, StandbyCPUS: z.sb - a.sb}
+		if s.counted != nil {
+			sr.Tracked = s.counted[k].Load()
+		}
+		out.slices = append(out.slices, sr)
+		sum := &out.off
+		if sr.On {
+			sum = &out.on
+		}
+		sum.Seconds += sr.Seconds
+		sum.Commits += sr.Commits
+		sum.Tracked += sr.Tracked
+		sum.Polls += sr.Polls
+		sum.BenchCPUS += sr.BenchCPUS
+		sum.PrimaryCPUS += sr.PrimaryCPUS
+		sum.StandbyCPUS += sr.StandbyCPUS
+	}
+	if out.on.Commits == 0 || out.off.Commits == 0 {
+		return out, fmt.Errorf("no commits in the on or off slices (%d, %d)", out.on.Commits, out.off.Commits)
+	}
+	return out, nil
+}
+
 // lagSliceRun is one slice of a run.
 type lagSliceRun struct {
 	On      bool    `json:"on"`
@@ -212,7 +326,10 @@ from = "db"
 	prep:   []string{"VACUUM pgbench_accounts", "VACUUM " + enginekit.LagTableName, "CHECKPOINT"},
 }
 
-func (b *bench) lagOverheadOn(ctx context.Context, t lagTarget) error {
+// upLagLab brings up t's lab — the primary db and the standby sb lagDelay
+// apart — with its accounts and replab_lag loaded at both. The caller
+// closes it.
+func (b *bench) upLagLab(ctx context.Context, t lagTarget) (*pgLab, error) {
 	body := fmt.Sprintf(`
 [site.db]
 [site.sb]
@@ -223,20 +340,30 @@ rate = "1gbit"
 %s`, lagDelay, t.nodes)
 	p, err := upLab(ctx, t.engine, t.lab, body)
 	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	err = t.load(ctx, b, p)
+	if err == nil {
+		err = p.sql().ApplySchema(ctx, engine.Schema{Tables: []engine.Table{enginekit.LagTable()}})
+	}
+	if err == nil {
+		err = p.cluster.WaitFlowing(ctx)
+	}
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	logf("      %d accounts and replab_lag at the primary, at the replica too, in %.1f s", compareAccounts, time.Since(t0).Seconds())
+	return p, nil
+}
+
+func (b *bench) lagOverheadOn(ctx context.Context, t lagTarget) error {
+	p, err := b.upLagLab(ctx, t)
+	if err != nil {
 		return err
 	}
 	defer p.close()
-	t0 := time.Now()
-	if err := t.load(ctx, b, p); err != nil {
-		return err
-	}
-	if err := p.sql().ApplySchema(ctx, engine.Schema{Tables: []engine.Table{enginekit.LagTable()}}); err != nil {
-		return err
-	}
-	if err := p.cluster.WaitFlowing(ctx); err != nil {
-		return err
-	}
-	logf("      %d accounts and replab_lag at the primary, at the replica too, in %.1f s", compareAccounts, time.Since(t0).Seconds())
 
 	if _, err := benchkit.WaitQuiet(ctx, quiet); err != nil {
 		return err
@@ -296,9 +423,6 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, t lagTarget, variant strin
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(lagUsers + 2)
-	if run.Quiet, err = benchkit.WaitQuiet(ctx, quiet); err != nil {
-		return run, err
-	}
 	cfg := p.driverConfig(driver.Config{Users: lagUsers, Warmup: lagWarmup, Duration: lagMeasure, Seed: int64(rep), MaxRetries: 3})
 	if cfg.LagStatement, err = enginekit.LagUpdateSQL(t.dialect); err != nil {
 		return run, err
@@ -307,75 +431,20 @@ func (b *bench) lagRun(ctx context.Context, p *pgLab, t lagTarget, variant strin
 	if variant == variantEvery {
 		cfg.LagEvery = 1
 	}
-	// The slices are placed from now; driver.Run starts its own clock a
-	// few ms later, so they begin a little less than lagLead into its
-	// measure phase.
-	sl := slicer{first: clock.Now() + int64(lagWarmup+lagLead), flip: rep%2 == 0}
 	var tracked [lagSlices]atomic.Int64
-	cfg.Lag = func(i int) driver.LagJournal { return slicedJournal{probe.Writer(i), sl, &tracked} }
-	counter := &sliceCounter{s: sl}
-	cfg.Observer = counter
-
-	// Sample the CPU, the polls and the time at each slice boundary.
-	type mark struct {
-		at            int64
-		self, pri, sb float64
-		polls         int64
-	}
-	marks := make([]mark, 0, lagSlices+1)
-	sctx, stopMarks := context.WithCancel(ctx)
-	defer stopMarks()
-	marked := make(chan struct{})
-	var meter benchkit.CPUMeter
-	go func() {
-		defer close(marked)
-		sleeper := clock.NewSleeper()
-		for k := 0; k <= lagSlices; k++ {
-			if !sleeper.UntilCtx(sctx, sl.first+int64(k)*int64(lagSlice)) {
-				return
-			}
-			if k == 0 {
-				meter = benchkit.StartCPU()
-			}
-			marks = append(marks, mark{clock.Now(), benchkit.SelfCPU(), nodeCPU(ctx, p.cluster, "db"), nodeCPU(ctx, p.cluster, "sb"), probe.Results()["sb"].Polls})
-		}
-	}()
-	res, err := driver.Run(ctx, cfg, []workload.TxType{t.tx}, driver.Sources(db))
-	<-marked
+	out, err := b.slicedRun(ctx, sliced{p: p, db: db, cfg: cfg, tx: t.tx, flip: rep%2 == 0, counted: &tracked,
+		install: func(sl slicer, cfg *driver.Config) {
+			cfg.Lag = func(i int) driver.LagJournal { return slicedJournal{probe.Writer(i), sl, &tracked} }
+		},
+		cumulative: func() int64 { return probe.Results()["sb"].Polls }})
+	run.Quiet = out.quiet
 	if err != nil {
 		return run, err
 	}
-	if !res.Complete {
-		return run, fmt.Errorf("driver: %s", res.StopReason)
-	}
-	if len(marks) != lagSlices+1 {
-		return run, fmt.Errorf("the driver ended %d slices early", lagSlices+1-len(marks))
-	}
-	run.MachineBusy = meter.Read().MachineBusy
+	res, on, off := out.res, out.on, out.off
+	run.Slices, run.MachineBusy = out.slices, out.busy
 	run.TPS, run.Transactions, run.Errors = benchkit.Round(res.TPS, 1), res.Transactions, res.Errors
 	run.LatencyMeanMs, run.LatencyP99Ms = benchkit.Round(res.CommitLatency.Mean, 3), benchkit.Round(res.CommitLatency.P99, 3)
-
-	var on, off lagSliceRun // sums
-	for k := range lagSlices {
-		a, z := marks[k], marks[k+1]
-		sr := lagSliceRun{On: sl.on(k), Seconds: float64(z.at-a.at) / 1e9, Commits: counter.commits[k].Load(), Tracked: tracked[k].Load(),
-			Polls: z.polls - a.polls, BenchCPUS: z.self - a.self, PrimaryCPUS: z.pri - a.pri, StandbyCPUS: z.sb - a.sb}
-		run.Slices = append(run.Slices, sr)
-		sum := &off
-		if sr.On {
-			sum = &on
-		}
-		sum.Seconds += sr.Seconds
-		sum.Commits += sr.Commits
-		sum.Tracked += sr.Tracked
-		sum.Polls += sr.Polls
-		sum.BenchCPUS += sr.BenchCPUS
-		sum.PrimaryCPUS += sr.PrimaryCPUS
-		sum.StandbyCPUS += sr.StandbyCPUS
-	}
-	if on.Commits == 0 || off.Commits == 0 {
-		return run, fmt.Errorf("no commits in the on or off slices (%d, %d)", on.Commits, off.Commits)
-	}
 	run.TPSOn, run.TPSOff = benchkit.Round(float64(on.Commits)/on.Seconds, 1), benchkit.Round(float64(off.Commits)/off.Seconds, 1)
 	run.OverheadPct = benchkit.Round(100*(1-run.TPSOn/run.TPSOff), 2)
 	run.BenchCPUOnUs, run.BenchCPUOffUs = perTxUs(on.BenchCPUS, on.Commits), perTxUs(off.BenchCPUS, off.Commits)

@@ -14,15 +14,18 @@ import (
 	"replab/internal/workload/dmlstream"
 	"replab/internal/workload/kvinsert"
 	"replab/internal/workload/kvregister"
+	"replab/internal/workload/listappend"
 	"replab/internal/workload/orderentry"
 	"replab/internal/workload/pageread"
 	"replab/internal/workload/personnel"
+	"replab/internal/workload/rwregister"
 	"replab/internal/workload/script"
 )
 
 // workloads is every workload this binary can run.
 func workloads() *workload.Registry {
-	return workload.NewRegistry(personnel.Factory, kvinsert.Factory, kvregister.Factory, script.Factory, pageread.Factory, orderentry.Factory, dmlstream.Factory)
+	return workload.NewRegistry(personnel.Factory, kvinsert.Factory, kvregister.Factory, script.Factory, pageread.Factory, orderentry.Factory, dmlstream.Factory,
+		listappend.Factory, rwregister.Factory)
 }
 
 func cmdRun(ctx context.Context, args []string, out io.Writer) error {

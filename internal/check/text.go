@@ -82,20 +82,39 @@ func (r *Result) WriteText(w io.Writer, maxPerClass int) error {
 
 func writeWitness(b *strings.Builder, n int, w Witness, t0 int64) {
 	fmt.Fprintf(b, "  %d. %s\n", n, w.Summary)
+	for _, l := range w.Lines(t0) {
+		fmt.Fprintf(b, "     %s\n", l)
+	}
+}
+
+// Lines are the witness's evidence as the terminal prints it under its
+// summary, one line each: its transactions (times in seconds after t0,
+// the Result's TimeOriginNs), its edges with why each exists, its
+// details.
+func (w Witness) Lines(t0 int64) []string {
+	var ls []string
 	width := 0
 	for _, t := range w.Txns {
 		width = max(width, len(fmt.Sprintf("T%d", t.Index)))
 	}
 	for _, t := range w.Txns {
-		fmt.Fprintf(b, "     %-*s process %d at %s, %s, %s..%s: %s\n", width, fmt.Sprintf("T%d", t.Index), t.Process, orDash(t.Node), t.Type,
-			rel(t.InvokeNs, t0), rel(t.CompleteNs, t0), history.MopsText(t.Value))
+		ls = append(ls, fmt.Sprintf("%-*s process %d at %s, %s, %s..%s: %s", width, fmt.Sprintf("T%d", t.Index), t.Process, orDash(t.Node), t.Type,
+			rel(t.InvokeNs, t0), rel(t.CompleteNs, t0), history.MopsText(t.Value)))
 	}
 	for _, e := range w.Edges {
-		fmt.Fprintf(b, "     T%d -%s-> T%d: %s\n", e.From, e.Type, e.To, e.Why)
+		ls = append(ls, fmt.Sprintf("T%d -%s-> T%d: %s", e.From, e.Type, e.To, e.Why))
 	}
-	for _, d := range w.Details {
-		fmt.Fprintf(b, "     %s\n", d)
+	return append(ls, w.Details...)
+}
+
+// CompleteNs is when the witness's last transaction completed: when the
+// anomaly could first be seen.
+func (w Witness) CompleteNs() int64 {
+	var t int64
+	for _, x := range w.Txns {
+		t = max(t, x.CompleteNs)
 	}
+	return t
 }
 
 func orDash(s string) string {

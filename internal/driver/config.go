@@ -1,8 +1,11 @@
 package driver
 
 import (
-	"replab/internal/engine"
+	"database/sql"
 	"time"
+
+	"replab/internal/engine"
+	"replab/internal/history"
 )
 
 // Config is how to drive.
@@ -69,6 +72,29 @@ type Config struct {
 	Observer Observer
 	// Now is the clock (CLOCK_MONOTONIC ns); default clock.Now.
 	Now func() int64
+	// History, when set, records every attempt of every transaction the
+	// users issue, in every phase ([run] history; see history.go): a
+	// *history.Writer. The workload adds the micro-operations through
+	// the workload.Recorder it is handed.
+	History History
+	// NodeOf names the node behind a pool that Targets gave, for the
+	// history; nil names none.
+	NodeOf func(*sql.DB) string
+}
+
+// History is where the driver records operations: a *history.Writer.
+// Record is called from every user at once.
+type History interface {
+	Record(history.Op) (int, error)
+}
+
+// HistorySampler is a History that records a part of the run only (the
+// overhead bench records in alternate slices): the driver asks it as
+// each attempt starts. An attempt it declines is not recorded and costs
+// what it costs without a history.
+type HistorySampler interface {
+	History
+	RecordAt(now int64) bool
 }
 
 // Observer sees transactions as they end, from the users' goroutines:

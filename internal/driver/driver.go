@@ -71,6 +71,8 @@ func newRun(cfg Config, types []workload.TxType) *run {
 		cfg.LagBudget = DefaultLagBudget
 	}
 	d := &run{cfg: cfg, types: types, rec: newRecorder(types, cfg.Observer)}
+	d.sampler, _ = cfg.History.(HistorySampler)
+	d.procs.Store(int64(cfg.Users)) // the users' own process numbers come first
 	switch {
 	case cfg.LagEvery >= 1:
 		d.fixedEvery = int64(cfg.LagEvery)
@@ -104,6 +106,15 @@ type run struct {
 	chosenEvery   atomic.Int64
 	warmupCommits atomic.Int64
 	reconnects    atomic.Int64 // in the measure phase
+
+	// The history (history.go): Config.History as a sampler, if it is
+	// one; the process numbers given out; the operations recorded; the
+	// first write error. cancel ends the run early.
+	sampler                        HistorySampler
+	procs                          atomic.Int64
+	histOps, histMeasure, histInfo atomic.Int64
+	histErr                        atomic.Pointer[string]
+	cancel                         context.CancelFunc
 }
 
 func (d *run) phaseAt(t int64) string {
@@ -176,6 +187,7 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 	}()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	d.cancel = cancel
 	d.start = d.cfg.Now()
 	end := d.start + int64(d.total())
 	d.end.Store(end)
@@ -234,6 +246,8 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 		}
 	}
 	res.Reconnects = d.reconnects.Load()
+	res.History = d.historyCount()
+	res.StartNs = d.start
 	if d.cfg.Transactions > 0 {
 		res.TransactionsTarget, res.TransactionsDone = d.cfg.Transactions, min(d.finished.Load(), d.cfg.Transactions)
 	}

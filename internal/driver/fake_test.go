@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -409,5 +410,40 @@ func TestTransactionsEndTheMeasurePhase(t *testing.T) {
 	}
 	if _, err := Run(ctx, Config{Users: 1, Duration: time.Second, RatePerSec: 10, Transactions: 5}, types, nil); err == nil {
 		t.Error("a count with a rate was accepted")
+	}
+}
+
+// TestSessionStatementsRunOncePerConnection: a type's Session statements
+// run when a user connects, once for the types sharing the connection,
+// and again when it reconnects. One user: with two, the other could take
+// every counted transaction while the first waits for the node's restart,
+// and the first would never reconnect in the measure phase.
+func TestSessionStatementsRunOncePerConnection(t *testing.T) {
+	db, c := fakeDB(t, "")
+	count := "INSERT INTO kv (k, v) VALUES (-1, 1) ON CONFLICT (k) DO UPDATE SET v = v + 1"
+	a, b := upsertTx(), upsertTx()
+	b.Name = "put2"
+	a.Session, b.Session = []string{count}, []string{count}
+	var killed atomic.Bool
+	run := a.Run
+	a.Run = func(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
+		if !killed.Swap(true) {
+			// One connection lost: the user makes a new one.
+			_ = c.(engine.NodeControl).Restart(ctx, "p")
+			return 0, &net.OpError{Op: "read", Net: "fake", Err: errors.New("connection reset")}
+		}
+		return run(ctx, tx, r)
+	}
+	cfg := withEngine(c, Config{Users: 1, Duration: time.Hour, Transactions: 30, Seed: 1})
+	res, err := Run(context.Background(), cfg, []workload.TxType{a, b}, Sources(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := db.QueryRow("SELECT v FROM kv WHERE k = -1").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || res.Reconnects != 1 {
+		t.Errorf("session statement ran %d times with %d reconnections; want 2: the user's connection (shared by both types) and one reconnection", n, res.Reconnects)
 	}
 }

@@ -62,6 +62,11 @@ type Result struct {
 	Gaps []Gap `json:"-"`
 	// Hist is the measure phase's latency histogram (µs) for logs.
 	Hist *hdrhistogram.Histogram `json:"-"`
+	// History counts what was recorded (Config.History); nil without.
+	History *HistoryCount `json:"-"`
+	// StartNs is when the run began on Config.Now's clock: second T of
+	// Series covers (StartNs + (T-1) s, StartNs + T s].
+	StartNs int64 `json:"-"`
 }
 
 // UserJournal is what became of one user's journalled transactions, by

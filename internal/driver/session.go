@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"replab/internal/engine"
+	"replab/internal/history"
 	"replab/internal/workload"
 )
 
@@ -28,6 +30,13 @@ type user struct {
 	jseq    int64       // the last verification journal seq given out
 	journal UserJournal // outcomes of the journalled transactions
 
+	// The history (history.go): the user's process number now, the
+	// recorder its attempts get, and a buffer for the micro-operations of
+	// an attempt that did not commit.
+	proc int
+	hrec workload.Recorder
+	hbuf []history.Mop
+
 	// Reconnection backoff (lost): the next reconnection waits until
 	// retryAt (cfg.Now's clock); backoff is the wait after the next
 	// failure, 0 once a transaction reached the server. tries counts the
@@ -42,10 +51,14 @@ type user struct {
 	beforeSend func()
 }
 
+// sending is the attempt being sent (every attempt resets it): for the
+// lag journal, and for the history's outcome (history.go) whether its
+// COMMIT was sent and whether it committed.
 type sending struct {
-	seq      int64 // its lag stamp; 0 when untracked
-	measured bool
-	sent     bool
+	seq       int64 // its lag stamp; 0 when untracked
+	measured  bool
+	sent      bool
+	committed bool
 }
 
 // markSent is Pipe.Run's beforeSend: the COMMIT is about to leave.
@@ -63,6 +76,7 @@ type userConn struct {
 	lag  *sql.Stmt   // the lag stamp there, where writing types run
 	jrn  *sql.Stmt   // the verification journal's insert there
 	pipe engine.Pipe // the pool's pipelined types'; nil if none
+	node string      // the node behind db (Config.NodeOf), for the history
 	// down: the connection broke (or a reconnection failed) and was
 	// dropped; the user reconnects before its next transaction here.
 	down bool
@@ -88,7 +102,7 @@ type userType struct {
 }
 
 func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, err error) {
-	u := &user{d: d, id: id, targets: targets, r: rand.New(rand.NewPCG(uint64(d.cfg.Seed), uint64(id)+1))}
+	u := &user{d: d, id: id, proc: id, targets: targets, r: rand.New(rand.NewPCG(uint64(d.cfg.Seed), uint64(id)+1))}
 	defer func() {
 		if err != nil {
 			u.close()
@@ -138,11 +152,15 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 		}
 	}
 	c.conn, c.lag, c.jrn, c.pipe = nil, nil, nil, nil
+	if d.cfg.NodeOf != nil {
+		c.node = d.cfg.NodeOf(c.db)
+	}
 	if d.cfg.Pipeliner != nil && !d.cfg.NoPipeline {
 		if err := d.pipe(ctx, c, u.types); err != nil {
 			return fmt.Errorf("pipeline: %w", err)
 		}
 	}
+	var session []string // run on c.conn
 	for _, ut := range u.types {
 		if ut.c != c || ut.pipe != nil {
 			continue
@@ -152,6 +170,15 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 			if c.conn, err = c.db.Conn(ctx); err != nil {
 				return fmt.Errorf("connect: %w", err)
 			}
+		}
+		for _, q := range t.Session {
+			if slices.Contains(session, q) {
+				continue // another type on this connection ran it
+			}
+			if _, err := c.conn.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("%s: session statement %q: %w", t.Name, q, err)
+			}
+			session = append(session, q)
 		}
 		ut.stmts = map[string]*sql.Stmt{}
 		for _, st := range t.Statements {
@@ -184,8 +211,8 @@ func (d *run) pipe(ctx context.Context, c *userConn, types []*userType) error {
 	var sqls []string
 	lag, jrn := -1, -1
 	for _, ut := range types {
-		if ut.c != c || ut.t.Batch == nil {
-			continue
+		if ut.c != c || ut.t.Batch == nil || len(ut.t.Session) > 0 {
+			continue // a pipe runs no session statements
 		}
 		ut.index = map[string]int{}
 		for _, st := range ut.t.Statements {
@@ -274,18 +301,27 @@ func (u *user) do(ctx context.Context, from int64) {
 	for attempt := 0; ; attempt++ {
 		var rows int64
 		var err error
+		var invoke int64
+		rec := u.startRecord()
+		if rec != nil {
+			invoke = u.d.cfg.Now()
+		}
+		u.sending = sending{}
 		if ut.t.Op != nil {
-			rows, err = u.attemptOp(ctx, ut, measured, track)
+			rows, err = u.attemptOp(ctx, ut, measured, track, rec)
 		} else if ut.pipe != nil {
-			rows, err = u.attemptBatch(ctx, ut, measured, track)
+			rows, err = u.attemptBatch(ctx, ut, measured, track, rec)
 		} else {
-			rows, err = u.attempt(ctx, ut, measured, track)
+			rows, err = u.attempt(ctx, ut, measured, track, rec)
 		}
 		now := u.d.cfg.Now()
 		gone := err != nil && ut.c != nil && connLost(err)
 		var class engine.ErrorClass
 		if err != nil {
 			class = u.d.cfg.Classify(err)
+		}
+		if rec != nil {
+			u.recordAttempt(ctx, ut, rec, invoke, now, err, class)
 		}
 		if !gone && !(class.Unavailable && ut.c != nil) {
 			// The server answered and served: a node that answers only
@@ -357,14 +393,15 @@ func (u *user) stamp(track bool) int64 {
 
 // attemptOp runs an operation that is not SQL once; one that writes and is
 // tracked carries the lag stamp in its commit (workload.OpCall).
-func (u *user) attemptOp(ctx context.Context, ut *userType, measured, track bool) (int64, error) {
-	call := workload.OpCall{User: u.id}
+func (u *user) attemptOp(ctx context.Context, ut *userType, measured, track bool, rec *workload.Recorder) (int64, error) {
+	call := workload.OpCall{User: u.id, Rec: rec}
 	if !ut.t.ReadOnly {
 		if seq := u.stamp(track); seq > 0 {
 			call.Seq = seq
 			call.Sending = func() { u.j.Sending(seq, u.d.cfg.Now(), measured) }
 		}
 	}
+	u.sending.sent = true // whether the commit left is the Op's to know
 	rows, err := ut.t.Op(ctx, call, u.r)
 	if call.Seq > 0 {
 		u.j.Done(call.Seq, err == nil)
@@ -377,16 +414,21 @@ func autocommit(t *workload.TxType) bool { return t.Autocommit && t.ReadOnly }
 
 // attempt runs the transaction once, statement by statement; a tracked
 // one adds the lag probe's update before its COMMIT.
-func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool) (int64, error) {
+func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool, rec *workload.Recorder) (int64, error) {
 	if autocommit(ut.t) {
-		return ut.t.Run(ctx, workload.NewTx(u.id, nil, ut.stmts), u.r) // read-only: never tracked
+		u.sending.sent = true // each statement commits on its own
+		t := workload.NewTx(u.id, nil, ut.stmts)
+		t.Rec = rec
+		return ut.t.Run(ctx, t, u.r) // read-only: never tracked
 	}
 	seq := u.stamp(track)
 	tx, err := ut.c.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
-	rows, err := ut.t.Run(ctx, workload.NewTx(u.id, tx, ut.stmts), u.r)
+	t := workload.NewTx(u.id, tx, ut.stmts)
+	t.Rec = rec
+	rows, err := ut.t.Run(ctx, t, u.r)
 	if err == nil && seq > 0 {
 		var res sql.Result
 		if res, err = tx.StmtContext(ctx, ut.c.lag).ExecContext(ctx, seq, u.id); err == nil {
@@ -416,7 +458,9 @@ func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool) 
 	if seq > 0 {
 		u.j.Sending(seq, u.d.cfg.Now(), measured)
 	}
+	u.sending.sent = true
 	err = tx.Commit()
+	u.sending.committed = err == nil
 	if seq > 0 {
 		u.j.Done(seq, err == nil)
 	}
@@ -458,7 +502,8 @@ func (u *user) journalOutcome(jseq int64, sent bool, err error) {
 // statement-by-statement path needs one per statement, as a client that
 // pipelines would. The COMMIT is sent with the rest, so the lag journal
 // records it as sent just before the write.
-func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track bool) (int64, error) {
+func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track bool, rec *workload.Recorder) (int64, error) {
+	ut.scratch.Rec = rec
 	calls := ut.t.Batch(u.id, u.r, &ut.scratch)
 	pc := ut.calls[:0]
 	for _, cl := range calls {
@@ -492,8 +537,9 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 	} else {
 		err = ut.pipe.Run(ctx, pc, u.beforeSend, counts)
 	}
+	u.sending.committed = u.sending.sent && err == nil
 	if seq > 0 {
-		u.j.Done(seq, u.sending.sent && err == nil)
+		u.j.Done(seq, u.sending.committed)
 	}
 	u.journalOutcome(jseq, u.sending.sent, err)
 	if err != nil {

@@ -69,6 +69,7 @@ func Aggregate(sums []*Summary, dirs []string, level float64) *Summary {
 		complete = append(complete, s)
 		completeDirs = append(completeDirs, dir)
 	}
+	agg.Consistency = foldConsistency(sums, dirs)
 	if len(complete) == 0 {
 		return agg
 	}
@@ -110,6 +111,10 @@ func repetitionOf(dir string, s *Summary) Repetition {
 	}
 	if len(s.Verdicts) > 0 {
 		rep.Verdicts = s.Verdicts
+	}
+	if c := s.Consistency; c != nil && c.Error == "" {
+		n := c.anomalyCount()
+		rep.Anomalies = &n
 	}
 	return rep
 }
@@ -193,6 +198,7 @@ var foldRules = []struct {
 	{"verdicts", skip}, {"monitor.warnings", skip},
 	{"steady.slope_low_pct_per_min", skip}, {"steady.slope_high_pct_per_min", skip},
 	{"faults", skip}, {"faults.*.fault", skip}, // foldFaults
+	{"consistency", skip}, // foldConsistency
 
 	// Counts of events, and time measured. (A count behind a summary, such
 	// as a percentile summary's count or the monitors' samples, is a mean

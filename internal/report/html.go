@@ -47,7 +47,9 @@ type section struct {
 	ID, Title, Intro string
 	Notes            []string
 	Tables           []htmlTable
-	Figures          []figure
+	// Pre are blocks of preformatted text (an anomaly's witness).
+	Pre     []string
+	Figures []figure
 }
 
 type htmlTable struct {
@@ -99,7 +101,8 @@ var pageTmpl = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 {{end}}</tbody>
 </table>{{if .Note}}<p class="tnote">{{.Note}}</p>{{end}}</div>{{end}}
 </div>{{end}}
-{{if .Figures}}<div class="figs">{{range .Figures}}
+{{range .Pre}}<pre class="witness">{{.}}</pre>
+{{end}}{{if .Figures}}<div class="figs">{{range .Figures}}
 <figure id="fig-{{.ID}}">
 <figcaption><span class="t">{{.Title}}</span>{{if .Note}}<span class="fnote">{{.Note}}</span>{{end}}
 {{if .Legend}}<span class="legend">{{range .Legend}}<span class="key"><span class="sw{{if .Box}} box{{end}}" style="{{if .Box}}background:{{.Colour}}{{else}}border-top-color:{{.Colour}}{{if .Dash}};border-top-style:dashed{{end}}{{end}}"></span>{{.Name}}</span>{{end}}</span>{{end}}

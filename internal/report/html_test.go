@@ -48,6 +48,14 @@ var reportCases = []reportCase{
 		browser: true,
 	},
 	{
+		name: "a run that recorded its history (consistency_test.go checks the section)",
+		dir:  consistencyFixture,
+		charts: []string{"anomalies-time", "throughput", "latency-time", "latency-cdf", "lag-time", "lag-cdf", "repl-bytes",
+			"link-util", "roles"},
+		text: []string{"quickstart-anomalies", "Anomalies by class", "G2-item", `<pre class="witness">G-single: a cycle of 2 transactions`,
+			"T2 -rw-&gt; T1: T2 read key 1 as [], T1 appended 10 to key 1, its first element"},
+	},
+	{
 		name:    "a run from before the monitors",
 		dir:     withoutMonitors,
 		charts:  []string{"throughput", "latency-time", "latency-cdf", "lag-time", "lag-cdf", "link-util"},

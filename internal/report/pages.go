@@ -456,6 +456,9 @@ func runPage(r *Results) *page {
 	if sec, ok := faultsSection(r); ok {
 		p.Sections = append(p.Sections, sec)
 	}
+	if sec, ok := consistencySection(r, &p.Missing); ok {
+		p.Sections = append(p.Sections, sec)
+	}
 	p.Sections = append(p.Sections, runDetail(r, &p.Missing)...)
 	p.Sections = append(p.Sections, section{ID: "environment", Title: "Environment", Tables: []htmlTable{envTable(s, r.Env)}})
 	return p
@@ -687,6 +690,9 @@ func repetitionsPage(r *Results) *page {
 	}
 
 	if sec, ok := faultsSection(r); ok {
+		p.Sections = append(p.Sections, sec)
+	}
+	if sec, ok := consistencySection(r, &p.Missing); ok {
 		p.Sections = append(p.Sections, sec)
 	}
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"replab/internal/check"
 	"replab/internal/fault"
 	"replab/internal/pagestats"
 )
@@ -45,6 +46,10 @@ type Results struct {
 	// says why it could not be read (also a Problem).
 	Faults      []fault.Event
 	FaultsError string
+	// Check is check.json (the verdict on the run's history) and
+	// Anomalies anomalies.csv, when the run recorded its history.
+	Check     *check.Result
+	Anomalies []AnomalyRow
 	// WarmupS is resolved-spec.json's warmup, when it is there: where the
 	// measure phase began when series.csv cannot tell.
 	WarmupS *float64
@@ -142,6 +147,8 @@ func load(dir string, depth int) (*Results, error) {
 	r.readHists()
 	r.readPages()
 	r.readFaults()
+	r.readCheck()
+	r.Anomalies = readRows(r, AnomaliesFile, parseAnomaly)
 	r.readWarmup()
 	if depth == 0 {
 		r.readReps()

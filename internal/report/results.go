@@ -111,6 +111,10 @@ type Summary struct {
 	// every page).
 	Pages *pagestats.Summary `json:"pages,omitempty"`
 
+	// Consistency: what the check of the run's history found ([run]
+	// history; check.json has every detail).
+	Consistency *Consistency `json:"consistency,omitempty"`
+
 	// With repetitions: a confidence interval for every headline figure
 	// ("tpm", "commit_latency_ms.p99", "replicas.e1.lag_ms.p50", …), tpm's
 	// also as tpm_ci, and one line per repetition.
@@ -154,6 +158,9 @@ type Repetition struct {
 	// Verdicts are the repetition's own, per replica (the aggregate's
 	// Verdicts tally them).
 	Verdicts map[string]string `json:"verdicts,omitempty"`
+	// Anomalies is how many the check of its history found (absent when
+	// it recorded none).
+	Anomalies *int64 `json:"anomalies,omitempty"`
 }
 
 // Replica is one replica's replication latency.
@@ -374,6 +381,7 @@ func PrintSummary(w io.Writer, s *Summary) {
 	printConvergence(w, s.Convergence)
 	printVerification(w, s.Verification)
 	printFallbacks(w, s.SyncFallbacks)
+	printConsistency(w, s)
 	if b := s.BehindScheduleMs; b != nil {
 		fmt.Fprintf(w, "  schedule    behind p99 %s ms, max %s ms, %d skipped\n", shown(s, "behind_schedule_ms.p99", b.P99, "%.2f"),
 			shown(s, "behind_schedule_ms.max", b.Max, "%.2f"), s.Skipped)

@@ -17,6 +17,7 @@ import (
 	"replab/internal/spec"
 	"replab/internal/workload"
 	"replab/internal/workload/kvinsert"
+	"replab/internal/workload/listappend"
 	"replab/internal/workload/personnel"
 )
 
@@ -43,7 +44,7 @@ func fakeRun(t *testing.T, text string) (map[string]any, string, string, error) 
 	out := filepath.Join(dir, "results")
 	_, _, runErr := Run(ctx, s, Options{
 		Out: out, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &log, Version: "test", Offline: true,
-		Engines: engine.NewRegistry(fake.Engine{}), Workloads: workload.NewRegistry(personnel.Factory, kvinsert.Factory),
+		Engines: engine.NewRegistry(fake.Engine{}), Workloads: workload.NewRegistry(personnel.Factory, kvinsert.Factory, listappend.Factory),
 	})
 	if testing.Verbose() {
 		t.Logf("run log:\n%s", log.String())

@@ -7,6 +7,7 @@ package runner
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -474,13 +475,14 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 
 	types := r.wl.Transactions()
 	var targets driver.Targets
+	var nodeOf func(*sql.DB) string
 	if !workload.OpsOnly(types) {
-		t, closeTargets, err := r.targets(ctx)
+		t, n, closeTargets, err := r.targets(ctx)
 		if err != nil {
 			return r.sum, err
 		}
 		defer closeTargets()
-		targets = t
+		targets, nodeOf = t, n
 	}
 	if cn, ok := r.wl.(workload.Connector); ok {
 		r.opJournal = r.kvJournal()
@@ -491,6 +493,10 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		defer cn.Close()
 	}
 	cfg := r.driverConfig()
+	hist, err := r.startHistory(dir, &cfg, nodeOf)
+	if err != nil {
+		return r.sum, err
+	}
 	mode := fmt.Sprintf("%d users", cfg.Users)
 	if cfg.RatePerSec > 0 {
 		mode = fmt.Sprintf("open loop at %.2f/s (%d connections)", cfg.RatePerSec, cfg.Users)
@@ -505,6 +511,12 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	r.checkReserve(own)
 	if r.opt.Live {
 		fmt.Fprintln(r.log)
+	}
+	if hist != nil {
+		// Checked last, on every way out: after the catch-up and the
+		// verification, which the check's CPU would disturb.
+		herr := hist.Close()
+		defer func() { r.checkHistory(ctx, dir, herr) }()
 	}
 	events := append(r.faults.stop(), r.shellFaults(driverStart)...)
 	if err != nil {

@@ -95,21 +95,33 @@ func names(ns []engine.Node) string {
 // of the same kind, as a client with a list of nodes tries them in turn:
 // a Galera member cut off from the primary component sends its users to
 // the others.
-func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
+//
+// nodeOf names the node behind one of the pools, for the history.
+func (r *run) targets(ctx context.Context) (t driver.Targets, nodeOf func(*sql.DB) string, closeAll func(), err error) {
 	sc, ok := r.cluster.(engine.SQL)
 	if !ok {
-		return nil, nil, fmt.Errorf("engine %s has no SQL: the %s workload cannot run on it", r.eng.Kind(), r.wl.Name())
+		return nil, nil, nil, fmt.Errorf("engine %s has no SQL: the %s workload cannot run on it", r.eng.Kind(), r.wl.Name())
 	}
 	// Users call targets at once when they reconnect (after a failover,
 	// every user of the lost node): the pools are shared under mu.
 	var mu sync.Mutex
 	pools := map[string]*sql.DB{}
-	closeAll := func() {
+	closeAll = func() {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, db := range pools {
 			db.Close()
 		}
+	}
+	nodeOf = func(db *sql.DB) string {
+		mu.Lock()
+		defer mu.Unlock()
+		for name, p := range pools {
+			if p == db {
+				return name
+			}
+		}
+		return ""
 	}
 	open := func(n engine.Node) (*sql.DB, error) {
 		mu.Lock()
@@ -178,7 +190,7 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 	// before the clock starts.
 	for _, t := range r.wl.Transactions() {
 		if _, err := pick(0, 0, t.At); err != nil {
-			return nil, nil, fmt.Errorf("transaction %s: %w", t.Name, err)
+			return nil, nil, nil, fmt.Errorf("transaction %s: %w", t.Name, err)
 		}
 	}
 	targets := func(user, tries int, at string) (*sql.DB, error) {
@@ -188,7 +200,7 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 		}
 		return open(n)
 	}
-	return targets, closeAll, nil
+	return targets, nodeOf, closeAll, nil
 }
 
 // siteDo runs functions inside a site's namespace; nil offline.

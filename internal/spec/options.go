@@ -118,6 +118,42 @@ func (o *Options) Int(key string, def, lo, hi int64) int64 {
 	return n
 }
 
+// IntRange reads a range of whole numbers in [lo, hi]: written as one
+// number N (the range N to N) or as a list of two, [min, max] with min ≤
+// max; defLo, defHi when absent.
+func (o *Options) IntRange(key string, defLo, defHi, lo, hi int64) (int64, int64) {
+	v, ok := o.raw(key)
+	if !ok {
+		return defLo, defHi
+	}
+	bad := func() (int64, int64) {
+		o.Errorf(key, "want a whole number from %d to %d, or a range [min, max] of them, like [%d, %d]", lo, hi, lo, min(lo+3, hi))
+		return defLo, defHi
+	}
+	var a, b int64
+	switch x := v.(type) {
+	case int64:
+		a, b = x, x
+	case []any:
+		if len(x) != 2 {
+			return bad()
+		}
+		var isInt bool
+		if a, isInt = x[0].(int64); !isInt {
+			return bad()
+		}
+		if b, isInt = x[1].(int64); !isInt {
+			return bad()
+		}
+	default:
+		return bad()
+	}
+	if a < lo || b > hi || a > b {
+		return bad()
+	}
+	return a, b
+}
+
 // String reads a string, one of allowed when any are given, or def when
 // absent. Surrounding blanks are trimmed.
 func (o *Options) String(key, def string, allowed ...string) string {

@@ -199,3 +199,43 @@ func TestWarnings(t *testing.T) {
 		t.Errorf("a point's warnings %v", got)
 	}
 }
+
+// TestIntRangeReadsANumberOrAPair: N is the range N..N, [a, b] is a..b,
+// and anything else (a reversed pair, three numbers, a string, a bound
+// passed) is an error at the key's line, the default returned.
+func TestIntRangeReadsANumberOrAPair(t *testing.T) {
+	s, err := Parse("o.toml", []byte(strings.Replace(optionsSpec, "typo_key = 1\n", `pair = [1, 4]
+one = 3
+reversed = [4, 1]
+three = [1, 2, 3]
+word = "1..4"
+above = [1, 40]
+`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.SchemeOptions("engine x")
+	for _, tc := range []struct {
+		key    string
+		lo, hi int64
+	}{{"pair", 1, 4}, {"one", 3, 3}, {"absent", 2, 5}, {"reversed", 2, 5}, {"three", 2, 5}, {"word", 2, 5}, {"above", 2, 5}} {
+		if lo, hi := o.IntRange(tc.key, 2, 5, 1, 10); lo != tc.lo || hi != tc.hi {
+			t.Errorf("%s: %d..%d, want %d..%d", tc.key, lo, hi, tc.lo, tc.hi)
+		}
+	}
+	for _, k := range []string{"commit", "users", "big", "flag", "notflag", "every", "fast", "level"} {
+		o.Has(k)
+	}
+	err = o.Err()
+	if err == nil {
+		t.Fatal("no errors")
+	}
+	for _, line := range []string{"o.toml:23: scheme.reversed", "o.toml:24: scheme.three", "o.toml:25: scheme.word", "o.toml:26: scheme.above"} {
+		if !strings.Contains(err.Error(), line+": want a whole number from 1 to 10, or a range [min, max] of them, like [1, 4]") {
+			t.Errorf("no %q in:\n%v", line, err)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 4 {
+		t.Errorf("%d errors, want 4:\n%v", n, err)
+	}
+}

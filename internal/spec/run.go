@@ -11,7 +11,7 @@ import (
 var (
 	workloadKeyRE = identRE
 	runKeys       = []string{"users", "warmup", "duration", "cooldown", "transactions", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval",
-		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample", "provision", "verify",
+		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample", "provision", "verify", "history",
 		"search", "search_steps", "search_min_efficiency", "search_max_p99", "search_max_error_pct",
 		"search_range", "search_resolution", "search_max_lag_p99", "metrics"}
 	provisions = []string{ProvisionAuto, ProvisionFast, ProvisionLink}
@@ -171,6 +171,10 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 		c.remember(s, p.child("verify"))
 		r.Verify = v.(bool)
 	}
+	if v, ok := c.get(p, m, "history", kBool, "true or false"); ok {
+		c.remember(s, p.child("history"))
+		r.History = v.(bool)
+	}
 	if v, ok := c.get(p, m, "provision", kString, `"auto", "fast" or "link"`); ok {
 		c.remember(s, p.child("provision"))
 		pv := strings.TrimSpace(v.(string))
@@ -322,6 +326,16 @@ func (c *decoder) repetitions(s *Spec, p path, m map[string]any) {
 	if r.Repetitions > r.MaxRepetitions {
 		r.MaxRepetitions = r.Repetitions
 	}
+}
+
+// HistoryOn says whether a run records its history (history.jsonl) and
+// checks it: [run] history as written, or byDefault when it is not (the
+// workloads made for checking record by default).
+func (s *Spec) HistoryOn(byDefault bool) bool {
+	if s.Written("run.history") {
+		return s.Run.History
+	}
+	return s.Run.History || byDefault
 }
 
 // VerifyOn says whether a run journals its commits for verification:

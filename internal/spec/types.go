@@ -247,6 +247,12 @@ type Run struct {
 	// defaults to on when the spec has [[fault]]s (see Spec.VerifyOn).
 	Verify bool
 
+	// History records every operation the users issue (history.jsonl) and
+	// checks it after the run (docs/consistency.md). The workloads made
+	// for checking turn it on unless it is written false (see
+	// Spec.HistoryOn).
+	History bool
+
 	// Provision says over which links the lab is built and loaded: the
 	// configured ones (ProvisionLink), unshaped ones with the configured
 	// conditions applied when the measurement starts (ProvisionFast), or

@@ -80,6 +80,13 @@ type TxType struct {
 	// Statements are prepared once per user connection; Run addresses
 	// them by name.
 	Statements []Statement
+	// Session statements run once on each connection the type's
+	// transactions use, when the user connects and again after it
+	// reconnects (SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION
+	// LEVEL SERIALIZABLE, SET SESSION wsrep_sync_wait = 1): a setting
+	// of every transaction on the connection, at no cost per transaction.
+	// Types that share a connection (the same place) should agree.
+	Session []string
 	// Run executes the transaction's statements inside tx and returns
 	// how many rows it changed. r is the user's own deterministic source.
 	Run func(ctx context.Context, tx *Tx, r *rand.Rand) (int64, error)
@@ -107,6 +114,9 @@ type TxType struct {
 // the lag probe's stamp to carry in its commit.
 type OpCall struct {
 	User int
+	// Rec records the call's micro-operations for the history; nil when
+	// the run records none (its methods are no-ops on nil).
+	Rec *Recorder
 	// Seq is the user's lag stamp when the driver tracks this call (0
 	// when it does not): the Op commits it with its change, as the
 	// cluster's engine.LagStamps read it back at the replicas, and calls
@@ -191,6 +201,9 @@ type Call struct {
 // the garbage collector's share of it, in a profile of replab run).
 type Scratch struct {
 	State any
+	// Rec records the batch's micro-operations for the history (the
+	// driver sets it before each Batch); nil when the run records none.
+	Rec *Recorder
 }
 
 // StateOf is s's State as a *T, made on the first call (and set up by
@@ -214,7 +227,10 @@ func StateOf[T any](s *Scratch, init func(*T)) *T {
 // Tx is one attempt of a transaction, with the user's prepared statements.
 type Tx struct {
 	// User is the number of the user running it (0 … users-1).
-	User  int
+	User int
+	// Rec records the attempt's micro-operations for the history; nil
+	// when the run records none (its methods are no-ops on nil).
+	Rec   *Recorder
 	tx    *sql.Tx
 	stmts map[string]*sql.Stmt
 }

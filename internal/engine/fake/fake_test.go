@@ -268,6 +268,26 @@ func TestStatementsTheFakeUnderstands(t *testing.T) {
 	if strings.Join(got, "; ") != "1 a 15; 2 b 20" {
 		t.Errorf("rows %q", got)
 	}
+	// Lists kept as text, appended with || (PostgreSQL) or CONCAT (MySQL);
+	// session settings are taken and ignored.
+	mustExec("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+	for i, q := range []string{
+		"INSERT INTO t AS x (id, name, n) VALUES ($1, $2, 0) ON CONFLICT (id) DO UPDATE SET name = x.name || ',' || $2",
+		"INSERT INTO t (id, name, n) VALUES (?, ?, 0) ON DUPLICATE KEY UPDATE name = CONCAT(name, ',', ?)",
+	} {
+		for _, v := range []string{"1", "22", "333"} {
+			id := int64(10 + i)
+			if n := mustExec(q, id, v, v); n != 1 {
+				t.Errorf("%s: %d rows", q, n)
+			}
+		}
+	}
+	for _, id := range []int64{10, 11} {
+		var list string
+		if err := db.QueryRow("SELECT name FROM t WHERE id = $1", id).Scan(&list); err != nil || list != "1,22,333" {
+			t.Errorf("list %d: %q, %v", id, list, err)
+		}
+	}
 	if _, err := db.Exec("SELECT * FROM t JOIN u USING (id)"); err == nil || engine.Classify(c, err).Code != "42601" {
 		t.Errorf("a join: %v, want SQLSTATE 42601", err)
 	}

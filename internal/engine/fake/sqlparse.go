@@ -8,12 +8,15 @@ import (
 )
 
 // The fake's SQL: just enough for replab's own statements (the lag table,
-// markers) and simple workloads (kv-insert, personnel): CREATE TABLE,
-// CREATE INDEX (ignored), INSERT … VALUES with ON CONFLICT / ON DUPLICATE
-// KEY, UPDATE … SET … WHERE key = x, SELECT columns | count(*) FROM t
-// [WHERE key = x], DELETE FROM t WHERE key = x, ANALYZE (ignored).
-// Placeholders are $n (postgres) or ? (mysql); values are placeholders,
-// integers or 'strings'. Anything else is refused with SQLSTATE 42601.
+// markers) and simple workloads (kv-insert, personnel, list-append,
+// rw-register): CREATE TABLE, CREATE INDEX (ignored), INSERT INTO t [AS
+// alias] … VALUES with ON CONFLICT / ON DUPLICATE KEY, UPDATE … SET …
+// WHERE key = x, SELECT columns | count(*) FROM t [WHERE key = x], DELETE
+// FROM t WHERE key = x, ANALYZE and SET (ignored: the fake has no
+// isolation levels or session settings). Placeholders are $n (postgres)
+// or ? (mysql); values are placeholders, integers, 'strings', a column of
+// the row being changed (col, t.col, col + n), and text joined with ||
+// or CONCAT(…). Anything else is refused with SQLSTATE 42601.
 
 type opKind int
 
@@ -52,6 +55,10 @@ type term struct {
 	// delta n.
 	self  string
 	delta int64
+	// col names the row's own column as it is (SET v = t.v || …).
+	col string
+	// concat joins its terms as text (a || b, CONCAT(a, b)).
+	concat []term
 }
 
 type assign struct {
@@ -61,11 +68,11 @@ type assign struct {
 
 var (
 	createRE = regexp.MustCompile(`(?is)^\s*CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)\s*\((.*)\)[^)]*$`)
-	insertRE = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s+(\w+)\s*\(([^)]*)\)\s*VALUES\s*(.*?)\s*(ON\s+(?:CONFLICT|DUPLICATE)\b.*)?$`)
+	insertRE = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s+(\w+)(?:\s+AS\s+\w+)?\s*\(([^)]*)\)\s*VALUES\s*(.*?)\s*(ON\s+(?:CONFLICT|DUPLICATE)\b.*)?$`)
 	updateRE = regexp.MustCompile(`(?is)^\s*UPDATE\s+(\w+)\s+SET\s+(.*?)\s+WHERE\s+(\w+)\s*=\s*(\S+)\s*$`)
 	selectRE = regexp.MustCompile(`(?is)^\s*SELECT\s+(.*?)\s+FROM\s+(\w+)(?:\s+WHERE\s+(\w+)\s*=\s*(\S+))?\s*$`)
 	deleteRE = regexp.MustCompile(`(?is)^\s*DELETE\s+FROM\s+(\w+)\s+WHERE\s+(\w+)\s*=\s*(\S+)\s*$`)
-	ignoreRE = regexp.MustCompile(`(?is)^\s*(ANALYZE|CREATE\s+(UNIQUE\s+)?INDEX)\b`)
+	ignoreRE = regexp.MustCompile(`(?is)^\s*(ANALYZE|SET|CREATE\s+(UNIQUE\s+)?INDEX)\b`)
 	pkRE     = regexp.MustCompile(`(?is)^\s*(?:CONSTRAINT\s+\w+\s+)?PRIMARY\s+KEY\s*\(([^)]*)\)`)
 	setRE    = regexp.MustCompile(`(?is)^\s*(\w+)\s*=\s*(.+?)\s*$`)
 )
@@ -220,10 +227,18 @@ func (p *parser) assigns(set string) ([]assign, error) {
 var (
 	excludedRE = regexp.MustCompile(`(?i)^(?:EXCLUDED\.(\w+)|VALUES\s*\(\s*(\w+)\s*\))$`)
 	selfRE     = regexp.MustCompile(`^([A-Za-z_]\w*)\s*([+-])\s*(\d+)$`)
+	colRE      = regexp.MustCompile(`^(?:[A-Za-z_]\w*\.)?([A-Za-z_]\w*)$`)
+	concatRE   = regexp.MustCompile(`(?is)^CONCAT\s*\((.*)\)$`)
 )
 
 func (p *parser) term(v string) (term, error) {
 	v = strings.TrimSpace(v)
+	if parts := splitConcat(v); len(parts) > 1 {
+		return p.concat(parts)
+	}
+	if m := concatRE.FindStringSubmatch(v); m != nil {
+		return p.concat(splitTop(m[1]))
+	}
 	switch {
 	case v == "?":
 		p.next++
@@ -255,7 +270,46 @@ func (p *parser) term(v string) (term, error) {
 	if f, err := strconv.ParseFloat(v, 64); err == nil {
 		return term{param: -1, lit: f}, nil
 	}
+	if m := colRE.FindStringSubmatch(v); m != nil {
+		return term{param: -1, col: lower(m[1])}, nil
+	}
 	return term{}, sqlErr("42601", "fake engine: value %s not understood", short(v))
+}
+
+// concat is the text of parts joined.
+func (p *parser) concat(parts []string) (term, error) {
+	t := term{param: -1}
+	for _, part := range parts {
+		pt, err := p.term(part)
+		if err != nil {
+			return term{}, err
+		}
+		t.concat = append(t.concat, pt)
+	}
+	return t, nil
+}
+
+// splitConcat splits s at || outside quotes and parentheses.
+func splitConcat(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	quote := false
+	for i := 0; i < len(s); i++ {
+		switch ch := s[i]; {
+		case ch == '\'':
+			quote = !quote
+		case quote:
+		case ch == '(':
+			depth++
+		case ch == ')':
+			depth--
+		case ch == '|' && depth == 0 && i+1 < len(s) && s[i+1] == '|':
+			out = append(out, s[start:i])
+			start = i + 2
+			i++
+		}
+	}
+	return append(out, s[start:])
 }
 
 // splitTop splits s at commas outside parentheses and quotes.

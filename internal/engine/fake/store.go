@@ -73,6 +73,23 @@ func norm(v driver.Value) string {
 	return fmt.Sprintf("?%v", v)
 }
 
+// text is a value as text, as || and CONCAT take it.
+func text(v driver.Value) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return fmt.Sprint(v)
+}
+
 // rowOp is one row image of a committed change: the row after it, or nil
 // for a deleted row.
 type rowOp struct {
@@ -152,8 +169,25 @@ func (v *view) scan(name string, t *table) [][]driver.Value {
 // exec runs one statement with its arguments: the rows it affected, and
 // for a SELECT its columns and rows.
 func (v *view) exec(s *stmt, args []driver.Value) (affected int64, cols []string, rows [][]driver.Value, err error) {
-	bind := func(t term, excluded, cur []driver.Value, tb *table) (driver.Value, error) {
+	var bind func(t term, excluded, cur []driver.Value, tb *table) (driver.Value, error)
+	bind = func(t term, excluded, cur []driver.Value, tb *table) (driver.Value, error) {
 		switch {
+		case t.concat != nil:
+			var b strings.Builder
+			for _, part := range t.concat {
+				v, err := bind(part, excluded, cur, tb)
+				if err != nil {
+					return nil, err
+				}
+				b.WriteString(text(v))
+			}
+			return b.String(), nil
+		case t.col != "":
+			i := tb.col(t.col)
+			if i < 0 || cur == nil {
+				return nil, sqlErr("42703", "fake engine: no column %s in the row being changed", t.col)
+			}
+			return cur[i], nil
 		case t.self != "":
 			i := tb.col(t.self)
 			if i < 0 || cur == nil {

@@ -110,6 +110,14 @@ func CheckDocs(t *testing.T, engines *engine.Registry, docPath string, f workloa
 // measured: no root needed), and returns summary.json and the run's log.
 func RunOnFake(t *testing.T, f workload.Factory, options string) (summary []byte, log string) {
 	t.Helper()
+	summary, _, log = RunOnFakeWith(t, f, options, "users = 2")
+	return summary, log
+}
+
+// RunOnFakeWith is RunOnFake with [run] lines of its own besides the
+// phases (users = 2 in RunOnFake); it also returns the results directory.
+func RunOnFakeWith(t *testing.T, f workload.Factory, options, run string) (summary []byte, results, log string) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, f.Kind+".toml")
 	text := fmt.Sprintf(`[lab]
@@ -131,11 +139,11 @@ from = "p"
 kind = %q
 %s
 [run]
-users = 2
 warmup = "200ms"
 duration = "1s"
 cooldown = "0s"
-`, f.Kind, f.Kind, options)
+%s
+`, f.Kind, f.Kind, options, run)
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +154,7 @@ cooldown = "0s"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	results := filepath.Join(dir, "results")
+	results = filepath.Join(dir, "results")
 	if _, _, err := runner.Run(ctx, s, runner.Options{Out: results, StateRoot: t.TempDir(), DataRoot: t.TempDir(), Log: &out, Offline: true,
 		Engines: engine.NewRegistry(fake.Engine{}), Workloads: workload.NewRegistry(f)}); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
@@ -155,5 +163,58 @@ cooldown = "0s"
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, out.String()
+	return b, results, out.String()
+}
+
+// OptionErrors builds f's workload from each testdata/options/*.toml and
+// compares the error with the .golden file beside it (update rewrites
+// them). A file is [workload] option lines (placed in Spec: the first is
+// line 15) or, when it has [lab], a whole spec; a first line
+// "# dialect: mysql" picks the dialect (default postgres). Every file
+// must give an error.
+func OptionErrors(t *testing.T, f workload.Factory, update bool) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "options", "*.toml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata/options/*.toml: %v", err)
+	}
+	for _, file := range files {
+		name := filepath.Base(file)
+		t.Run(strings.TrimSuffix(name, ".toml"), func(t *testing.T) {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := string(b)
+			dialect := engine.Postgres
+			if first, _, _ := strings.Cut(text, "\n"); strings.HasPrefix(first, "# dialect:") {
+				dialect = engine.Dialect(strings.TrimSpace(strings.TrimPrefix(first, "# dialect:")))
+			}
+			if !strings.Contains(text, "[lab]") {
+				text = Spec(f.Kind, 1, strings.TrimSpace(text))
+			}
+			s, err := spec.Parse(name, []byte(text))
+			if err != nil {
+				t.Fatalf("spec: %v", err)
+			}
+			_, err = workload.NewRegistry(f).For(s, dialect)
+			if err == nil {
+				t.Fatalf("%s built without error", name)
+			}
+			got := err.Error() + "\n"
+			golden := strings.TrimSuffix(file, ".toml") + ".golden"
+			if update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("error differs from %s\ngot:\n%s\nwant:\n%s", golden, got, want)
+			}
+		})
+	}
 }
