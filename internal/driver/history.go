@@ -73,7 +73,10 @@ func (u *user) outcome(ctx context.Context, ut *userType, err error, class engin
 	case err == nil || u.sending.committed:
 		return history.OK
 	case ut.t.Op != nil:
-		if class.Conflict {
+		// An Op knows better than the driver what it sent: a read changes
+		// nothing whatever happened to it, and an engine says when nothing
+		// certainly committed (engine.ErrNotCommitted).
+		if class.Conflict || ut.t.ReadOnly || errors.Is(err, engine.ErrNotCommitted) {
 			return history.Fail
 		}
 		return history.Info

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"replab/internal/engine"
-	"replab/internal/history"
 	"replab/internal/workload"
 )
 
@@ -47,15 +46,6 @@ const (
 	TxRead  = "read"
 )
 
-// Recorder takes the workload's completed operations: *history.Writer
-// does (Record is safe for concurrent users and keeps nothing of op).
-// The driver's own history recorder is being built beside this workload;
-// until it is wired in, a run's history comes from whoever calls
-// RecordTo.
-type Recorder interface {
-	Record(op history.Op) (int, error)
-}
-
 // Workload is kv-register with its options resolved.
 type Workload struct {
 	keys        int
@@ -66,24 +56,19 @@ type Workload struct {
 	maxLag      time.Duration
 	timeout     time.Duration
 
-	rec Recorder // nil: nothing recorded
-
 	mu      sync.Mutex
 	users   []*user      // one per driver user, made by Connect
 	cluster any          // for classifying errors
 	nodes   []string     // every node, for reads_at = "any"
 	keyBase int64        // the first key of this measurement
 	round   int64        // measurements connected so far
-	procs   atomic.Int64 // the next new process number
 	next    atomic.Int64 // the last value written (values are unique)
-	recErr  error        // the first error of the recorder
 }
 
 // user is one driver user's client and session.
 type user struct {
-	c       engine.KVClient
-	process int
-	readAt  string // reads_at = "replica": this user's replica
+	c      engine.KVClient
+	readAt string // reads_at = "replica": this user's replica
 }
 
 // New reads the options: keys, ops_per_txn, read_share, reads_at,
@@ -128,15 +113,12 @@ func ParseConsistency(s string) (engine.KVConsistency, time.Duration, error) {
 	return "", 0, fmt.Errorf(`unknown consistency %q; choose "none", "time:DURATION" (e.g. "time:100ms") or "commit"`, s)
 }
 
-// RecordTo sends every completed operation to rec from now on (nil: none).
-func (w *Workload) RecordTo(rec Recorder) {
-	w.mu.Lock()
-	w.rec = rec
-	w.mu.Unlock()
-}
-
 // Name implements workload.Workload.
 func (w *Workload) Name() string { return "kv-register" }
+
+// HistoryByDefault implements workload.HistoryByDefault: a run records
+// and checks its history unless the spec says [run] history = false.
+func (w *Workload) HistoryByDefault() bool { return true }
 
 // Schema implements workload.Workload: the records go into the engine's
 // one store of records, kv (which the convergence check compares); there

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"replab/internal/check"
+	"replab/internal/clock"
 	"replab/internal/engine"
 	"replab/internal/history"
 	"replab/internal/workload"
@@ -77,13 +78,17 @@ func TestOptions(t *testing.T) {
 }
 
 // rig is a kv-register workload connected to an in-memory cluster, its
-// history going to a buffer.
+// history going to a buffer as the driver writes it (driver/history.go):
+// the workload's micro-operations and node, the driver's times, outcome
+// and process numbers.
 type rig struct {
-	w    *Workload
-	kv   *workloadtest.MemKV
-	hist *history.Writer
-	buf  bytes.Buffer
-	r    *rand.Rand
+	w     *Workload
+	kv    *workloadtest.MemKV
+	hist  *history.Writer
+	buf   bytes.Buffer
+	r     *rand.Rand
+	procs []int // each user's process
+	next  int   // the next new process
 }
 
 func newRig(t *testing.T, options string, users int) *rig {
@@ -94,7 +99,10 @@ func newRig(t *testing.T, options string, users int) *rig {
 	}
 	g := &rig{w: w, kv: workloadtest.NewMemKV("m", "r1"), r: rand.New(rand.NewPCG(1, 2))}
 	g.hist = history.NewWriter(&g.buf)
-	w.RecordTo(g.hist)
+	for i := range users {
+		g.procs = append(g.procs, i)
+	}
+	g.next = users
 	if err := w.Connect(context.Background(), workload.ConnectEnv{Cluster: g.kv, Nodes: g.kv.Nodes(), Users: users}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +113,32 @@ func newRig(t *testing.T, options string, users int) *rig {
 func (g *rig) do(t *testing.T, user int, typ string) error {
 	t.Helper()
 	for _, tt := range g.w.Transactions() {
-		if tt.Name == typ {
-			_, err := tt.Op(context.Background(), workload.OpCall{User: user}, g.r)
-			return err
+		if tt.Name != typ {
+			continue
 		}
+		var rec workload.Recorder
+		invoke := clock.Now()
+		_, err := tt.Op(context.Background(), workload.OpCall{User: user, Rec: &rec}, g.r)
+		op := history.Op{Process: g.procs[user], Node: rec.Node(), Type: history.OK, F: history.FTxn,
+			InvokeNs: invoke, CompleteNs: clock.Now(), TxnType: typ, Value: slices.Clone(rec.Mops())}
+		if err != nil {
+			op.Type, op.Error = history.Info, engine.Classify(g.kv, err).Code
+			if tt.ReadOnly || errors.Is(err, engine.ErrNotCommitted) {
+				op.Type = history.Fail
+			}
+			for i := range op.Value {
+				if op.Value[i].Fn == history.FnRead {
+					op.Value[i] = history.ReadNull(op.Value[i].Key)
+				}
+			}
+		}
+		if op.Type == history.Info {
+			g.procs[user], g.next = g.next, g.next+1
+		}
+		if _, rerr := g.hist.Record(op); rerr != nil {
+			t.Fatal(rerr)
+		}
+		return err
 	}
 	t.Fatalf("no type %s", typ)
 	return nil

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"replab/internal/clock"
 	"replab/internal/engine"
 	"replab/internal/history"
 	"replab/internal/workload"
@@ -16,7 +15,11 @@ import (
 
 // One client per user, from the client's site: a write goes to the master
 // (the client follows it), a read to where reads_at says. Each operation
-// is timed on the lab's clock and recorded when it completes.
+// records its micro-operations and the node it ran at through the call's
+// recorder (OpCall.Rec); the driver times it and writes it with its
+// outcome: ok, fail when nothing certainly committed (a read, or a put the
+// engine refused before its commit: engine.ErrNotCommitted), info when a
+// put may have committed.
 
 var _ workload.Connector = (*Workload)(nil)
 
@@ -46,7 +49,7 @@ func (w *Workload) Connect(ctx context.Context, env workload.ConnectEnv) error {
 			}
 			return fmt.Errorf("user %d: %w", i, err)
 		}
-		us[i] = &user{c: c, process: i}
+		us[i] = &user{c: c}
 		if len(replicas) > 0 {
 			us[i].readAt = replicas[i%len(replicas)]
 		}
@@ -56,25 +59,18 @@ func (w *Workload) Connect(ctx context.Context, env workload.ConnectEnv) error {
 	w.users, w.cluster, w.nodes = us, env.Cluster, nodes
 	w.keyBase = w.round * int64(w.keys)
 	w.round++
-	w.procs.Store(int64(env.Users))
 	return nil
 }
 
-// Close implements workload.Connector. It returns the recorder's first
-// error, if any.
+// Close implements workload.Connector.
 func (w *Workload) Close() error {
 	w.mu.Lock()
 	us := w.users
 	w.users = nil
-	err := w.recErr
-	w.recErr = nil
 	w.mu.Unlock()
 	var errs []error
 	for _, u := range us {
 		errs = append(errs, u.c.Close())
-	}
-	if err != nil {
-		errs = append(errs, fmt.Errorf("kv-register: recording the history: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -131,21 +127,9 @@ func (w *Workload) write(ctx context.Context, call workload.OpCall, r *rand.Rand
 		mops[i] = history.Write(k, v)
 		recs[i] = engine.KVRecord{Key: regKey(k), Value: regValue(v)}
 	}
-	invoke := clock.Now()
+	call.Rec.Record(mops)
 	commit, err := u.c.Put(ctx, recs, engine.KVStamp{Writer: call.User, Seq: call.Seq, Sending: call.Sending})
-	op := history.Op{Process: u.process, Node: commit.Node, F: history.FTxn, InvokeNs: invoke, CompleteNs: clock.Now(),
-		TxnType: TxWrite, Value: mops, Type: history.OK}
-	switch {
-	case err == nil:
-	case errors.Is(err, engine.ErrNotCommitted):
-		op.Type, op.Error = history.Fail, w.code(err)
-	default:
-		// It may have committed: the process's next operation must not be
-		// ordered after it, so the user goes on as a new process.
-		op.Type, op.Error = history.Info, w.code(err)
-		u.process = int(w.procs.Add(1) - 1)
-	}
-	w.record(op)
+	call.Rec.AtNode(commit.Node)
 	if err != nil {
 		return 0, fmt.Errorf("write %s: %w", history.MopsText(mops), err)
 	}
@@ -172,14 +156,15 @@ func (w *Workload) read(ctx context.Context, call workload.OpCall, r *rand.Rand)
 	for i, k := range keys {
 		rk[i] = regKey(k)
 	}
-	invoke := clock.Now()
-	got, err := u.c.Get(ctx, rk, at)
-	op := history.Op{Process: u.process, Node: got.Node, F: history.FTxn, InvokeNs: invoke, CompleteNs: clock.Now(),
-		TxnType: TxRead, Type: history.OK}
+	// Every read is the initial nil until a value comes back (the driver
+	// makes them unknown if the read fails).
 	mops := make([]history.Mop, len(keys))
 	for i, k := range keys {
 		mops[i] = history.ReadNull(k)
 	}
+	call.Rec.Record(mops)
+	got, err := u.c.Get(ctx, rk, at)
+	call.Rec.AtNode(got.Node)
 	if err == nil && len(got.Values) != len(keys) {
 		err = fmt.Errorf("%d values for %d keys", len(got.Values), len(keys))
 	}
@@ -195,15 +180,6 @@ func (w *Workload) read(ctx context.Context, call workload.OpCall, r *rand.Rand)
 		}
 	}
 	if err != nil {
-		// A read changes nothing: whatever happened to it, it is a fail.
-		op.Type, op.Error = history.Fail, w.code(err)
-		for i, k := range keys {
-			mops[i] = history.ReadNull(k)
-		}
-	}
-	op.Value = mops
-	w.record(op)
-	if err != nil {
 		return 0, fmt.Errorf("read %s at %s: %w", history.MopsText(mops), nodeName(got.Node), err)
 	}
 	return 0, nil
@@ -214,29 +190,4 @@ func nodeName(n string) string {
 		return "the master"
 	}
 	return n
-}
-
-// code is err's class code for the history's error field.
-func (w *Workload) code(err error) string {
-	w.mu.Lock()
-	c := w.cluster
-	w.mu.Unlock()
-	return engine.Classify(c, err).Code
-}
-
-// record sends op to the recorder, keeping its first error for Close.
-func (w *Workload) record(op history.Op) {
-	w.mu.Lock()
-	rec := w.rec
-	w.mu.Unlock()
-	if rec == nil {
-		return
-	}
-	if _, err := rec.Record(op); err != nil {
-		w.mu.Lock()
-		if w.recErr == nil {
-			w.recErr = err
-		}
-		w.mu.Unlock()
-	}
 }
