@@ -77,7 +77,7 @@ type Config struct {
 	// *history.Writer. The workload adds the micro-operations through
 	// the workload.Recorder it is handed.
 	History History
-	// NodeOf names the node behind a pool that Targets gave, for the
+	// NodeOf names the node behind a pool that Pools gave, for the
 	// history; nil names none.
 	NodeOf func(*sql.DB) string
 }

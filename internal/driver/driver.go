@@ -21,20 +21,20 @@ import (
 	"replab/internal/workload"
 )
 
-// Targets gives a user the pool a transaction type runs on: at is the
+// Pools gives a user the pool a transaction type runs on: at is the
 // type's workload.TxType.At. Each user takes one connection from each pool
 // it is given, and keeps it until it breaks or its node says it cannot
-// serve (engine.ErrorClass.Unavailable); it then asks Targets again and
+// serve (engine.ErrorClass.Unavailable); it then asks Pools again and
 // takes a new connection from the pool it gets (reconnect.go), so a
-// Targets may move a user to another node. tries counts the user's
+// Pools may move a user to another node. tries counts the user's
 // failures in a row there (lost connections, failed reconnections,
 // unavailable answers; 0 at the start and once a transaction went
 // through): a client with a list of nodes tries the next one each time.
-type Targets func(user, tries int, at string) (*sql.DB, error)
+type Pools func(user, tries int, at string) (*sql.DB, error)
 
-// Sources is Targets for types that all run at a source: user i writes at
+// Sources is Pools for types that all run at a source: user i writes at
 // dbs[(i + tries) % len(dbs)]. Other places are an error.
-func Sources(dbs ...*sql.DB) Targets {
+func Sources(dbs ...*sql.DB) Pools {
 	return func(user, tries int, at string) (*sql.DB, error) {
 		if at != workload.AtSource {
 			return nil, fmt.Errorf("no node for transactions at %q: only sources", at)
@@ -43,15 +43,15 @@ func Sources(dbs ...*sql.DB) Targets {
 	}
 }
 
-// Run drives types (each user with its own connections from targets)
+// Run drives types (each user with its own connections from pools)
 // until the phases are over, ctx ends, or errors pass the threshold. The
 // result is always returned, marked incomplete when the run did not
-// finish. targets may be nil when every type is an Op (no SQL).
-func Run(ctx context.Context, cfg Config, types []workload.TxType, targets Targets) (*Result, error) {
+// finish. pools may be nil when every type is an Op (no SQL).
+func Run(ctx context.Context, cfg Config, types []workload.TxType, pools Pools) (*Result, error) {
 	if cfg.Users < 1 || len(types) == 0 {
 		return nil, errors.New("driver: need users and transaction types")
 	}
-	if targets == nil && !workload.OpsOnly(types) {
+	if pools == nil && !workload.OpsOnly(types) {
 		return nil, errors.New("driver: SQL transaction types need connections")
 	}
 	if cfg.Transactions > 0 && cfg.RatePerSec > 0 {
@@ -63,7 +63,7 @@ func Run(ctx context.Context, cfg Config, types []workload.TxType, targets Targe
 	if cfg.Classify == nil {
 		cfg.Classify = engine.DefaultClass
 	}
-	return newRun(cfg, types).run(ctx, targets)
+	return newRun(cfg, types).run(ctx, pools)
 }
 
 func newRun(cfg Config, types []workload.TxType) *run {
@@ -166,12 +166,12 @@ func (d *run) finish() {
 	}
 }
 
-func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
+func (d *run) run(ctx context.Context, pools Pools) (*Result, error) {
 	// Connections and prepared statements first, so the clock starts
 	// with every user ready.
 	users := make([]*user, d.cfg.Users)
 	for i := range users {
-		u, err := d.newUser(ctx, i, targets)
+		u, err := d.newUser(ctx, i, pools)
 		if err != nil {
 			for _, v := range users[:i] {
 				v.close()

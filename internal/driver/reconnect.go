@@ -16,7 +16,7 @@ import (
 // When the server behind a user's connection goes away (a node killed,
 // stopped, restarted), the user does what a real client does: it drops
 // the connection and makes a new one from the same pool before its next
-// transaction, asking Targets again for the pool (so a Targets that knows
+// transaction, asking Pools again for the pool (so a Pools that knows
 // of a failover could send it elsewhere). While the node is down each
 // reconnection fails; the transaction that needed it is counted as an
 // error of its type with code ErrConnect, and the user backs off between
@@ -117,7 +117,7 @@ func (u *user) lost() {
 }
 
 // reconnect waits out the backoff (ending early with ctx, and at the end
-// of the run's phases) and connects c again, through Targets. On failure
+// of the run's phases) and connects c again, through Pools. On failure
 // c stays down and the next wait doubles.
 func (u *user) reconnect(ctx context.Context, c *userConn) error {
 	until := u.retryAt
@@ -133,7 +133,7 @@ func (u *user) reconnect(ctx context.Context, c *userConn) error {
 		case <-t.C:
 		}
 	}
-	err := u.retarget(c)
+	err := u.repool(c)
 	if err == nil {
 		if err = u.connect(ctx, c); err != nil {
 			c.drop()
@@ -150,15 +150,15 @@ func (u *user) reconnect(ctx context.Context, c *userConn) error {
 	return nil
 }
 
-// retarget asks Targets again for c's pool: every type on c must still
+// repool asks Pools again for c's pool: every type on c must still
 // be sent to one pool.
-func (u *user) retarget(c *userConn) error {
+func (u *user) repool(c *userConn) error {
 	var db *sql.DB
 	for _, ut := range u.types {
 		if ut.c != c {
 			continue
 		}
-		got, err := u.targets(u.id, u.tries, ut.t.At)
+		got, err := u.pools(u.id, u.tries, ut.t.At)
 		if err != nil {
 			return fmt.Errorf("transaction %s: %w", ut.t.Name, err)
 		}

@@ -180,25 +180,25 @@ role = "master"
 replication = "multimaster"
 `
 
-// recordTargets wraps targets and keeps every call's tries per user.
+// recordTargets wraps pools and keeps every call's tries per user.
 type recordTargets struct {
 	mu    sync.Mutex
 	tries map[int][]int
 }
 
-func (r *recordTargets) wrap(targets Targets) Targets {
+func (r *recordTargets) wrap(pools Pools) Pools {
 	r.tries = map[int][]int{}
 	return func(user, tries int, at string) (*sql.DB, error) {
 		r.mu.Lock()
 		r.tries[user] = append(r.tries[user], tries)
 		r.mu.Unlock()
-		return targets(user, tries, at)
+		return pools(user, tries, at)
 	}
 }
 
 // TestFakeUnavailableSendsTheUserToTheNextNode: an answer the engine
 // classifies Unavailable (here the fake's failing commits, XX000) is not
-// retried there: the user drops the connection and asks Targets again
+// retried there: the user drops the connection and asks Pools again
 // with tries 1, which sends it to the other master, where it goes on.
 func TestFakeUnavailableSendsTheUserToTheNextNode(t *testing.T) {
 	dbs, c := fakeNodes(t, twoMasters+"fail_every = 200", "m1", "m2")

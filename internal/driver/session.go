@@ -20,7 +20,7 @@ import (
 type user struct {
 	d       *run
 	id      int
-	targets Targets
+	pools Pools
 	conns   []*userConn // one per pool, in the order the types name them
 	types   []*userType // per transaction type
 	j       LagJournal
@@ -40,7 +40,7 @@ type user struct {
 	// Reconnection backoff (lost): the next reconnection waits until
 	// retryAt (cfg.Now's clock); backoff is the wait after the next
 	// failure, 0 once a transaction reached the server. tries counts the
-	// failures since (Targets).
+	// failures since (Pools).
 	backoff time.Duration
 	retryAt int64
 	tries   int
@@ -101,8 +101,8 @@ type userType struct {
 	scratch workload.Scratch
 }
 
-func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, err error) {
-	u := &user{d: d, id: id, proc: id, targets: targets, r: rand.New(rand.NewPCG(uint64(d.cfg.Seed), uint64(id)+1))}
+func (d *run) newUser(ctx context.Context, id int, pools Pools) (_ *user, err error) {
+	u := &user{d: d, id: id, proc: id, pools: pools, r: rand.New(rand.NewPCG(uint64(d.cfg.Seed), uint64(id)+1))}
 	defer func() {
 		if err != nil {
 			u.close()
@@ -115,7 +115,7 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 			u.types = append(u.types, &userType{t: t, lag: -1, jrn: -1}) // the workload holds its connections
 			continue
 		}
-		db, err := targets(id, 0, t.At)
+		db, err := pools(id, 0, t.At)
 		if err != nil {
 			return nil, fmt.Errorf("user %d: transaction %s: %w", id, t.Name, err)
 		}

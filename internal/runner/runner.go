@@ -474,15 +474,15 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	defer r.stopMonitor() // early returns; a no-op after the call below
 
 	types := r.wl.Transactions()
-	var targets driver.Targets
+	var pools driver.Pools
 	var nodeOf func(*sql.DB) string
 	if !workload.OpsOnly(types) {
-		t, n, closeTargets, err := r.targets(ctx)
+		t, n, closePools, err := r.pools(ctx)
 		if err != nil {
 			return r.sum, err
 		}
-		defer closeTargets()
-		targets, nodeOf = t, n
+		defer closePools()
+		pools, nodeOf = t, n
 	}
 	if cn, ok := r.wl.(workload.Connector); ok {
 		r.opJournal = r.kvJournal()
@@ -507,7 +507,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	r.conflicts = r.startConflictCount(ctx)
 	driverStart := time.Now()
 	own := startOwnCPU()
-	r.res, err = driver.Run(ctx, cfg, types, targets)
+	r.res, err = driver.Run(ctx, cfg, types, pools)
 	r.checkReserve(own)
 	if r.opt.Live {
 		fmt.Fprintln(r.log)

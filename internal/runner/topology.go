@@ -81,7 +81,7 @@ func names(ns []engine.Node) string {
 	return strings.Join(s, ", ")
 }
 
-// targets opens a pool per node the workload's transaction types use, all
+// pools opens a pool per node the workload's transaction types use, all
 // dialled from the client site, and says which one each user gets for a
 // type's place (workload.TxType.At):
 //
@@ -91,18 +91,18 @@ func names(ns []engine.Node) string {
 //   - a named site: the node there that takes no writes, if any, else the
 //     one that does.
 //
-// A user whose node failed it (driver.Targets' tries) gets the next one
+// A user whose node failed it (driver.Pools' tries) gets the next one
 // of the same kind, as a client with a list of nodes tries them in turn:
 // a Galera member cut off from the primary component sends its users to
 // the others.
 //
 // nodeOf names the node behind one of the pools, for the history.
-func (r *run) targets(ctx context.Context) (t driver.Targets, nodeOf func(*sql.DB) string, closeAll func(), err error) {
+func (r *run) pools(ctx context.Context) (t driver.Pools, nodeOf func(*sql.DB) string, closeAll func(), err error) {
 	sc, ok := r.cluster.(engine.SQL)
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("engine %s has no SQL: the %s workload cannot run on it", r.eng.Kind(), r.wl.Name())
 	}
-	// Users call targets at once when they reconnect (after a failover,
+	// Users call pools at once when they reconnect (after a failover,
 	// every user of the lost node): the pools are shared under mu.
 	var mu sync.Mutex
 	pools := map[string]*sql.DB{}
@@ -193,14 +193,14 @@ func (r *run) targets(ctx context.Context) (t driver.Targets, nodeOf func(*sql.D
 			return nil, nil, nil, fmt.Errorf("transaction %s: %w", t.Name, err)
 		}
 	}
-	targets := func(user, tries int, at string) (*sql.DB, error) {
+	poolFor := func(user, tries int, at string) (*sql.DB, error) {
 		n, err := pick(user, tries, at)
 		if err != nil {
 			return nil, err
 		}
 		return open(n)
 	}
-	return targets, nodeOf, closeAll, nil
+	return poolFor, nodeOf, closeAll, nil
 }
 
 // siteDo runs functions inside a site's namespace; nil offline.
