@@ -155,6 +155,9 @@ type Summary struct {
 	Gauges map[string]map[string]GaugeSummary `json:"gauges,omitempty"`
 	// Verdicts by replica node: see the Verdict constants.
 	Verdicts map[string]string `json:"verdicts"`
+	// Machine is the machine as a whole (machine.go); nil when its CPU
+	// counters could not be read.
+	Machine *MachineSummary `json:"machine,omitempty"`
 	Cost     Cost              `json:"cost"`
 	Warnings []string          `json:"warnings,omitempty"`
 }
@@ -216,6 +219,7 @@ type Monitor struct {
 	ioNote     string
 	releaseIO  func()
 	rolesCSV   *csvFile
+	machCSV    *csvFile
 	replCSV    *csvFile
 	gaugesCSV  *csvFile
 	markc      chan struct{}
@@ -240,6 +244,7 @@ type Monitor struct {
 	rolePts      []rolePoint
 	replPts      []replPoint
 	gaugePts     []gaugePoint
+	machinePts   []machinePoint
 	replCost     []time.Duration
 	ioLost       bool  // delay accounting went off during the run
 	committed    int64 // transactions the sources committed in the phase (SetCommitted)
@@ -298,10 +303,16 @@ func Start(ctx context.Context, cfg Config) (*Monitor, error) {
 			m.rolesCSV.close()
 			return nil, err
 		}
+		if m.machCSV, err = createCSV(filepath.Join(cfg.Dir, MachineFile), MachineHeader); err != nil {
+			m.rolesCSV.close()
+			m.replCSV.close()
+			return nil, err
+		}
 		if _, ok := cfg.Cluster.(engine.Gauger); ok {
 			if m.gaugesCSV, err = createCSV(filepath.Join(cfg.Dir, GaugesFile), GaugesHeader); err != nil {
 				m.rolesCSV.close()
 				m.replCSV.close()
+				m.machCSV.close()
 				return nil, err
 			}
 		}
@@ -361,7 +372,7 @@ func (m *Monitor) Stop() (Summary, error) {
 		m.cancelCtx()
 		m.releaseIO()
 		var errs []error
-		for _, f := range []*csvFile{m.rolesCSV, m.replCSV, m.gaugesCSV} {
+		for _, f := range []*csvFile{m.rolesCSV, m.replCSV, m.gaugesCSV, m.machCSV} {
 			if err := f.close(); err != nil {
 				errs = append(errs, err)
 			}
@@ -438,8 +449,21 @@ func (m *Monitor) sample() time.Time {
 	}
 	pt := m.roles.observe(now, procs, m.reader.read)
 	ioLost := m.ioWait && !delayAcctOn(m.cfg.delayAcctPath)
+	mp := machinePoint{t: now, c: readCPUTicks(m.cfg.procRoot)}
 
 	m.mu.Lock()
+	var prevMach *machinePoint
+	if n := len(m.machinePts); n > 0 {
+		prevMach = &m.machinePts[n-1]
+	}
+	var machRow string
+	if prevMach != nil {
+		if iv, ok := intervalOf(*prevMach, mp, runtime.NumCPU(), m.hz); ok {
+			cores := float64(runtime.NumCPU())
+			machRow = fmt.Sprintf("%s,%.3f,%.3f,%.3f\n", m.ts(now), iv.busy*cores, iv.steal*cores, iv.replabCores)
+		}
+	}
+	m.machinePts = append(m.machinePts, mp)
 	for _, d := range dirs {
 		m.linkPts[d.name] = append(m.linkPts[d.name], d.p)
 	}
@@ -467,6 +491,10 @@ func (m *Monitor) sample() time.Time {
 				float64(g.cum.user)/float64(m.hz), float64(g.cum.sys)/float64(m.hz), io, g.rss)
 		}
 		m.rolesCSV.flush()
+	}
+	if m.machCSV != nil && machRow != "" {
+		m.machCSV.printf("%s", machRow)
+		m.machCSV.flush()
 	}
 	m.costSample = append(m.costSample, sampleCost{cpu: time.Duration(threadCPU() - c0), wall: time.Since(w0), procs: len(procs), procWall: procWall})
 	return now
@@ -584,6 +612,13 @@ func (m *Monitor) summarize() Summary {
 	s.Roles = summarizeRoles(m.rolePts, start, end, m.hz, m.roles.apply)
 	s.Replicas = summarizeReplication(m.replPts, start, end, m.committed)
 	s.Gauges = summarizeGauges(m.gaugePts, start, end)
+	var serverCores float64
+	for _, roles := range s.Roles {
+		for _, r := range roles {
+			serverCores += r.CPUCores
+		}
+	}
+	s.Machine = summarizeMachine(m.machinePts, start, end, runtime.NumCPU(), m.hz, serverCores)
 	m.verdicts(&s)
 	s.Cost = m.cost()
 	if n := m.roles.blkioDiscarded; n > 0 {

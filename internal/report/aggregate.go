@@ -222,6 +222,7 @@ var foldRules = []struct {
 	{"replicas.*.sample_every", sameOrZero}, // Repetitions[].LagSampleEvery has each
 
 	{"replication.*.lag_grows", anyTrue},
+	{"machine_bound", anyTrue}, {"machine.bound", anyTrue}, {"machine.cores", same},
 	{"roles", zeroFill}, {"roles.*", zeroFill},
 }
 

@@ -33,7 +33,10 @@ type page struct {
 	// Missing lists charts left out and why (a file absent from the run).
 	Missing  []string
 	Problems []string
-	Source   string
+	// Banner is a warning the whole page stands under (a machine-bound
+	// run).
+	Banner string
+	Source string
 	// Up links a point's or a repetition's report to its parent's.
 	Up, UpHref string
 }
@@ -85,6 +88,7 @@ var pageTmpl = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 {{if .Facts}}<p class="facts">{{range $i, $f := .Facts}}{{if $i}}<span class="dot">·</span>{{end}}{{$f}}{{end}}</p>{{end}}
 {{if .Env}}<p class="env">{{.Env}}</p>{{end}}
 </header>
+{{if .Banner}}<p class="banner">{{.Banner}}</p>{{end}}
 {{if .Cards}}<div class="cards">{{range .Cards}}
 <div class="card"><div class="k">{{.Label}}</div><div class="v">{{.Value}}{{if .Unit}} <span class="u">{{.Unit}}</span>{{end}}</div>{{if .Note}}<div class="note">{{.Note}}</div>{{end}}</div>{{end}}
 </div>{{end}}

@@ -134,3 +134,20 @@ func ordinal(n int) string {
 }
 
 func strconvFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// machineWhy says why a run was machine-bound.
+func machineWhy(s *Summary) string {
+	if s.Machine != nil && s.Machine.Why != "" {
+		return s.Machine.Why
+	}
+	return "the machine's CPU was the limit"
+}
+
+// machineBanner is the report's banner for a machine-bound run; "" for
+// another.
+func machineBanner(s *Summary) string {
+	if !s.MachineBound {
+		return ""
+	}
+	return "Machine-bound: " + machineWhy(s) + ". This result measures this machine, not the modelled system."
+}

@@ -19,7 +19,7 @@ func repetitionsPage(r *Results) *page {
 		n = len(s.Repetitions)
 	}
 	p := &page{Kind: "repetitions", Heading: fmt.Sprintf("%s — %d repetitions", s.Name, n), Title: "replab: " + s.Name,
-		Env: envLine(r.Env), Source: r.Dir, Problems: r.Problems}
+		Env: envLine(r.Env), Source: r.Dir, Problems: r.Problems, Banner: machineBanner(s)}
 	p.State, p.StateOK = stateOf(s.Complete, s.StopReason)
 	p.Facts = runFacts(s, r.Env)
 	complete := 0

@@ -376,7 +376,8 @@ func envTable(s *Summary, e *Environment) htmlTable {
 // runPage is the report of one measurement.
 func runPage(r *Results) *page {
 	s := r.Summary
-	p := &page{Kind: "run", Heading: s.Name, Title: "replab: " + s.Name, Env: envLine(r.Env), Source: r.Dir, Problems: r.Problems}
+	p := &page{Kind: "run", Heading: s.Name, Title: "replab: " + s.Name, Env: envLine(r.Env), Source: r.Dir, Problems: r.Problems,
+		Banner: machineBanner(s)}
 	p.State, p.StateOK = stateOf(s.Complete, s.StopReason)
 	p.Facts = runFacts(s, r.Env)
 	p.Cards = runCards(s)

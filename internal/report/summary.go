@@ -64,6 +64,14 @@ type Summary struct {
 	// time), over the measure phase.
 	Gauges  map[string]map[string]monitor.GaugeSummary `json:"gauges,omitempty"`
 	Monitor *MonitorInfo                               `json:"monitor,omitempty"`
+	// MachineBound: this machine, not a site's budget nor a link, was the
+	// limit in the measure phase — the result measures the machine, not
+	// the modelled system. Always written; Machine says what was seen
+	// (absent when the machine's counters could not be read, and then
+	// MachineBound is false for want of a measure). An aggregate is
+	// machine-bound when any repetition was.
+	MachineBound bool                    `json:"machine_bound"`
+	Machine      *monitor.MachineSummary `json:"machine,omitempty"`
 
 	// Steady says whether throughput held steady in the measure phase.
 	Steady *stats.Steadiness `json:"steady,omitempty"`

@@ -46,12 +46,14 @@ type HeadlineFigs struct {
 	Knee      *float64 `json:"knee,omitempty"`
 	Exhausted *float64 `json:"exhausted_at,omitempty"`
 	RanOut    string   `json:"ran_out,omitempty"`
+	// MachineBound: the point measured this machine (Summary.MachineBound).
+	MachineBound bool `json:"machine_bound,omitempty"`
 }
 
 // Headline extracts a sweep row from a summary.
 func Headline(s *Summary) *HeadlineFigs {
 	h := &HeadlineFigs{Complete: s.Complete, TPM: s.TPM, TPMCI: s.TPMCI, CommitP50Ms: s.CommitLatency.P50, CommitP99Ms: s.CommitLatency.P99,
-		LagP50Ms: map[string]float64{}, LagP99Ms: map[string]float64{}, Errors: s.Errors}
+		LagP50Ms: map[string]float64{}, LagP99Ms: map[string]float64{}, Errors: s.Errors, MachineBound: s.MachineBound}
 	if s.Pages != nil {
 		pps, share := s.Pages.PagesPerS, s.Pages.Slow.SlowShare
 		h.PagesPerS, h.SlowShare = &pps, &share
@@ -139,11 +141,7 @@ func PrintSweep(w io.Writer, sw *Sweep) {
 		for _, r := range replicas {
 			row = append(row, fmt.Sprintf("%.2f", h.LagP50Ms[r]), fmt.Sprintf("%.2f", h.LagP99Ms[r]))
 		}
-		mark := ""
-		if !h.Complete {
-			mark = "incomplete"
-		}
-		row = append(row, fmt.Sprint(h.NotVisibleAtEnd), fmt.Sprint(h.Errors), mark)
+		row = append(row, fmt.Sprint(h.NotVisibleAtEnd), fmt.Sprint(h.Errors), pointMark(h))
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	_ = tw.Flush()
@@ -155,6 +153,19 @@ func PrintSweep(w io.Writer, sw *Sweep) {
 			}
 		}
 	}
+}
+
+// pointMark flags a point the table cannot be read from as it stands: one
+// that did not finish, one that measured this machine rather than the lab.
+func pointMark(h *HeadlineFigs) string {
+	var m []string
+	if !h.Complete {
+		m = append(m, "incomplete")
+	}
+	if h.MachineBound {
+		m = append(m, "machine-bound")
+	}
+	return strings.Join(m, ", ")
 }
 
 // loadOrDash prints a search's load, or "—" when there is none.
@@ -187,12 +198,8 @@ func printPageSweep(w io.Writer, sw *Sweep) {
 		case h.PagesPerS == nil:
 			row = append(row, "no pages")
 		default:
-			mark := ""
-			if !h.Complete {
-				mark = "incomplete"
-			}
 			row = append(row, fmt.Sprintf("%.2f", *h.PagesPerS), fmt.Sprintf("%.1f", h.CommitP50Ms), fmt.Sprintf("%.1f", h.CommitP99Ms),
-				fmt.Sprintf("%.1f", 100**h.SlowShare), fmt.Sprint(h.Errors), mark)
+				fmt.Sprintf("%.1f", 100**h.SlowShare), fmt.Sprint(h.Errors), pointMark(h))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}

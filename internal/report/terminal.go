@@ -71,6 +71,9 @@ func PrintSummary(w io.Writer, s *Summary) {
 			fmt.Fprintf(w, "  —: not recorded as a mean of the repetitions (an aggregate written before replab averaged every figure)\n")
 		}
 	}
+	if s.MachineBound {
+		fmt.Fprintf(w, "  warning: MACHINE-BOUND: %s: this result measures this machine, not the modelled system\n", machineWhy(s))
+	}
 	if s.Steady != nil && !s.Steady.Steady {
 		fmt.Fprintf(w, "  warning: throughput was not steady in the measure phase: %s\n", s.Steady.Reason)
 	}

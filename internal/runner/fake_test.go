@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -124,7 +125,15 @@ func TestFakeRunWritesTheSummaryContract(t *testing.T) {
 	if role := sum["roles"].(map[string]any)["s"].(map[string]any)["apply"].(map[string]any); role["apply"] != true {
 		t.Errorf("the standby's applier is not an apply role: %v", role)
 	}
-	for _, f := range []string{"series.csv", "lag.csv", "latency.hlog", "environment.json", "resolved-spec.json", "spec.toml", "roles.csv", "replication.csv"} {
+	// The machine as a whole, measured every second: machine_bound is
+	// always there, and says what it was judged from.
+	if _, ok := sum["machine_bound"].(bool); !ok {
+		t.Errorf("machine_bound %v, want true or false", sum["machine_bound"])
+	}
+	if c, s := num(t, sum, "machine", "cores"), num(t, sum, "machine", "seconds"); c != float64(runtime.NumCPU()) || s < 0.9*num(t, sum, "measure_s") {
+		t.Errorf("machine: %v cores over %v seconds of the %v s measured", c, s, num(t, sum, "measure_s"))
+	}
+	for _, f := range []string{"series.csv", "lag.csv", "latency.hlog", "environment.json", "resolved-spec.json", "spec.toml", "roles.csv", "replication.csv", "machine.csv"} {
 		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("results file %s missing or empty", f)
 		}

@@ -152,6 +152,8 @@ func (r *run) stopMonitor() {
 	s := r.sum
 	s.Links, s.Roles, s.Replication, s.Verdicts = ms.Links, ms.Roles, ms.Replicas, ms.Verdicts
 	s.Gauges = ms.Gauges
+	s.Machine = ms.Machine
+	s.MachineBound = ms.Machine != nil && ms.Machine.Bound
 	s.IOWaitMeasured = ms.IOWaitMeasured
 	s.Monitor = &report.MonitorInfo{IntervalS: ms.IntervalS, IOWaitNote: ms.IOWaitNote, Cost: ms.Cost, Warnings: ms.Warnings}
 	if r.res != nil {

@@ -266,7 +266,18 @@ func resources(sum *report.Summary, s *spec.Spec, clientCores float64, cores int
 		}
 		out = append(out, res)
 	}
-	if cores > 0 {
+	switch m := sum.Machine; {
+	case m != nil && m.Cores > 0:
+		// Measured: every process of the machine, other work included; a
+		// step the machine bound counts as its resource run out.
+		used := m.BusyMeanPct / 100
+		if m.Bound {
+			used = max(used, resourceFull)
+		}
+		out = append(out, report.Resource{What: "the machine's cpu", Used: used,
+			Detail: fmt.Sprintf("%.0f %% of %d cores busy, every core for %.0f of %.0f s: servers %.2f, replab (driver, links, monitors) %.2f, other work %.2f",
+				m.BusyMeanPct, m.Cores, m.BusySeconds, m.Seconds, m.ServerCores, m.ReplabCores, m.OtherCores)})
+	case cores > 0:
 		all := servers + clientCores
 		out = append(out, report.Resource{What: "the machine's cpu", Used: all / float64(cores),
 			Detail: fmt.Sprintf("%.2f of %d cores: servers %.2f, replab (driver, links, monitors) %.2f", all, cores, servers, clientCores)})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +121,16 @@ func TestResources(t *testing.T) {
 	concludeSearch(sr, 5)
 	if !strings.HasPrefix(sr.Resource, "none near its limit; the busiest: the machine's cpu") {
 		t.Errorf("resource %q", sr.Resource)
+	}
+
+	// Measured, the machine counts every process of it; a step it bound
+	// ran out of it, whatever its mean.
+	sum.Machine = &monitor.MachineSummary{Cores: 2, Seconds: 10, BusySeconds: 3, BusyMeanPct: 70, ServerCores: 0.6, ReplabCores: 0.6, OtherCores: 0.2, Bound: true}
+	got = resources(sum, s, 0.6, 2, map[string]float64{"db": 0.3})
+	i := slices.IndexFunc(got, func(r report.Resource) bool { return r.What == "the machine's cpu" })
+	if i < 0 || got[i].Used != resourceFull ||
+		got[i].Detail != "70 % of 2 cores busy, every core for 3 of 10 s: servers 0.60, replab (driver, links, monitors) 0.60, other work 0.20" {
+		t.Errorf("a machine-bound step: %+v", got)
 	}
 }
 
