@@ -18,14 +18,14 @@ import (
 // connections (per pool its transaction types use: one for its pipelined
 // types, one for the others), prepared statements and random source.
 type user struct {
-	d       *run
-	id      int
+	d     *run
+	id    int
 	pools Pools
-	conns   []*userConn // one per pool, in the order the types name them
-	types   []*userType // per transaction type
-	j       LagJournal
-	r       *rand.Rand
-	n       int64 // writing transactions started, for the lag sample
+	conns []*userConn // one per pool, in the order the types name them
+	types []*userType // per transaction type
+	j     LagJournal
+	r     *rand.Rand
+	n     int64 // writing transactions started, for the lag sample
 
 	jseq    int64       // the last verification journal seq given out
 	journal UserJournal // outcomes of the journalled transactions

@@ -157,9 +157,9 @@ type Summary struct {
 	Verdicts map[string]string `json:"verdicts"`
 	// Machine is the machine as a whole (machine.go); nil when its CPU
 	// counters could not be read.
-	Machine *MachineSummary `json:"machine,omitempty"`
-	Cost     Cost              `json:"cost"`
-	Warnings []string          `json:"warnings,omitempty"`
+	Machine  *MachineSummary `json:"machine,omitempty"`
+	Cost     Cost            `json:"cost"`
+	Warnings []string        `json:"warnings,omitempty"`
 }
 
 // Cost is what monitoring itself took.
