@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"strconv"
 	"strings"
@@ -55,6 +56,7 @@ func Open(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error) 
 		if _, ok := pc.Conn().(syscall.Conn); !ok { // TLS
 			return engine.ErrNoPipeline
 		}
+		p.remote = pc.Conn().RemoteAddr()
 		all := append([]string{"BEGIN", "COMMIT", "ROLLBACK"}, stmts...)
 		for i, q := range all {
 			sd, err := pc.Prepare(ctx, pipeStmtName+strconv.Itoa(i), q, nil)
@@ -139,8 +141,9 @@ var errTaken = errors.New("connection taken over for pipelining")
 
 // pipe is one connection's pipelined transactions; one goroutine uses it.
 type pipe struct {
-	fd     int   // -1 once closed
-	broken error // why the connection was closed
+	fd     int      // -1 once closed
+	broken error    // why the connection was closed
+	remote net.Addr // the server's address, as the connection was made
 	stmts  []pipeStmt
 	types  *pgtype.Map // for arguments other than strings and integers
 
@@ -284,6 +287,9 @@ func plainDML(q string) bool {
 }
 
 // Close implements engine.Pipe.
+// RemoteAddr is the address of the server the pipe's connection reached.
+func (p *pipe) RemoteAddr() net.Addr { return p.remote }
+
 func (p *pipe) Close() error {
 	if p.fd < 0 {
 		return nil

@@ -1,0 +1,118 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"replab/internal/engine"
+)
+
+// How clients of a managed cluster find the primary ([scheme] route,
+// engine.Router), and which node a client's connection reached
+// (engine.ConnPlacer).
+
+var (
+	_ engine.Router     = (*cluster)(nil)
+	_ engine.ConnPlacer = (*cluster)(nil)
+)
+
+// libpqConnectTimeout bounds each host's attempt in a host list: libpq
+// waits for ever by default, and a host behind a partition then holds the
+// client at the first host of its list.
+const libpqConnectTimeout = "2"
+
+// Route implements engine.Router.
+func (c *cluster) Route() string {
+	switch c.plan.route {
+	case RouteLibpq:
+		return fmt.Sprintf("libpq host list %s with target_session_attrs=read-write, connect_timeout=%s s", strings.Join(c.nodeNames(), ", "), libpqConnectTimeout)
+	case RouteDirect:
+		if c.plan.manager != nil {
+			return "direct to " + c.firstPrimary() + ", the spec's primary, whatever the manager does"
+		}
+	}
+	return "direct to the node that takes writes now"
+}
+
+// RoutePool implements engine.Router: under a manager, clients use the
+// route; without one (nil, nil) replab points them at the primary it
+// knows.
+func (c *cluster) RoutePool(ctx context.Context, fromSite string) (*sql.DB, error) {
+	if c.plan.manager == nil {
+		return nil, nil
+	}
+	switch c.plan.route {
+	case RouteDirect:
+		return c.Open(ctx, c.firstPrimary(), fromSite)
+	case RouteLibpq:
+		site := c.lab.Site(fromSite)
+		if site == nil {
+			return nil, fmt.Errorf("no site %q", fromSite)
+		}
+		var hosts, ports []string
+		for _, n := range c.nodes {
+			hosts = append(hosts, n.addr.Addr().String())
+			ports = append(ports, fmt.Sprint(n.addr.Port()))
+		}
+		dsn := fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable target_session_attrs=read-write connect_timeout=%s",
+			strings.Join(hosts, ","), strings.Join(ports, ","), Superuser, Database, libpqConnectTimeout)
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			return nil, err
+		}
+		cfg.DialFunc = dialer(site)
+		return stdlib.OpenDB(*cfg), nil
+	}
+	return nil, fmt.Errorf("route %q is not built", c.plan.route)
+}
+
+// firstPrimary is the spec's primary: the node that bootstrapped.
+func (c *cluster) firstPrimary() string {
+	for _, n := range c.lab.Spec.Nodes {
+		if n.Role == "primary" {
+			return n.Name
+		}
+	}
+	return ""
+}
+
+func (c *cluster) nodeNames() []string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// ConnNode implements engine.ConnPlacer: the node whose address the
+// connection reached.
+func (c *cluster) ConnNode(conn any) string {
+	var addr net.Addr
+	switch x := conn.(type) {
+	case *stdlib.Conn:
+		addr = x.Conn().PgConn().Conn().RemoteAddr()
+	case interface{ RemoteAddr() net.Addr }:
+		addr = x.RemoteAddr()
+	}
+	if addr == nil {
+		return ""
+	}
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return ""
+	}
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	for _, n := range c.nodes {
+		if n.addr == ap {
+			return n.Name
+		}
+	}
+	return ""
+}
