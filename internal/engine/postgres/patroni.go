@@ -95,7 +95,7 @@ func (c *cluster) patroniConfig(n *node) map[string]any {
 	own := map[string]any{
 		"unix_socket_directories": n.sockDir,
 		// Which node a connection reached, whatever route it took.
-		"replab.node": n.Name,
+		"replab.node":   n.Name,
 		"log_directory": n.ha.dir,
 	}
 	for k, v := range n.Settings {
