@@ -489,3 +489,43 @@ func TestSplitChanges(t *testing.T) {
 		}
 	}
 }
+
+// primaryLab is a world whose primary moves: each Primary call names the
+// node that takes writes then.
+type primaryLab struct {
+	*lab
+	primary string
+}
+
+func (l *primaryLab) Primary(context.Context) (string, error) {
+	if l.primary == "" {
+		return "", errors.New("no node takes writes now")
+	}
+	return l.primary, nil
+}
+
+func TestPrimaryNodeIsResolvedAtApplyAndHealedThere(t *testing.T) {
+	w := &primaryLab{lab: newLab(), primary: "p1"}
+	f, _ := parse(t, "kill", Subject{On: OnNode, Node: PrimaryNode}, nil, map[string]any{"do": "kill"}, 0)
+	if f.Describe() != "node @primary kill" {
+		t.Errorf("describe: %q", f.Describe())
+	}
+	heal, err := f.Apply(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.primary = "e1" // a failover while p1 is down
+	if err := heal(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"kill p1", "start p1"}; !reflect.DeepEqual(w.calls, want) {
+		t.Errorf("calls %q, want %q", w.calls, want)
+	}
+	w.primary, w.calls = "", nil
+	if _, err := f.Apply(context.Background(), w); err == nil || !strings.Contains(err.Error(), "no node takes writes") || len(w.calls) != 0 {
+		t.Errorf("no primary: %v, calls %q", err, w.calls)
+	}
+	if _, err := f.Apply(context.Background(), newLab()); err == nil || !strings.Contains(err.Error(), "cannot tell") {
+		t.Errorf("a world that cannot tell: %v", err)
+	}
+}

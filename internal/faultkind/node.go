@@ -28,6 +28,18 @@ var nodeActions = []struct {
 	{"promote", "a standby becomes the primary: failover", "", false, Nodes.Promote},
 }
 
+// PrimaryNode, as a node fault's node, is whichever node takes writes when
+// the fault is applied: under an HA manager the primary moves, and "kill
+// the primary" three times kills three different nodes. Its heal acts on
+// the node the fault acted on.
+const PrimaryNode = "@primary"
+
+// PrimaryFinder is a World that can say which node takes writes now: the
+// one node a PrimaryNode fault acts on.
+type PrimaryFinder interface {
+	Primary(ctx context.Context) (string, error)
+}
+
 // useLasting is what to use instead of for on an instantaneous node fault.
 const useLasting = `to take a node away for a while, use do = "stop", "kill" or "pause" with for`
 
@@ -83,11 +95,22 @@ func (f *Node) Apply(ctx context.Context, w World) (Heal, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown node action %q", f.Do)
 	}
+	node := f.Node
+	if node == PrimaryNode {
+		pf, ok := w.(PrimaryFinder)
+		if !ok {
+			return nil, fmt.Errorf("node %s: cannot tell which node takes writes here", PrimaryNode)
+		}
+		var err error
+		if node, err = pf.Primary(ctx); err != nil {
+			return nil, fmt.Errorf("node %s: %w", PrimaryNode, err)
+		}
+	}
 	act := func(ctx context.Context, name string, do func(Nodes, context.Context, string) error) error {
 		if f.Stage != "" {
-			return w.Stage(ctx, f.Node, f.Stage, name)
+			return w.Stage(ctx, node, f.Stage, name)
 		}
-		return do(w, ctx, f.Node)
+		return do(w, ctx, node)
 	}
 	if err := act(ctx, f.Do, do); err != nil {
 		return nil, err

@@ -146,7 +146,7 @@ func (l *Lab) checkSubject(sub faultkind.Subject) error {
 			names = append(names, n.Name)
 		}
 		l.nodesMu.Unlock()
-		if !slices.Contains(names, sub.Node) {
+		if !slices.Contains(names, sub.Node) && sub.Node != faultkind.PrimaryNode {
 			return fmt.Errorf("lab %s has no node %q (nodes: %s)", l.Spec.Lab.Name, sub.Node, strings.Join(names, ", "))
 		}
 	case faultkind.OnLink:

@@ -104,11 +104,15 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 	// every user of the lost node): the pools are shared under mu.
 	var mu sync.Mutex
 	pools := map[string]*sql.DB{}
+	var route *sql.DB
 	closeAll := func() {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, db := range pools {
 			db.Close()
+		}
+		if route != nil {
+			route.Close()
 		}
 	}
 	open := func(n engine.Node) (*sql.DB, error) {
@@ -131,6 +135,21 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 		}
 		pools[n.Name] = db
 		return db, nil
+	}
+	// A cluster whose clients find the primary by a route of their own
+	// (an HA manager's: a libpq host list, a proxy, a fixed node): every
+	// user writes through its pool, and it decides where writes go.
+	if rt, ok := r.cluster.(engine.Router); ok {
+		db, err := rt.RoutePool(ctx, r.client)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("route: %w", err)
+		}
+		if db != nil {
+			db.SetMaxOpenConns(r.s.Run.Users + 2)
+			route = db
+			fmt.Fprintf(r.log, "clients find the primary by route: %s\n", rt.Route())
+		}
 	}
 	pick := func(user, tries int, at string) (engine.Node, error) {
 		switch {
@@ -182,6 +201,9 @@ func (r *run) targets(ctx context.Context) (driver.Targets, func(), error) {
 		}
 	}
 	targets := func(user, tries int, at string) (*sql.DB, error) {
+		if route != nil && at == workload.AtSource {
+			return route, nil
+		}
 		n, err := pick(user, tries, at)
 		if err != nil {
 			return nil, err

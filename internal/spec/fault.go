@@ -509,14 +509,14 @@ func (c *decoder) faultNode(s *Spec, p path, m map[string]any, f *Fault) bool {
 		c.fail(p.child("node"), v, `node faults need an engine and nodes: add [engine] with kind = "postgres" and [node.NAME] tables`)
 		return false
 	}
-	if s.Node(f.Node) != nil {
+	if s.Node(f.Node) != nil || f.Node == faultkind.PrimaryNode {
 		return true
 	}
 	var names []string
 	for _, n := range s.Nodes {
 		names = append(names, n.Name)
 	}
-	c.fail(p.child("node"), v, "unknown node %q%s; nodes: %s", clean(f.Node), didYouMean(f.Node, names), strings.Join(names, ", "))
+	c.fail(p.child("node"), v, "unknown node %q%s; nodes: %s, or %q (whichever takes writes then)", clean(f.Node), didYouMean(f.Node, names), strings.Join(names, ", "), faultkind.PrimaryNode)
 	return false
 }
 
