@@ -66,6 +66,9 @@ type userConn struct {
 	// down: the connection broke (or a reconnection failed) and was
 	// dropped; the user reconnects before its next transaction here.
 	down bool
+	// node is the node the connection reached (Config.ConnNode), "" when
+	// unknown.
+	node string
 }
 
 // userType is a transaction type as one user runs it: statement by
@@ -138,9 +141,13 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 		}
 	}
 	c.conn, c.lag, c.jrn, c.pipe = nil, nil, nil, nil
+	c.node = ""
 	if d.cfg.Pipeliner != nil && !d.cfg.NoPipeline {
 		if err := d.pipe(ctx, c, u.types); err != nil {
 			return fmt.Errorf("pipeline: %w", err)
+		}
+		if c.pipe != nil && d.cfg.ConnNode != nil {
+			c.node = d.cfg.ConnNode(c.pipe)
 		}
 	}
 	for _, ut := range u.types {
@@ -151,6 +158,9 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 		if c.conn == nil {
 			if c.conn, err = c.db.Conn(ctx); err != nil {
 				return fmt.Errorf("connect: %w", err)
+			}
+			if d.cfg.ConnNode != nil && c.node == "" {
+				_ = c.conn.Raw(func(dc any) error { c.node = d.cfg.ConnNode(dc); return nil })
 			}
 		}
 		ut.stmts = map[string]*sql.Stmt{}
@@ -420,7 +430,7 @@ func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool) 
 	if seq > 0 {
 		u.j.Done(seq, err == nil)
 	}
-	u.journalOutcome(jseq, true, err)
+	u.journalOutcome(jseq, true, err, ut.c.node)
 	if err != nil {
 		return 0, err
 	}
@@ -441,15 +451,33 @@ func (u *user) journalSeq(ut *userType) int64 {
 // its COMMIT was sent (sent): acknowledged when it returned no error,
 // unknown otherwise — an error after the COMMIT left may hide a commit
 // that landed (the connection broke before the answer).
-func (u *user) journalOutcome(jseq int64, sent bool, err error) {
+func (u *user) journalOutcome(jseq int64, sent bool, err error, node string) {
 	if jseq == 0 || !sent {
 		return
 	}
 	if err == nil {
 		u.journal.Acked = append(u.journal.Acked, jseq)
+		if u.d.cfg.ConnNode != nil {
+			u.journal.AckedNs = append(u.journal.AckedNs, u.d.cfg.Now()-u.d.start)
+			if node != "" {
+				u.ackedAt(node)
+			}
+		}
 	} else {
 		u.journal.Unknown = append(u.journal.Unknown, jseq)
 	}
+}
+
+// ackedAt records that node acknowledged the user's last acknowledged
+// commit, now: it extends the last span, or starts one.
+func (u *user) ackedAt(node string) {
+	i := len(u.journal.Acked) - 1
+	now := u.journal.AckedNs[i]
+	if k := len(u.journal.Spans) - 1; k >= 0 && u.journal.Spans[k].Node == node && u.journal.Spans[k].To == i {
+		u.journal.Spans[k].To, u.journal.Spans[k].LastNs = i+1, now
+		return
+	}
+	u.journal.Spans = append(u.journal.Spans, AckSpan{Node: node, From: i, To: i + 1, FirstNs: now, LastNs: now})
 }
 
 // attemptBatch runs a transaction type that has a Batch as one pipeline:
@@ -495,7 +523,7 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 	if seq > 0 {
 		u.j.Done(seq, u.sending.sent && err == nil)
 	}
-	u.journalOutcome(jseq, u.sending.sent, err)
+	u.journalOutcome(jseq, u.sending.sent, err, ut.c.node)
 	if err != nil {
 		return 0, err
 	}

@@ -263,6 +263,9 @@ type run struct {
 	mon     *monitor.Monitor // this measurement's monitors, until stopMonitor
 	res     *driver.Result
 	lagHist map[string]*hdrhistogram.Histogram
+	// found are this measurement's journal keys found at some node after
+	// it (verification); nil when no node was read.
+	found map[enginekit.AckKey]bool
 
 	probeStarted time.Time      // when the probe's lag series begins
 	monStarted   time.Time      // when the monitors' series begin
@@ -540,6 +543,9 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		r.sum.ReplicationConflicts = r.conflicts.result(ctx, r.res.MeasureSeconds+r.s.Run.Cooldown.Seconds())
 		r.sum.Convergence = r.checkConvergence(ctx, stopped)
 		r.sum.Verification = r.checkJournal(ctx, stopped)
+	}
+	if err := r.fillHA(dir); err != nil {
+		return r.sum, fmt.Errorf("%s: %w", NodeRolesFile, err)
 	}
 	if !r.res.Complete {
 		return r.sum, errors.New(r.res.StopReason)

@@ -186,6 +186,7 @@ func (r *run) checkJournal(ctx context.Context, stopped time.Time) *report.Verif
 		}
 	}
 	v.Acked, v.Unknown = int64(len(acked)), int64(len(unknown))
+	r.found = nil
 	fmt.Fprintf(r.log, "verifying: %d acknowledged commits at every node\n", v.Acked)
 	wctx, cancel := context.WithTimeout(ctx, r.catchUpTimeout())
 	defer cancel()
@@ -234,6 +235,12 @@ func (r *run) verifyNode(ctx context.Context, sc engine.SQL, n engine.Node, base
 	present, err := enginekit.ReadAcks(ctx, db)
 	if err != nil {
 		return nil, err
+	}
+	if r.found == nil {
+		r.found = map[enginekit.AckKey]bool{}
+	}
+	for k := range present {
+		r.found[k] = true
 	}
 	nv := &report.NodeVerification{}
 	for k := range present {
