@@ -116,6 +116,10 @@ type Rejoin struct {
 	RedundantS *float64 `json:"redundant_s,omitempty"`
 }
 
+// OldPrimaryWithinS is how long before a fault's time the old primary's
+// period may have ended: the fault took that long to do.
+const OldPrimaryWithinS = 1.0
+
 // roleAt is node's role as source said it at s; "" when unknown.
 func roleAt(roles []RoleSpan, node, source string, s float64) string {
 	for _, r := range roles {
@@ -135,11 +139,14 @@ func MeasureHA(sp Span, floorS, nextS float64, in HAInput) *HA {
 	}
 	nodes := roleNodes(in.Roles)
 	h := &HA{}
-	const eps = 1e-3
-	for _, n := range nodes {
-		if roleAt(in.Roles, n, FromServer, sp.AtS-eps) == RolePrimary {
-			h.OldPrimary = n
-			break
+	// The fault's time is when it was done (a kill, once the processes
+	// were gone): the primary it took away may have stopped saying so
+	// just before. The old primary is the one whose period ended last,
+	// no earlier than OldPrimaryWithinS before the fault.
+	lastEnd := sp.AtS - OldPrimaryWithinS
+	for _, r := range in.Roles {
+		if r.Source == FromServer && r.Role == RolePrimary && r.FromS < sp.AtS && r.ToS >= lastEnd {
+			h.OldPrimary, lastEnd = r.Node, r.ToS
 		}
 	}
 	rel := func(s float64) *float64 { v := round3(s - sp.AtS); return &v }

@@ -19,10 +19,11 @@ func acks(user int, node string, from, to, step float64, found bool) []Ack {
 	return out
 }
 
+// p1 says it is down a moment before the kill is done (the fault's time).
 func TestMeasureHAKillFailsOverAndRejoins(t *testing.T) {
 	end := 60.0
 	roles := []RoleSpan{
-		{"p1", FromServer, RolePrimary, -5, 10}, {"p1", FromServer, RoleDown, 10, 25}, {"p1", FromServer, RoleReplica, 25, 27}, {"p1", FromServer, RoleStreaming, 27, end},
+		{"p1", FromServer, RolePrimary, -5, 9.98}, {"p1", FromServer, RoleDown, 9.98, 25}, {"p1", FromServer, RoleReplica, 25, 27}, {"p1", FromServer, RoleStreaming, 27, end},
 		{"e1", FromServer, RoleStreaming, -5, 10.2}, {"e1", FromServer, RoleReplica, 10.2, 21}, {"e1", FromServer, RolePrimary, 21, end},
 		{"a1", FromServer, RoleStreaming, -5, 10}, {"a1", FromServer, RoleReplica, 10, 21.5}, {"a1", FromServer, RoleStreaming, 21.5, end},
 		{"p1", FromManager, RolePrimary, -5, 10}, {"p1", FromManager, RoleDown, 10, end},

@@ -1,0 +1,175 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/engine/postgres"
+	"replab/internal/engine/postgres/pgtest"
+	"replab/internal/labtest"
+	"replab/internal/report"
+	"replab/internal/spec"
+	"replab/internal/workload"
+	"replab/internal/workload/kvinsert"
+)
+
+// Patroni over three sites 10 ms apart, synchronous_mode, with short
+// timers: the leader key lives 5 s, Patroni loops every second.
+const patroniTrioSpec = `
+[lab]
+name = "%s"
+[site.us]
+[site.eu]
+[site.asia]
+[[link]]
+sites = ["us", "eu"]
+delay = "5ms"
+[[link]]
+sites = ["us", "asia"]
+delay = "10ms"
+[[link]]
+sites = ["eu", "asia"]
+delay = "10ms"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "us"
+role = "primary"
+[node.e1]
+site = "eu"
+role = "standby"
+from = "p1"
+[node.a1]
+site = "asia"
+role = "standby"
+from = "p1"
+[scheme]
+replication = "sync"
+manager = "patroni"
+ttl = "5s"
+loop_wait = "1s"
+retry_timeout = "2s"
+[workload]
+kind = "kv-insert"
+[run]
+users = 3
+client = "us"
+warmup = "2s"
+duration = "24s"
+cooldown = "1s"
+[[fault]]
+at = "3s"
+for = "8s"
+node = "@primary"
+do = "kill"
+`
+
+// TestPatroniKillOfThePrimaryFailsOverAndRejoins: the primary killed -9
+// with its Patroni; Patroni promotes a standby once the leader key has
+// expired, the clients (a libpq host list) follow it, nothing
+// acknowledged is lost (synchronous_mode), no two nodes acknowledge at
+// once, and the old primary, started again, comes back as a standby by
+// itself (pg_rewind). Nothing is left behind: no etcd, no Patroni, no
+// server.
+func TestPatroniKillOfThePrimaryFailsOverAndRejoins(t *testing.T) {
+	pgtest.Require(t)
+	if _, err := os.Stat("/usr/bin/patroni"); err != nil {
+		t.Skip("integration test skipped: Patroni is not installed (scripts/deps.sh ha)")
+	}
+	labtest.RequireLab(t)
+	start := time.Now()
+	sum, out, log, dataRoot := runHASpec(t, fmt.Sprintf(patroniTrioSpec, labtest.UniqueName("tpat")))
+	t.Logf("run took %.1f s", time.Since(start).Seconds())
+	if len(sum.Faults) != 1 || sum.Faults[0].HA == nil {
+		t.Fatalf("faults %+v\n%s", sum.Faults, log)
+	}
+	f := sum.Faults[0]
+	h := f.HA
+	if h.OldPrimary != "p1" || (h.NewPrimary != "e1" && h.NewPrimary != "a1") {
+		t.Errorf("old primary %q, new %q\n%s", h.OldPrimary, h.NewPrimary, log)
+	}
+	// The leader key lives 5 s; Patroni loops every second.
+	if h.PromotedS == nil || *h.PromotedS < 1 || *h.PromotedS > 5+2+2+5 {
+		t.Errorf("promoted after %v s", h.PromotedS)
+	}
+	if h.ElectedS == nil || h.ClientsS == nil || *h.ClientsS < *h.PromotedS {
+		t.Errorf("elected %v, clients wrote at the new primary %v (promoted %v)", h.ElectedS, h.ClientsS, h.PromotedS)
+	}
+	if f.UnavailableS <= 0 || f.UnavailableS > 20 {
+		t.Errorf("no commit for %.2f s", f.UnavailableS)
+	}
+	if h.Lost == nil || *h.Lost != 0 {
+		t.Errorf("synchronous_mode lost %v acknowledged commits (by %v)", h.Lost, h.LostBy)
+	}
+	if sb := h.SplitBrain; sb == nil || sb.AckedOverlapMs != 0 || sb.LosingSideWrites != 0 || sb.Surviving == nil {
+		t.Errorf("split brain %+v", sb)
+	}
+	if rj := h.Rejoin; rj == nil || !rj.Rejoined || rj.RejoinedS == nil || rj.RedundantS == nil {
+		t.Errorf("rejoin %+v\n%s", rj, log)
+	}
+	verified(t, sum, "p1", "e1", "a1")
+	if len(sum.HA) != 1 || sum.HA[0].N != 1 || sum.HA[0].Rejoined != 1 {
+		t.Errorf("ha %+v", sum.HA)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, NodeRolesFile)); err != nil || !strings.Contains(string(b), "p1,server,primary,") {
+		t.Errorf("%s: %v\n%s", NodeRolesFile, err, b)
+	}
+	if left := processesUnder(dataRoot); len(left) > 0 {
+		t.Errorf("left running: %s", strings.Join(left, "; "))
+	}
+	t.Logf("no commit for %.2f s; promoted %.2f s, elected %.2f s, clients %.2f s; rejoined %.2f s after the start, redundant %.2f s",
+		f.UnavailableS, *h.PromotedS, *h.ElectedS, *h.ClientsS, *h.Rejoin.RejoinedS, *h.Rejoin.RedundantS)
+}
+
+// runHASpec runs spec text (its [[fault]]s included) on PostgreSQL and
+// returns the summary, the results directory, the log and the data root.
+func runHASpec(t *testing.T, text string) (*report.Summary, string, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "spec.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	opt := Options{Engines: engine.NewRegistry(postgres.Engine{}), Workloads: workload.NewRegistry(kvinsert.Factory)}
+	opt.Out, opt.StateRoot, opt.DataRoot, opt.Log, opt.Version = filepath.Join(dir, "results"), t.TempDir(), t.TempDir(), &log, "test"
+	sum, _, err := Run(ctx, s, opt)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	return sum, opt.Out, log.String(), opt.DataRoot
+}
+
+// processesUnder lists the processes whose command line names dir: a
+// run's etcd, Patroni and servers all do.
+func processesUnder(dir string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if cl := strings.ReplaceAll(string(b), "\x00", " "); strings.Contains(cl, dir) {
+			out = append(out, e.Name()+" "+cl)
+		}
+	}
+	return out
+}
