@@ -529,3 +529,52 @@ func TestPrimaryNodeIsResolvedAtApplyAndHealedThere(t *testing.T) {
 		t.Errorf("a world that cannot tell: %v", err)
 	}
 }
+
+// A cut takes down only the links to the sites in from: a (linked to b
+// and c) cut from b still reaches c.
+func TestCut(t *testing.T) {
+	l := newLab()
+	a := Subject{On: OnSite, Site: "a"}
+	f, errs := parse(t, "cut", a, l, map[string]any{"from": []any{"b"}}, 0)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if f.Describe() != "site a cut from b" || !reflect.DeepEqual(f.Parts(), []Part{{Dir: [2]string{"a", "b"}}, {Dir: [2]string{"b", "a"}}}) {
+		t.Errorf("%q holds %v", f.Describe(), f.Parts())
+	}
+	heal, err := f.Apply(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.params[[2]string{"a", "b"}].Down || !l.params[[2]string{"b", "a"}].Down || l.params[[2]string{"a", "c"}].Down || l.params[[2]string{"c", "a"}].Down {
+		t.Errorf("a cut from b: %+v", l.params)
+	}
+	if err := heal(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"set a->b both=true down", "restore a->b down=false", "restore b->a down=false"}; !reflect.DeepEqual(l.calls, want) {
+		t.Errorf("calls %q, want %q", l.calls, want)
+	}
+	// From a command line: a comma-separated list.
+	if f, errs := parse(t, "cut", a, nil, map[string]any{"from": "b, c"}, 0); len(errs) > 0 || !reflect.DeepEqual(f.(*Cut).From, []string{"b", "c"}) {
+		t.Errorf("--from b,c: %v %v", f, errs)
+	}
+	for _, tc := range []struct {
+		from any
+		want string
+	}{
+		{nil, `from: cut needs from: the sites a is cut off from, like ["eu", "asia"] (all of them: use do = "isolate")`},
+		{[]any{"d"}, "from = [d]: no [[link]] joins a and d; a is linked to b, c"},
+		{[]any{"a"}, "from = [a]: site a cannot be cut off from itself"},
+		{[]any{"b", "b"}, "from = [b b]: site b is named twice"},
+		{[]any{1}, `from = [1]: want a list of site names, like ["eu", "asia"]`},
+	} {
+		keys := map[string]any{}
+		if tc.from != nil {
+			keys["from"] = tc.from
+		}
+		if _, errs := parse(t, "cut", a, l, keys, 0); len(errs) != 1 || errs[0] != tc.want {
+			t.Errorf("from %v: %q, want %q", tc.from, errs, tc.want)
+		}
+	}
+}
