@@ -22,7 +22,7 @@ func init() {
 		Name:  "cut",
 		On:    OnSite,
 		About: "the site's links to the sites in from down, both directions; its other links stay up",
-		Keys:  []Key{{Name: "from", About: `the sites it is cut off from, e.g. ["eu", "asia"] (replab fault: --from eu,asia)`}},
+		Keys:  []Key{{Name: "from", About: `the sites it is cut off from: from = ["eu", "asia"], --from eu,asia`}},
 		Heal:  "parameters before it put back",
 		Parse: parseCut,
 	})
