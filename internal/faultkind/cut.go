@@ -28,10 +28,13 @@ func init() {
 	})
 }
 
-// Cut takes the links between Site and each of From down.
+// Cut takes the links between Site and each of From down. With Site
+// PrimaryNode, the primary's site is cut from those of From it is linked
+// to (From may name every site: the primary's own is left out).
 type Cut struct {
-	Site string
-	From []string
+	Site  string
+	From  []string
+	links [][2]string // every link, for PrimaryNode
 }
 
 func parseCut(r Reader, sub Subject, s Spec) Fault {
@@ -66,7 +69,7 @@ func parseCut(r Reader, sub Subject, s Spec) Fault {
 	f := &Cut{Site: sub.Site}
 	for _, o := range from {
 		switch {
-		case o == sub.Site:
+		case o == sub.Site && sub.Site != PrimaryNode:
 			r.Fail("from", "site %s cannot be cut off from itself", o)
 			return nil
 		case slices.Contains(f.From, o):
@@ -78,15 +81,17 @@ func parseCut(r Reader, sub Subject, s Spec) Fault {
 	if s == nil {
 		return f // the lab checks the links when it applies it
 	}
-	var linked []string
-	for _, l := range s.Links() {
-		switch sub.Site {
-		case l[0]:
-			linked = append(linked, l[1])
-		case l[1]:
-			linked = append(linked, l[0])
+	if sub.Site == PrimaryNode {
+		f.links = s.Links()
+		for _, o := range f.From {
+			if len(linkedTo(f.links, o)) == 0 {
+				r.Fail("from", "site %s has no [[link]]", clean(o))
+				return nil
+			}
 		}
+		return f
 	}
+	linked := linkedTo(s.Links(), sub.Site)
 	for _, o := range f.From {
 		if !slices.Contains(linked, o) {
 			r.Fail("from", "no [[link]] joins %s and %s; %s is linked to %s", sub.Site, clean(o), sub.Site, orNone(linked))
@@ -106,31 +111,48 @@ func orNone(list []string) string {
 // Describe: "site us cut from eu, asia".
 func (f *Cut) Describe() string { return "site " + f.Site + " cut from " + strings.Join(f.From, ", ") }
 
-func (f *Cut) dirs() [][2]string {
-	var d [][2]string
-	for _, o := range f.From {
-		d = append(d, [2]string{f.Site, o}, [2]string{o, f.Site})
+// Parts are both directions of each link it takes down (for PrimaryNode's
+// site, those to every site of From: which is the primary's own is known
+// only when it is applied).
+func (f *Cut) Parts() []Part {
+	if f.Site == PrimaryNode {
+		return nil
 	}
-	return d
+	return dirParts(isolateDirs(f.Site, f.From))
 }
-
-// Parts are both directions of each link it takes down.
-func (f *Cut) Parts() []Part { return dirParts(f.dirs()) }
 
 // Apply takes the links down after saving their directions; if one cannot
 // be, the others are put back.
 func (f *Cut) Apply(ctx context.Context, w World) (Heal, error) {
-	sv, err := save(w, f.dirs())
+	site, from := f.Site, f.From
+	if site == PrimaryNode {
+		var err error
+		if site, err = primarySite(ctx, w, site); err != nil {
+			return nil, err
+		}
+		linked := linkedTo(f.links, site)
+		from = nil
+		for _, o := range f.From {
+			if o != site && (f.links == nil || slices.Contains(linked, o)) {
+				from = append(from, o)
+			}
+		}
+		if len(from) == 0 {
+			return nil, fmt.Errorf("site %s (the primary's) has no link to %s", site, strings.Join(f.From, ", "))
+		}
+	}
+	what := "site " + site + " cut from " + strings.Join(from, ", ")
+	sv, err := save(w, isolateDirs(site, from))
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range f.From {
-		if err := w.SetLink(f.Site, o, true, []string{"down"}); err != nil {
-			if rerr := sv.restore(w, f.Describe()); rerr != nil {
+	for _, o := range from {
+		if err := w.SetLink(site, o, true, []string{"down"}); err != nil {
+			if rerr := sv.restore(w, what); rerr != nil {
 				err = fmt.Errorf("%w; %v", err, rerr)
 			}
 			return nil, err
 		}
 	}
-	return func(context.Context) error { return sv.restore(w, f.Describe()) }, nil
+	return func(context.Context) error { return sv.restore(w, what) }, nil
 }

@@ -494,14 +494,14 @@ func TestSplitChanges(t *testing.T) {
 // node that takes writes then.
 type primaryLab struct {
 	*lab
-	primary string
+	primary, site string
 }
 
-func (l *primaryLab) Primary(context.Context) (string, error) {
+func (l *primaryLab) Primary(context.Context) (string, string, error) {
 	if l.primary == "" {
-		return "", errors.New("no node takes writes now")
+		return "", "", errors.New("no node takes writes now")
 	}
-	return l.primary, nil
+	return l.primary, l.site, nil
 }
 
 func TestPrimaryNodeIsResolvedAtApplyAndHealedThere(t *testing.T) {
@@ -576,5 +576,40 @@ func TestCut(t *testing.T) {
 		if _, errs := parse(t, "cut", a, l, keys, 0); len(errs) != 1 || errs[0] != tc.want {
 			t.Errorf("from %v: %q, want %q", tc.from, errs, tc.want)
 		}
+	}
+}
+
+// The primary's site, cut off or isolated: found when the fault is
+// applied, its heal puts back what it took down.
+func TestPrimarySite(t *testing.T) {
+	l := &primaryLab{lab: newLab(), primary: "n1", site: "b"}
+	sub := Subject{On: OnSite, Site: PrimaryNode}
+	// b is linked to a only; from names every site, b's own left out.
+	f, errs := parse(t, "cut", sub, l, map[string]any{"from": []any{"a", "b", "c"}}, 0)
+	if len(errs) > 0 || f.Parts() != nil {
+		t.Fatalf("%v parts %v", errs, f.Parts())
+	}
+	heal, err := f.Apply(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := heal(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"set b->a both=true down", "restore b->a down=false", "restore a->b down=false"}; !reflect.DeepEqual(l.calls, want) {
+		t.Errorf("cut: calls %q, want %q", l.calls, want)
+	}
+	l.calls, l.site = nil, "a"
+	f, _ = parse(t, "isolate", sub, l, nil, 0)
+	heal, err = f.Apply(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = heal(context.Background())
+	if want := []string{"set a->b both=true down", "set a->c both=true down"}; !reflect.DeepEqual(l.calls[:2], want) {
+		t.Errorf("isolate: calls %q", l.calls)
+	}
+	if _, err := f.Apply(context.Background(), newLab()); err == nil || !strings.Contains(err.Error(), "cannot tell") {
+		t.Errorf("a world that cannot tell: %v", err)
 	}
 }

@@ -31,13 +31,44 @@ var nodeActions = []struct {
 // PrimaryNode, as a node fault's node, is whichever node takes writes when
 // the fault is applied: under an HA manager the primary moves, and "kill
 // the primary" three times kills three different nodes. Its heal acts on
-// the node the fault acted on.
+// the node the fault acted on. As a site fault's site it is that node's
+// site.
 const PrimaryNode = "@primary"
 
-// PrimaryFinder is a World that can say which node takes writes now: the
-// one node a PrimaryNode fault acts on.
+// PrimaryFinder is a World that can say which node takes writes now, and
+// in which site: the one node (or site) a PrimaryNode fault acts on.
 type PrimaryFinder interface {
-	Primary(ctx context.Context) (string, error)
+	Primary(ctx context.Context) (node, site string, err error)
+}
+
+// primarySite resolves site when it is PrimaryNode.
+func primarySite(ctx context.Context, w World, site string) (string, error) {
+	if site != PrimaryNode {
+		return site, nil
+	}
+	pf, ok := w.(PrimaryFinder)
+	if !ok {
+		return "", fmt.Errorf("site %s: cannot tell which node takes writes here", PrimaryNode)
+	}
+	_, s, err := pf.Primary(ctx)
+	if err != nil {
+		return "", fmt.Errorf("site %s: %w", PrimaryNode, err)
+	}
+	return s, nil
+}
+
+// linkedTo are the sites joined to site by one of links.
+func linkedTo(links [][2]string, site string) []string {
+	var out []string
+	for _, l := range links {
+		switch site {
+		case l[0]:
+			out = append(out, l[1])
+		case l[1]:
+			out = append(out, l[0])
+		}
+	}
+	return out
 }
 
 // useLasting is what to use instead of for on an instantaneous node fault.
@@ -102,7 +133,7 @@ func (f *Node) Apply(ctx context.Context, w World) (Heal, error) {
 			return nil, fmt.Errorf("node %s: cannot tell which node takes writes here", PrimaryNode)
 		}
 		var err error
-		if node, err = pf.Primary(ctx); err != nil {
+		if node, _, err = pf.Primary(ctx); err != nil {
 			return nil, fmt.Errorf("node %s: %w", PrimaryNode, err)
 		}
 	}

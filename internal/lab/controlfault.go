@@ -157,6 +157,9 @@ func (l *Lab) checkSubject(sub faultkind.Subject) error {
 		}
 	case faultkind.OnSite:
 		var names []string
+		if sub.Site == faultkind.PrimaryNode {
+			return nil
+		}
 		for _, s := range l.Spec.Sites {
 			if s.Name == sub.Site {
 				return nil

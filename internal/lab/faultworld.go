@@ -171,14 +171,14 @@ func (w faultWorld) Promote(ctx context.Context, node string) error {
 }
 
 // Primary implements faultkind.PrimaryFinder through the node handler.
-func (w faultWorld) Primary(ctx context.Context) (string, error) {
+func (w faultWorld) Primary(ctx context.Context) (string, string, error) {
 	n, err := w.nodes()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	pf, ok := n.(faultkind.PrimaryFinder)
 	if !ok {
-		return "", errors.New("this lab's servers cannot say which node takes writes")
+		return "", "", errors.New("this lab's servers cannot say which node takes writes")
 	}
 	return pf.Primary(ctx)
 }

@@ -200,15 +200,15 @@ func (n clusterNodes) Promote(ctx context.Context, node string) error {
 
 // Primary implements faultkind.PrimaryFinder: the one node that takes
 // writes now.
-func (n clusterNodes) Primary(ctx context.Context) (string, error) {
+func (n clusterNodes) Primary(ctx context.Context) (string, string, error) {
 	srcs := engine.Sources(n.c.Nodes())
 	switch len(srcs) {
 	case 1:
-		return srcs[0].Name, nil
+		return srcs[0].Name, srcs[0].Site, nil
 	case 0:
-		return "", errors.New("no node takes writes now")
+		return "", "", errors.New("no node takes writes now")
 	}
-	return "", fmt.Errorf("%d nodes take writes now (%s): which one is the primary?", len(srcs), names(srcs))
+	return "", "", fmt.Errorf("%d nodes take writes now (%s): which one is the primary?", len(srcs), names(srcs))
 }
 
 // Stage acts on one of node's replication stages, which it must have.
