@@ -45,6 +45,9 @@ type Results struct {
 	// says why it could not be read (also a Problem).
 	Faults      []fault.Event
 	FaultsError string
+	// NodeRoles is node-roles.csv: who was primary over time (a run on
+	// an HA manager).
+	NodeRoles []NodeRoleRow
 	// WarmupS is resolved-spec.json's warmup, when it is there: where the
 	// measure phase began when series.csv cannot tell.
 	WarmupS *float64
@@ -142,6 +145,7 @@ func load(dir string, depth int) (*Results, error) {
 	r.readHists()
 	r.readPages()
 	r.readFaults()
+	r.readNodeRoles()
 	r.readWarmup()
 	if depth == 0 {
 		r.readReps()

@@ -2,12 +2,10 @@ package runner
 
 import (
 	"cmp"
-	"encoding/csv"
 	"fmt"
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"time"
 
 	"replab/internal/engine"
@@ -22,9 +20,6 @@ import (
 // what it did to the cluster (fault.MeasureHA) from those roles and
 // from every acknowledged commit — when, by which node, and whether the
 // verification found it afterwards.
-
-// NodeRolesFile is the roles' timeline in a results directory.
-const NodeRolesFile = "node-roles.csv"
 
 // fillHA writes node-roles.csv and measures every fault; nothing for an
 // engine that does not follow roles.
@@ -52,7 +47,22 @@ func (r *run) fillHA(dir *report.Dir) error {
 		}
 		roles = append(roles, fault.RoleSpan{Node: p.Node, Source: p.Source, Role: p.Role, FromS: p.Start.Sub(from).Seconds(), ToS: to})
 	}
-	if err := writeNodeRoles(dir.File(NodeRolesFile), roles); err != nil {
+	rows := make([]report.NodeRoleRow, len(roles))
+	for i, ro := range roles {
+		rows[i] = report.NodeRoleRow{Node: ro.Node, Source: ro.Source, Role: ro.Role, FromS: ro.FromS, ToS: ro.ToS}
+		if ro.ToS >= endS {
+			rows[i].ToS = math.NaN() // still holding it when the run ended
+		}
+	}
+	f, err := os.Create(dir.File(report.NodeRolesFile))
+	if err != nil {
+		return err
+	}
+	err = report.WriteNodeRoles(f, rows)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
 	if len(r.sum.Faults) == 0 {
@@ -106,29 +116,4 @@ func (r *run) acks() []fault.Ack {
 		}
 	}
 	return out
-}
-
-// writeNodeRoles writes the roles' timeline: one line per period.
-func writeNodeRoles(path string, roles []fault.RoleSpan) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := csv.NewWriter(f)
-	_ = w.Write([]string{"node", "source", "role", "from_s", "to_s"})
-	num := func(v float64) string {
-		if math.IsInf(v, 0) || math.IsNaN(v) {
-			return ""
-		}
-		return strconv.FormatFloat(v, 'f', 3, 64)
-	}
-	for _, r := range roles {
-		_ = w.Write([]string{r.Node, r.Source, r.Role, num(r.FromS), num(r.ToS)})
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

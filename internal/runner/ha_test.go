@@ -119,8 +119,8 @@ func TestPatroniKillOfThePrimaryFailsOverAndRejoins(t *testing.T) {
 	if len(sum.HA) != 1 || sum.HA[0].N != 1 || sum.HA[0].Rejoined != 1 {
 		t.Errorf("ha %+v", sum.HA)
 	}
-	if b, err := os.ReadFile(filepath.Join(out, NodeRolesFile)); err != nil || !strings.Contains(string(b), "p1,server,primary,") {
-		t.Errorf("%s: %v\n%s", NodeRolesFile, err, b)
+	if b, err := os.ReadFile(filepath.Join(out, report.NodeRolesFile)); err != nil || !strings.Contains(string(b), "p1,server,primary,") {
+		t.Errorf("%s: %v\n%s", report.NodeRolesFile, err, b)
 	}
 	if left := processesUnder(dataRoot); len(left) > 0 {
 		t.Errorf("left running: %s", strings.Join(left, "; "))

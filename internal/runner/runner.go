@@ -545,7 +545,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		r.sum.Verification = r.checkJournal(ctx, stopped)
 	}
 	if err := r.fillHA(dir); err != nil {
-		return r.sum, fmt.Errorf("%s: %w", NodeRolesFile, err)
+		return r.sum, fmt.Errorf("%s: %w", report.NodeRolesFile, err)
 	}
 	if !r.res.Complete {
 		return r.sum, errors.New(r.res.StopReason)
