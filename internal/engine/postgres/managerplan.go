@@ -50,8 +50,9 @@ type managerPlan struct {
 	ttl, loopWait, retryTimeout time.Duration
 	maxLag                      int64 // maximum_lag_on_failover, bytes
 	syncMode, syncStrict        bool
-	// noFailover are standbys Patroni never promotes (tag nofailover).
-	noFailover []string
+	// noFailover are standbys Patroni never promotes (tag nofailover);
+	// noSync standbys it never makes synchronous (tag nosync).
+	noFailover, noSync []string
 }
 
 // electionBound is how long the cluster may go without a primary before
@@ -83,7 +84,7 @@ func readManager(s *spec.Spec, o *spec.Options, errs *spec.Errors, p *plan) {
 	if p.route == RouteHAProxy {
 		errs.Add("scheme.route", `route = "haproxy" is not built yet: use "libpq" (a host list with target_session_attrs=read-write) or "direct"`)
 	}
-	patroniOnly := []string{"store_sites", "ttl", "loop_wait", "retry_timeout", "maximum_lag_on_failover", "synchronous_mode", "synchronous_mode_strict", "nofailover"}
+	patroniOnly := []string{"store_sites", "ttl", "loop_wait", "retry_timeout", "maximum_lag_on_failover", "synchronous_mode", "synchronous_mode_strict", "nofailover", "nosync"}
 	if kind == ManagerNone {
 		for _, k := range patroniOnly {
 			if o.Has(k) {
@@ -148,6 +149,20 @@ func readManager(s *spec.Spec, o *spec.Options, errs *spec.Errors, p *plan) {
 		default:
 			m.noFailover = append(m.noFailover, name)
 		}
+	}
+	for _, name := range o.Strings("nosync") {
+		n := s.Node(name)
+		switch {
+		case n == nil:
+			errs.Add("scheme.nosync", "unknown node %q%s; nodes: %s", name, spec.DidYouMean(name, nodeNames), strings.Join(nodeNames, ", "))
+		case !m.syncMode:
+			errs.Add("scheme.nosync", "nosync keeps a standby asynchronous under synchronous_mode: write replication = \"sync\"")
+		default:
+			m.noSync = append(m.noSync, name)
+		}
+	}
+	if m.syncMode && len(m.noSync) > 0 && len(m.noSync) >= len(s.Nodes)-1 {
+		errs.Add("scheme.nosync", "every standby is nosync: none could be synchronous (with the primary among them, after a failover at most %d could)", len(s.Nodes)-1-len(m.noSync))
 	}
 	if len(m.noFailover) > 0 && len(m.noFailover) == len(s.Nodes)-1 {
 		errs.Add("scheme.nofailover", "every standby is nofailover: Patroni could never fail over")

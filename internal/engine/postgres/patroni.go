@@ -110,6 +110,9 @@ func (c *cluster) patroniConfig(n *node) map[string]any {
 	if containsName(m.noFailover, n.Name) {
 		tags["nofailover"] = true
 	}
+	if containsName(m.noSync, n.Name) {
+		tags["nosync"] = true
+	}
 	secs := func(d time.Duration) int { return int(d / time.Second) }
 	return map[string]any{
 		"scope":     "replab-" + c.lab.Spec.Lab.Name,
