@@ -249,7 +249,10 @@ func (c *cluster) primaryNow() string {
 // manager's election bound: a manager that never elects ends the wait
 // with that said.
 func (c *cluster) waitPrimary(ctx context.Context) (string, error) {
-	bound := c.plan.manager.electionBound()
+	return c.waitPrimaryWithin(ctx, c.plan.manager.electionBound())
+}
+
+func (c *cluster) waitPrimaryWithin(ctx context.Context, bound time.Duration) (string, error) {
 	deadline := time.Now().Add(bound)
 	for {
 		if p := c.primaryNow(); p != "" {
@@ -262,7 +265,7 @@ func (c *cluster) waitPrimary(ctx context.Context) (string, error) {
 			if len(ps) > 1 {
 				return "", fmt.Errorf("manager %s: %d nodes take writes (%v) after %s: split brain", c.plan.manager.kind, len(ps), ps, bound)
 			}
-			return "", fmt.Errorf("manager %s elected no primary within %s (ttl + 2 loop_wait + 2 retry_timeout + 30 s)", c.plan.manager.kind, bound)
+			return "", fmt.Errorf("manager %s elected no primary within %s (ttl + 2 loop_wait + 2 retry_timeout + 30 s)", c.plan.manager.kind, bound.Round(time.Millisecond))
 		}
 		select {
 		case <-ctx.Done():
