@@ -129,6 +129,39 @@ func TestPatroniKillOfThePrimaryFailsOverAndRejoins(t *testing.T) {
 		f.UnavailableS, *h.PromotedS, *h.ElectedS, *h.ClientsS, *h.Rejoin.RejoinedS, *h.Rejoin.RedundantS)
 }
 
+// TestPatroniKillThroughHAProxy: the same kill with the clients behind
+// haproxy in their site, which health-checks each Patroni's GET /primary:
+// they follow the new primary once haproxy marks it up, and the journal
+// still knows which node took each commit (the servers say their names).
+func TestPatroniKillThroughHAProxy(t *testing.T) {
+	pgtest.Require(t)
+	for _, bin := range []string{"/usr/bin/patroni", "/usr/sbin/haproxy"} {
+		if _, err := os.Stat(bin); err != nil {
+			t.Skipf("integration test skipped: %s is not installed (scripts/deps.sh ha)", bin)
+		}
+	}
+	labtest.RequireLab(t)
+	text := strings.Replace(fmt.Sprintf(patroniTrioSpec, labtest.UniqueName("tpha")), `manager = "patroni"`, "manager = \"patroni\"\nroute = \"haproxy\"", 1)
+	sum, _, log, dataRoot := runHASpec(t, text)
+	if !strings.Contains(log, "route: haproxy") || len(sum.Faults) != 1 || sum.Faults[0].HA == nil {
+		t.Fatalf("faults %+v\n%s", sum.Faults, log)
+	}
+	h := sum.Faults[0].HA
+	if h.OldPrimary != "p1" || h.NewPrimary == "" || h.ClientsS == nil || h.SplitBrain == nil || h.SplitBrain.AckedOverlapMs != 0 {
+		t.Errorf("ha %+v\n%s", h, log)
+	}
+	if h.Lost == nil || *h.Lost != 0 {
+		t.Errorf("lost %v", h.Lost)
+	}
+	if _, ok := sum.Roles["haproxy-us"]; !ok {
+		t.Errorf("haproxy is not among the monitored processes: %v", sum.Roles)
+	}
+	if left := processesUnder(dataRoot); len(left) > 0 {
+		t.Errorf("left running: %s", strings.Join(left, "; "))
+	}
+	t.Logf("no commit for %.2f s; promoted %.2f s, clients %.2f s (haproxy marks a server up after 2 checks 3 s apart)", sum.Faults[0].UnavailableS, *h.PromotedS, *h.ClientsS)
+}
+
 // runHASpec runs spec text (its [[fault]]s included) on PostgreSQL and
 // returns the summary, the results directory, the log and the data root.
 func runHASpec(t *testing.T, text string) (*report.Summary, string, string, string) {

@@ -27,7 +27,7 @@ var managers = []string{ManagerNone, ManagerPatroni, ManagerRepmgr, ManagerPgAF}
 const (
 	RouteDirect  = "direct"  // a fixed node: the one the cluster says takes writes when the user connects
 	RouteLibpq   = "libpq"   // every node in one host list, target_session_attrs=read-write
-	RouteHAProxy = "haproxy" // not built yet
+	RouteHAProxy = "haproxy" // haproxy in the clients' site, checking Patroni's REST API (haproxy.go)
 )
 
 var routes = []string{RouteDirect, RouteLibpq, RouteHAProxy}
@@ -80,9 +80,6 @@ func readManager(s *spec.Spec, o *spec.Options, errs *spec.Errors, p *plan) {
 	}
 	if p.route != RouteDirect && !physical {
 		errs.Add("scheme.route", "route = %q finds a primary among physical standbys; replication = %q has none (leave route out)", p.route, p.replication)
-	}
-	if p.route == RouteHAProxy {
-		errs.Add("scheme.route", `route = "haproxy" is not built yet: use "libpq" (a host list with target_session_attrs=read-write) or "direct"`)
 	}
 	patroniOnly := []string{"store_sites", "ttl", "loop_wait", "retry_timeout", "maximum_lag_on_failover", "synchronous_mode", "synchronous_mode_strict", "nofailover", "nosync"}
 	if kind == ManagerNone {

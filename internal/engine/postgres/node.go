@@ -132,6 +132,8 @@ func (n *node) writeConfig(extra map[string]string) error {
 		"port":                    strconv.Itoa(int(n.addr.Port())),
 		"unix_socket_directories": n.sockDir,
 		"cluster_name":            n.Name,
+		// Which node a connection reached, whatever route it took.
+		"replab.node": n.Name,
 	}
 	for k, v := range extra {
 		own[k] = v

@@ -581,6 +581,7 @@ func pastTense(action string) string {
 
 // closeManaged stops every Patroni (each stops its server) and the store.
 func (c *cluster) closeManaged() {
+	c.stopProxies()
 	c.stopWatch()
 	_ = enginekit.Each(c.nodes, func(n *node) error {
 		if n.ha != nil {
@@ -603,5 +604,6 @@ func (c *cluster) managerProcesses() []engine.Process {
 			out = append(out, engine.Process{Node: n.Name, Role: "patroni", PID: pid})
 		}
 	}
+	out = append(out, c.proxyProcesses()...)
 	return append(out, c.store.processes()...)
 }

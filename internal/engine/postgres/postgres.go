@@ -103,6 +103,9 @@ type cluster struct {
 	// primary (watch.go). Both nil without a manager.
 	store *store
 	watch *watcher
+	// proxies are route = "haproxy"'s, one per client site (haproxy.go).
+	proxyMu sync.Mutex
+	proxies map[string]*proxy
 }
 
 // Up implements engine.Engine.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -33,6 +34,8 @@ func (c *cluster) Route() string {
 	switch c.plan.route {
 	case RouteLibpq:
 		return fmt.Sprintf("libpq host list %s with target_session_attrs=read-write, connect_timeout=%s s", strings.Join(c.nodeNames(), ", "), libpqConnectTimeout)
+	case RouteHAProxy:
+		return "haproxy in the clients' site, health-checking each Patroni's GET /primary (inter 3s fall 3 rise 2)"
 	case RouteDirect:
 		if c.plan.manager != nil {
 			return "direct to " + c.firstPrimary() + ", the spec's primary, whatever the manager does"
@@ -69,6 +72,18 @@ func (c *cluster) RoutePool(ctx context.Context, fromSite string) (*sql.DB, erro
 		}
 		cfg.DialFunc = dialer(site)
 		return stdlib.OpenDB(*cfg), nil
+	case RouteHAProxy:
+		p, err := c.proxyFor(ctx, fromSite)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable connect_timeout=%s",
+			p.addr.Addr(), p.addr.Port(), Superuser, Database, libpqConnectTimeout))
+		if err != nil {
+			return nil, err
+		}
+		cfg.DialFunc = dialer(c.lab.Site(fromSite))
+		return stdlib.OpenDB(*cfg), nil
 	}
 	return nil, fmt.Errorf("route %q is not built", c.plan.route)
 }
@@ -101,18 +116,28 @@ func (c *cluster) ConnNode(conn any) string {
 	case interface{ RemoteAddr() net.Addr }:
 		addr = x.RemoteAddr()
 	}
-	if addr == nil {
-		return ""
-	}
-	ap, err := netip.ParseAddrPort(addr.String())
-	if err != nil {
-		return ""
-	}
-	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	for _, n := range c.nodes {
-		if n.addr == ap {
-			return n.Name
+	if addr != nil {
+		if ap, err := netip.ParseAddrPort(addr.String()); err == nil {
+			ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+			for _, n := range c.nodes {
+				if n.addr == ap {
+					return n.Name
+				}
+			}
 		}
+	}
+	// Behind a proxy (route = "haproxy") the address is the proxy's: the
+	// server says its name (replab.node, set on every managed node).
+	switch x := conn.(type) {
+	case *stdlib.Conn:
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var name *string
+		if x.Conn().QueryRow(ctx, "SELECT current_setting('replab.node', true)").Scan(&name) == nil && name != nil {
+			return *name
+		}
+	case interface{ ServerNode() string }:
+		return x.ServerNode()
 	}
 	return ""
 }
