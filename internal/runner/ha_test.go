@@ -162,6 +162,69 @@ func TestPatroniKillThroughHAProxy(t *testing.T) {
 	t.Logf("no commit for %.2f s; promoted %.2f s, clients %.2f s (haproxy marks a server up after 2 checks 3 s apart)", sum.Faults[0].UnavailableS, *h.PromotedS, *h.ClientsS)
 }
 
+// TestRepmgrKillOfThePrimaryFailsOverAndRejoins: repmgrd on every node
+// (asynchronous replication, as repmgr runs it), the primary killed with
+// its repmgrd: the standbys' repmgrd give up on it after 2 attempts 1 s
+// apart, one is promoted and the other follows it, the clients (libpq
+// host list) follow; the old primary, healed, is rejoined to the new one
+// (repmgr node rejoin --force-rewind: what an operator does; repmgr never
+// does it by itself). Nothing is left behind.
+func TestRepmgrKillOfThePrimaryFailsOverAndRejoins(t *testing.T) {
+	pgtest.Require(t)
+	if _, err := os.Stat("/usr/lib/postgresql/15/bin/repmgrd"); err != nil {
+		t.Skip("integration test skipped: repmgr is not installed (scripts/deps.sh ha)")
+	}
+	labtest.RequireLab(t)
+	text := fmt.Sprintf(patroniTrioSpec, labtest.UniqueName("trep"))
+	i := strings.Index(text, "[scheme]")
+	j := strings.Index(text, "[workload]")
+	text = text[:i] + `[scheme]
+replication = "async"
+manager = "repmgr"
+reconnect_attempts = 2
+reconnect_interval = "1s"
+monitor_interval = "1s"
+` + text[j:]
+	start := time.Now()
+	sum, _, log, dataRoot := runHASpec(t, text)
+	t.Logf("run took %.1f s", time.Since(start).Seconds())
+	t.Cleanup(func() { // before the data root goes: what repmgr said
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(dataRoot, "*", "ha-*", "repmgr*.log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+				t.Logf("%s:\n%s", l, strings.Join(lines[max(0, len(lines)-25):], "\n"))
+			}
+		}
+	})
+	if len(sum.Faults) != 1 || sum.Faults[0].HA == nil {
+		t.Fatalf("faults %+v\n%s", sum.Faults, log)
+	}
+	f := sum.Faults[0]
+	h := f.HA
+	if h.OldPrimary != "p1" || (h.NewPrimary != "e1" && h.NewPrimary != "a1") || h.PromotedS == nil || h.ClientsS == nil {
+		t.Fatalf("ha %+v\n%s", h, log)
+	}
+	if *h.PromotedS > 20 || f.UnavailableS > 25 {
+		t.Errorf("promoted after %.2f s, no commit for %.2f s", *h.PromotedS, f.UnavailableS)
+	}
+	if h.Lost == nil || h.SplitBrain == nil || h.SplitBrain.AckedOverlapMs != 0 {
+		t.Fatalf("lost %v, split brain %+v\n%s", h.Lost, h.SplitBrain, log)
+	}
+	if rj := h.Rejoin; rj == nil || !rj.Rejoined {
+		t.Errorf("rejoin %+v\n%s", rj, log)
+	}
+	if _, ok := sum.Roles["p1"]["repmgrd"]; !ok {
+		t.Errorf("repmgrd is not among the monitored processes: %v", sum.Roles["p1"])
+	}
+	if left := processesUnder(dataRoot); len(left) > 0 {
+		t.Errorf("left running: %s", strings.Join(left, "; "))
+	}
+	t.Logf("no commit for %.2f s; promoted %.2f s, clients %.2f s; lost %d; rejoined %.2f s after the start, redundant %.2f s",
+		f.UnavailableS, *h.PromotedS, *h.ClientsS, *h.Lost, *h.Rejoin.RejoinedS, *h.Rejoin.RedundantS)
+}
+
 // runHASpec runs spec text (its [[fault]]s included) on PostgreSQL and
 // returns the summary, the results directory, the log and the data root.
 func runHASpec(t *testing.T, text string) (*report.Summary, string, string, string) {

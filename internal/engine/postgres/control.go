@@ -52,7 +52,14 @@ func (c *cluster) Stop(ctx context.Context, name string) error {
 		return err
 	}
 	if n.ha != nil {
-		return c.patroniAction(ctx, n, "stop")
+		if err := c.patroniAction(ctx, n, "stop"); err != nil {
+			return err
+		}
+		if c.plan.manager.kind == ManagerRepmgr && n.managedPostmasterPID() != 0 {
+			// repmgrd leaves the server running: stop it too.
+			return c.serverAction(ctx, n, "stop")
+		}
+		return nil
 	}
 	pm := n.proc.Load()
 	if n.pid() == 0 {
@@ -132,6 +139,9 @@ func (c *cluster) Start(ctx context.Context, name string) error {
 		// another node took over meanwhile.
 		if n.ha.proc.PID() != 0 {
 			return fmt.Errorf("node %s is already running", name)
+		}
+		if c.plan.manager.kind == ManagerRepmgr {
+			return c.startRepmgrNode(ctx, n)
 		}
 		return c.patroniAction(ctx, n, "start")
 	}

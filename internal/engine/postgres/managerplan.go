@@ -17,7 +17,7 @@ import (
 const (
 	ManagerNone    = "none"             // replab itself: promote faults (failover.go)
 	ManagerPatroni = "patroni"          // Patroni with etcd as its store (patroni.go, etcd.go)
-	ManagerRepmgr  = "repmgr"           // not built yet
+	ManagerRepmgr  = "repmgr"           // repmgrd on every node (repmgr.go)
 	ManagerPgAF    = "pg_auto_failover" // not built yet
 )
 
@@ -53,13 +53,39 @@ type managerPlan struct {
 	// noFailover are standbys Patroni never promotes (tag nofailover);
 	// noSync standbys it never makes synchronous (tag nosync).
 	noFailover, noSync []string
+
+	// repmgr's knobs: failover (automatic or manual), how often and how
+	// far apart repmgrd tries the primary again before it elects, how
+	// often it monitors, each node's priority (0: never promoted), the
+	// nodes' location (repmgr does not fail over when no node of the
+	// primary's location is visible), and what replab's heal of a failed
+	// primary does (rejoin: "rewind", repmgr node rejoin --force-rewind
+	// as an operator would; "none": start it as it was).
+	failover          string
+	reconnectAttempts int64
+	reconnectInterval time.Duration
+	monitorInterval   time.Duration
+	priority          map[string]int64
+	locationBySite    bool
+	rejoin            string
 }
 
 // electionBound is how long the cluster may go without a primary before
 // replab says the manager did not elect one: the leader key's expiry, a
 // loop to notice, the retries, and time for the promotion itself.
 func (m *managerPlan) electionBound() time.Duration {
+	if m.kind == ManagerRepmgr {
+		return time.Duration(m.reconnectAttempts)*m.reconnectInterval + 2*m.monitorInterval + 30*time.Second
+	}
 	return m.ttl + 2*m.loopWait + 2*m.retryTimeout + 30*time.Second
+}
+
+// boundWords says what electionBound adds up, for its error.
+func (m *managerPlan) boundWords() string {
+	if m.kind == ManagerRepmgr {
+		return "reconnect_attempts × reconnect_interval + 2 monitor_interval + 30 s"
+	}
+	return "ttl + 2 loop_wait + 2 retry_timeout + 30 s"
 }
 
 // readManager reads manager, route, store_sites and the manager's knobs
@@ -82,16 +108,33 @@ func readManager(s *spec.Spec, o *spec.Options, errs *spec.Errors, p *plan) {
 		errs.Add("scheme.route", "route = %q finds a primary among physical standbys; replication = %q has none (leave route out)", p.route, p.replication)
 	}
 	patroniOnly := []string{"store_sites", "ttl", "loop_wait", "retry_timeout", "maximum_lag_on_failover", "synchronous_mode", "synchronous_mode_strict", "nofailover", "nosync"}
-	if kind == ManagerNone {
-		for _, k := range patroniOnly {
+	repmgrOnly := []string{"failover", "reconnect_attempts", "reconnect_interval", "monitor_interval", "priority", "location", "rejoin"}
+	refuse := func(keys []string, of string) {
+		for _, k := range keys {
 			if o.Has(k) {
-				errs.Add("scheme."+k, "%s is a knob of manager = \"patroni\"; this spec has no manager", k)
+				if kind == ManagerNone {
+					errs.Add("scheme."+k, "%s is a knob of manager = %q; this spec has no manager", k, of)
+				} else {
+					errs.Add("scheme."+k, "%s is a knob of manager = %q, not of %q", k, of, kind)
+				}
 			}
 		}
+	}
+	if kind != ManagerPatroni {
+		refuse(patroniOnly, ManagerPatroni)
+	}
+	if kind != ManagerRepmgr {
+		refuse(repmgrOnly, ManagerRepmgr)
+	}
+	if kind == ManagerNone {
 		return
 	}
-	if kind == ManagerRepmgr || kind == ManagerPgAF {
-		errs.Add("scheme.manager", "manager = %q is not built yet: use \"patroni\", or \"none\" with promote faults", kind)
+	if kind == ManagerPgAF {
+		errs.Add("scheme.manager", "manager = %q is not built yet: use \"patroni\" or \"repmgr\", or \"none\" with promote faults", kind)
+		return
+	}
+	if kind == ManagerRepmgr {
+		readRepmgr(s, o, errs, p)
 		return
 	}
 	if !physical {
@@ -193,6 +236,58 @@ func readManager(s *spec.Spec, o *spec.Options, errs *spec.Errors, p *plan) {
 	}
 }
 
+// readRepmgr reads repmgr's knobs.
+func readRepmgr(s *spec.Spec, o *spec.Options, errs *spec.Errors, p *plan) {
+	m := &managerPlan{kind: ManagerRepmgr}
+	p.manager = m
+	switch p.replication {
+	case Async:
+	case Sync:
+		errs.Add("scheme.replication", "repmgr does not manage synchronous replication (after a failover nothing would make a standby synchronous): use replication = \"async\", or manager = \"patroni\" for synchronous_mode")
+	default:
+		errs.Add("scheme.replication", "manager = \"repmgr\" runs physical streaming replication: use replication = \"async\"")
+	}
+	if p.route == RouteHAProxy {
+		errs.Add("scheme.route", `route = "haproxy" health-checks Patroni's REST API: it needs manager = "patroni"`)
+	}
+	seconds := func(key string, def, lo time.Duration) time.Duration {
+		d := o.Duration(key, def, lo, time.Hour)
+		if d%time.Second != 0 {
+			o.Errorf(key, "repmgr takes whole seconds: write %q", (d + time.Second - 1).Truncate(time.Second).String())
+		}
+		return d
+	}
+	// repmgr 5.3's defaults.
+	m.failover = o.String("failover", "automatic", "automatic", "manual")
+	m.reconnectAttempts = o.Int("reconnect_attempts", 6, 1, 1000)
+	m.reconnectInterval = seconds("reconnect_interval", 10*time.Second, time.Second)
+	m.monitorInterval = seconds("monitor_interval", 2*time.Second, time.Second)
+	loc := o.String("location", "same", "same", "site")
+	m.locationBySite = loc == "site"
+	m.rejoin = o.String("rejoin", "rewind", "rewind", "none")
+	var nodeNames []string
+	for _, n := range s.Nodes {
+		nodeNames = append(nodeNames, n.Name)
+	}
+	m.priority = o.IntTable("priority", 0, 1000000)
+	for name := range m.priority {
+		if s.Node(name) == nil {
+			errs.Add("scheme.priority", "unknown node %q%s; nodes: %s", name, spec.DidYouMean(name, nodeNames), strings.Join(nodeNames, ", "))
+		}
+	}
+	candidates := 0
+	for _, n := range s.Nodes {
+		if n.Role == "standby" {
+			if pr, ok := m.priority[n.Name]; !ok || pr > 0 {
+				candidates++
+			}
+		}
+	}
+	if m.failover == "automatic" && candidates == 0 && len(s.Nodes) > 1 && p.replication == Async {
+		errs.Add("scheme.priority", "every standby has priority 0: repmgr could never promote one")
+	}
+}
+
 // checkManagedNodes checks the nodes of a managed cluster: one primary
 // (the one that bootstraps), standbys of it, nothing Patroni would not run.
 func checkManagedNodes(s *spec.Spec, errs *spec.Errors, p *plan, sc scheme) {
@@ -229,6 +324,9 @@ func firstOr(list []string, def string) string {
 func (p *plan) managerStages() []string {
 	if p.manager == nil {
 		return nil
+	}
+	if p.manager.kind == ManagerRepmgr {
+		return []string{"repmgrd", "postgres"}
 	}
 	return []string{p.manager.kind, "postgres"}
 }

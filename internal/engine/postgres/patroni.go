@@ -186,11 +186,15 @@ func (c *cluster) writePatroniConfig(n *node) error {
 }
 
 // startPatroni runs n's Patroni in its site.
-func (c *cluster) startPatroni(n *node) error {
+func (c *cluster) startPatroni(n *node) error { return c.startDaemon(n) }
+
+// startDaemon runs n's manager process in its site: Patroni, or repmgrd.
+func (c *cluster) startDaemon(n *node) error {
 	n.ha.procLock <- struct{}{}
 	defer func() { <-n.ha.procLock }()
+	name := c.daemonName()
 	if n.ha.proc.PID() != 0 {
-		return fmt.Errorf("node %s: patroni is already running", n.Name)
+		return fmt.Errorf("node %s: %s is already running", n.Name, name)
 	}
 	logf, err := os.OpenFile(n.ha.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -198,14 +202,30 @@ func (c *cluster) startPatroni(n *node) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(patroniBin, n.ha.config)
+	if c.plan.manager.kind == ManagerRepmgr {
+		cmd = exec.Command(c.inst.bin("repmgrd"), "-f", n.ha.config, "--daemonize=false")
+	}
 	c.asServerUser(cmd)
+	if c.plan.manager.kind == ManagerRepmgr {
+		// Its promote and follow commands write temporary files there.
+		cmd.Env = append(cmd.Env, "TMPDIR="+n.ha.dir)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	p, err := enginekit.StartProc(n.site, cmd)
 	if err != nil {
-		return fmt.Errorf("node %s: start patroni: %w", n.Name, err)
+		return fmt.Errorf("node %s: start %s: %w", n.Name, name, err)
 	}
 	n.ha.proc = p
 	return nil
+}
+
+// daemonName is the manager's process on every node, as stages and
+// monitors name it.
+func (c *cluster) daemonName() string {
+	if c.plan.manager != nil && c.plan.manager.kind == ManagerRepmgr {
+		return "repmgrd"
+	}
+	return "patroni"
 }
 
 // upPatroni starts the store, the primary's Patroni (which bootstraps the
@@ -289,7 +309,7 @@ func (c *cluster) waitRole(ctx context.Context, n *node, role string, bound time
 	defer cancel()
 	_, err := enginekit.Poll{Interval: 100 * time.Millisecond, Stall: bound}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		if st := n.ha.proc.ExitStatus(); st != "" {
-			return false, "", fmt.Errorf("patroni exited (%s): %s", st, tailFile(n.ha.logPath, 4))
+			return false, "", fmt.Errorf("%s exited (%s): %s", c.daemonName(), st, tailFile(n.ha.logPath, 4))
 		}
 		var rec bool
 		if err := n.query1(ctx, "postgres", "SELECT pg_is_in_recovery()", &rec); err != nil {
@@ -302,7 +322,7 @@ func (c *cluster) waitRole(ctx context.Context, n *node, role string, bound time
 		return got == role, got, nil
 	})
 	if err != nil {
-		return fmt.Errorf("node %s: not %s within %s: %w (patroni: %s)", n.Name, role, bound, err, tailFile(n.ha.logPath, 3))
+		return fmt.Errorf("node %s: not %s within %s: %w (%s: %s)", n.Name, role, bound, err, c.daemonName(), tailFile(n.ha.logPath, 3))
 	}
 	return nil
 }
@@ -315,7 +335,7 @@ func (c *cluster) waitStreaming(ctx context.Context, primary, standby *node) err
 	var state string
 	_, err := enginekit.Poll{Interval: 100 * time.Millisecond, Stall: bound}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		if st := standby.ha.proc.ExitStatus(); st != "" {
-			return false, "", fmt.Errorf("patroni exited (%s): %s", st, tailFile(standby.ha.logPath, 4))
+			return false, "", fmt.Errorf("%s exited (%s): %s", c.daemonName(), st, tailFile(standby.ha.logPath, 4))
 		}
 		state = ""
 		err := primary.query1(ctx, "", `SELECT coalesce(max(state), '') FROM pg_stat_replication WHERE application_name = $1`, &state, standby.Name)
@@ -325,7 +345,7 @@ func (c *cluster) waitStreaming(ctx context.Context, primary, standby *node) err
 		return state == "streaming", "stream " + state, nil
 	})
 	if err != nil {
-		return fmt.Errorf("node %s: not streaming from %s: %w (patroni: %s)", standby.Name, primary.Name, err, tailFile(standby.ha.logPath, 3))
+		return fmt.Errorf("node %s: not streaming from %s: %w (%s: %s)", standby.Name, primary.Name, err, c.daemonName(), tailFile(standby.ha.logPath, 3))
 	}
 	return nil
 }
@@ -409,7 +429,7 @@ func (c *cluster) killManaged(ctx context.Context, n *node) error {
 		select {
 		case <-p.Exited():
 		case <-ctx.Done():
-			return fmt.Errorf("node %s: killed patroni did not exit: %w", n.Name, ctx.Err())
+			return fmt.Errorf("node %s: killed %s did not exit: %w", n.Name, c.daemonName(), ctx.Err())
 		}
 	}
 	if len(tree) > 0 {
@@ -417,7 +437,7 @@ func (c *cluster) killManaged(ctx context.Context, n *node) error {
 			fmt.Fprintf(c.log, "node %s: warning: %v\n", n.Name, err)
 		}
 	}
-	fmt.Fprintf(c.log, "node %s: killed (patroni and %d server processes)\n", n.Name, len(tree))
+	fmt.Fprintf(c.log, "node %s: killed (%s and %d server processes)\n", n.Name, c.daemonName(), len(tree))
 	return nil
 }
 
@@ -462,7 +482,7 @@ func (n *node) signalTree(sig syscall.Signal) error {
 // alone ("patroni") or the server alone ("postgres").
 func (c *cluster) managedStage(ctx context.Context, n *node, stage, action string) error {
 	switch stage {
-	case c.plan.manager.kind:
+	case c.daemonName():
 		return c.patroniAction(ctx, n, action)
 	case "postgres":
 		return c.serverAction(ctx, n, action)
@@ -477,20 +497,20 @@ func (c *cluster) patroniAction(ctx context.Context, n *node, action string) err
 	case "kill":
 		p := n.ha.proc
 		if p.PID() == 0 {
-			return fmt.Errorf("node %s: patroni is not running", n.Name)
+			return fmt.Errorf("node %s: %s is not running", n.Name, c.daemonName())
 		}
 		_ = p.Signal(ctx, syscall.SIGKILL)
 	case "stop":
 		p := n.ha.proc
 		if p.PID() == 0 {
-			return fmt.Errorf("node %s: patroni is not running", n.Name)
+			return fmt.Errorf("node %s: %s is not running", n.Name, c.daemonName())
 		}
 		// Patroni stops the server with it.
 		if err := p.Signal(ctx, syscall.SIGTERM); err != nil {
-			return fmt.Errorf("node %s: patroni not stopped: %w", n.Name, err)
+			return fmt.Errorf("node %s: %s not stopped: %w", n.Name, c.daemonName(), err)
 		}
 	case "start":
-		if err := c.startPatroni(n); err != nil {
+		if err := c.startDaemon(n); err != nil {
 			return err
 		}
 	case "restart":
@@ -504,12 +524,12 @@ func (c *cluster) patroniAction(ctx context.Context, n *node, action string) err
 			sig = syscall.SIGCONT
 		}
 		if pid := n.ha.proc.PID(); pid == 0 || syscall.Kill(pid, sig) != nil {
-			return fmt.Errorf("node %s: patroni is not running", n.Name)
+			return fmt.Errorf("node %s: %s is not running", n.Name, c.daemonName())
 		}
 	default:
 		return fmt.Errorf("unknown action %q", action)
 	}
-	fmt.Fprintf(c.log, "node %s: patroni %s\n", n.Name, pastTense(action))
+	fmt.Fprintf(c.log, "node %s: %s %s\n", n.Name, c.daemonName(), pastTense(action))
 	return nil
 }
 
@@ -553,11 +573,19 @@ func (c *cluster) serverAction(ctx context.Context, n *node, action string) erro
 			_ = syscall.Kill(p.pid, sig)
 		}
 	case "start", "restart":
+		if c.plan.manager.kind == ManagerRepmgr {
+			if action == "restart" && len(tree) > 0 {
+				if err := c.serverAction(ctx, n, "stop"); err != nil {
+					return err
+				}
+			}
+			return c.pgctlStart(ctx, n)
+		}
 		return fmt.Errorf("node %s: patroni starts its server itself: kill or stop the postgres stage, and patroni starts it again", n.Name)
 	default:
 		return fmt.Errorf("unknown action %q", action)
 	}
-	fmt.Fprintf(c.log, "node %s: postgres %s (patroni runs on)\n", n.Name, pastTense(action))
+	fmt.Fprintf(c.log, "node %s: postgres %s (%s runs on)\n", n.Name, pastTense(action), c.daemonName())
 	return nil
 }
 
@@ -601,7 +629,7 @@ func (c *cluster) managerProcesses() []engine.Process {
 			continue
 		}
 		if pid := n.ha.proc.PID(); pid != 0 {
-			out = append(out, engine.Process{Node: n.Name, Role: "patroni", PID: pid})
+			out = append(out, engine.Process{Node: n.Name, Role: c.daemonName(), PID: pid})
 		}
 	}
 	out = append(out, c.proxyProcesses()...)

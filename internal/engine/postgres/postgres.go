@@ -138,6 +138,8 @@ func (e Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clu
 	bgctx, cancel := context.WithCancel(context.Background())
 	c.stopBg = cancel
 	switch {
+	case p.manager != nil && p.manager.kind == ManagerRepmgr:
+		err = c.upRepmgr(ctx)
 	case p.manager != nil:
 		err = c.upPatroni(ctx)
 	case p.replication == Async || p.replication == Sync:

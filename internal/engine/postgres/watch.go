@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,8 +160,12 @@ func (w *watcher) pollServer(ctx context.Context, n *node) {
 	}
 }
 
-// pollManager asks n's Patroni for its role every managerEvery.
+// pollManager asks n's manager for its role every managerEvery.
 func (w *watcher) pollManager(ctx context.Context, n *node) {
+	if w.c.plan.manager.kind == ManagerRepmgr {
+		w.pollRepmgr(ctx, n)
+		return
+	}
 	hc := siteHTTP(n.site, watchTimeout)
 	defer hc.CloseIdleConnections()
 	tick := time.NewTicker(managerEvery)
@@ -185,6 +190,56 @@ func (w *watcher) pollManager(ctx context.Context, n *node) {
 				}
 			}
 		}
+		if ctx.Err() != nil {
+			w.closeOpen(n.Name, engine.RoleFromManager)
+			return
+		}
+		w.set(n.Name, engine.RoleFromManager, role, time.Now())
+		select {
+		case <-ctx.Done():
+			w.closeOpen(n.Name, engine.RoleFromManager)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// pollRepmgr asks n's server what repmgr recorded there: whether the
+// node's own record says it is the active primary. (A node restarted as
+// it was keeps its old record: it says it leads, as its repmgrd would.)
+func (w *watcher) pollRepmgr(ctx context.Context, n *node) {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	tick := time.NewTicker(managerEvery)
+	defer tick.Stop()
+	for {
+		role := engine.RoleDown
+		qctx, cancel := context.WithTimeout(ctx, watchTimeout)
+		if conn == nil && n.pid() != 0 {
+			conn, _ = pgx.Connect(qctx, fmt.Sprintf("host=%s port=%d user=%s dbname=postgres connect_timeout=1", n.sockDir, n.addr.Port(), Superuser))
+		}
+		if conn != nil {
+			var typ string
+			var active bool
+			err := conn.QueryRow(qctx, `SELECT type, active FROM repmgr.nodes WHERE node_name = $1`, n.Name).Scan(&typ, &active)
+			switch {
+			case err != nil && qctx.Err() == nil && !strings.Contains(err.Error(), "no rows"):
+				conn.Close(context.Background())
+				conn = nil
+			case err != nil:
+			case typ == "primary" && active:
+				role = engine.RolePrimary
+			case active:
+				role = engine.RoleStreaming
+			default:
+				role = engine.RoleReplica
+			}
+		}
+		cancel()
 		if ctx.Err() != nil {
 			w.closeOpen(n.Name, engine.RoleFromManager)
 			return
@@ -265,7 +320,7 @@ func (c *cluster) waitPrimaryWithin(ctx context.Context, bound time.Duration) (s
 			if len(ps) > 1 {
 				return "", fmt.Errorf("manager %s: %d nodes take writes (%v) after %s: split brain", c.plan.manager.kind, len(ps), ps, bound)
 			}
-			return "", fmt.Errorf("manager %s elected no primary within %s (ttl + 2 loop_wait + 2 retry_timeout + 30 s)", c.plan.manager.kind, bound.Round(time.Millisecond))
+			return "", fmt.Errorf("manager %s elected no primary within %s (%s)", c.plan.manager.kind, bound.Round(time.Millisecond), c.plan.manager.boundWords())
 		}
 		select {
 		case <-ctx.Done():
