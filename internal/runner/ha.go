@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"replab/internal/engine"
@@ -81,9 +82,13 @@ func (r *run) fillHA(dir *report.Dir) error {
 		if k+1 < len(order) {
 			next = r.sum.Faults[order[k+1]].AtS
 		}
-		sp := fault.Span{Fault: f.Fault, What: f.What, AtS: f.AtS, HealS: f.HealS, Err: f.Err}
-		f.HA = fault.MeasureHA(sp, floor, next, in)
+		floor0 := floor
 		floor = f.AtS
+		if f.Err != "" && !strings.HasPrefix(f.Err, "heal: ") {
+			continue // not applied: nothing to measure (its error says why)
+		}
+		sp := fault.Span{Fault: f.Fault, What: f.What, AtS: f.AtS, HealS: f.HealS, Err: f.Err}
+		f.HA = fault.MeasureHA(sp, floor0, next, in)
 	}
 	r.sum.HA = fault.FoldHA(r.sum.Faults)
 	for _, g := range r.sum.HA {
