@@ -336,6 +336,14 @@ type ConnPlacer interface {
 	ConnNode(conn any) string
 }
 
+// LogKeeper is a cluster whose servers' (and managers') logs are worth
+// keeping with the results: the lab's data goes with the lab, and what an
+// HA manager decided is only in its log.
+type LogKeeper interface {
+	// KeepLogs copies the logs into dir (created), one file each.
+	KeepLogs(dir string) error
+}
+
 // ErrorClassifier says what a server's error means to a client.
 type ErrorClassifier interface {
 	Classify(err error) ErrorClass

@@ -419,6 +419,13 @@ func (r *run) teardown() error {
 	if r.cluster != nil {
 		r.lab.SetNodeControl(nil)
 		_ = r.cluster.Close()
+		// Before the lab's data goes: what the managers decided is only
+		// in their logs.
+		if lk, ok := r.cluster.(engine.LogKeeper); ok && r.dir != nil {
+			if err := lk.KeepLogs(r.dir.File("logs")); err != nil {
+				fmt.Fprintf(r.log, "warning: keeping the servers' logs: %v\n", err)
+			}
+		}
 	}
 	if err := r.lab.Close(); err != nil {
 		return fmt.Errorf("teardown: %w", err)

@@ -319,7 +319,9 @@ func (c *cluster) WaitFlowing(ctx context.Context) error {
 	primaries := slices.Clone(c.plan.primaries)
 	var live []*node
 	for _, n := range c.nodes {
-		if !n.failedOver && (n.ha == nil || n.ha.proc.PID() != 0) {
+		// Under a manager, a node whose server is down (its manager left it
+		// so: a rewind that failed) receives nothing: not waited for.
+		if !n.failedOver && (n.ha == nil || n.ha.proc.PID() != 0 && n.managedPostmasterPID() != 0) {
 			live = append(live, n)
 		}
 	}
