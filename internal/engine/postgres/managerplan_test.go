@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -134,5 +135,65 @@ func TestPatroniConfig(t *testing.T) {
 	_ = json.Unmarshal(b, &raw)
 	if tags := raw["tags"].(map[string]any); tags["nofailover"] != true || tags["nosync"] != true {
 		t.Errorf("e2's tags %v", tags)
+	}
+}
+
+// haproxy forwards to the node whose Patroni answers GET /primary, with
+// the timings of Patroni's own template.
+func TestHAProxyConfig(t *testing.T) {
+	s, err := spec.Parse("p.toml", []byte(strings.Replace(patroniSpec, `manager = "patroni"`, "manager = \"patroni\"\nroute = \"haproxy\"", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := makePlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{lab: &lab.Lab{Spec: s}, plan: p}
+	for i, name := range []string{"p1", "e1", "e2"} {
+		c.nodes = append(c.nodes, &node{Node: *s.Node(name), addr: netip.MustParseAddrPort(fmt.Sprintf("198.18.0.%d:5432", i+1)),
+			ha: &haNode{rest: netip.MustParseAddrPort(fmt.Sprintf("198.18.0.%d:%d", i+1, 8008+i))}})
+	}
+	got := c.haproxyConfig(netip.MustParseAddrPort("198.18.0.9:5000"))
+	for _, want := range []string{"bind 198.18.0.9:5000", "option httpchk GET /primary", "http-check expect status 200",
+		"default-server inter 3s fall 3 rise 2 on-marked-down shutdown-sessions",
+		"server p1 198.18.0.1:5432 check addr 198.18.0.1 port 8008", "server e2 198.18.0.3:5432 check addr 198.18.0.3 port 8010"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in\n%s", want, got)
+		}
+	}
+	if !strings.Contains(c.Route(), "haproxy") {
+		t.Errorf("route %q", c.Route())
+	}
+}
+
+// repmgr's configuration carries the plan's knobs as repmgr spells them.
+func TestRepmgrConfig(t *testing.T) {
+	text := strings.NewReplacer(`replication = "sync"`, `replication = "async"`, `manager = "patroni"`, `manager = "repmgr"`).Replace(patroniSpec)
+	i := strings.Index(text, `ttl = "12s"`)
+	text = text[:i] + "reconnect_attempts = 3\nreconnect_interval = \"2s\"\nmonitor_interval = \"1s\"\npriority = { e2 = 0 }\nlocation = \"site\"\n"
+	s, err := spec.Parse("r.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := makePlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{lab: &lab.Lab{Spec: s}, plan: p, inst: &install{BinDir: "/b"}}
+	n := &node{Node: *s.Node("e2"), addr: netip.MustParseAddrPort("198.18.0.2:5433"), dataDir: "/d/pg-e2", logPath: "/d/ha-e2/postgresql.log",
+		ha: &haNode{dir: "/d/ha-e2", config: "/d/ha-e2/repmgr.conf"}}
+	got := c.repmgrConfig(n, 3)
+	for _, want := range []string{"node_id=3", "node_name='e2'", "conninfo='host=198.18.0.2 port=5433 user=postgres dbname=postgres connect_timeout=2'",
+		"location='eu'", "priority=0", "failover='automatic'", "reconnect_attempts=3", "reconnect_interval=2", "monitor_interval_secs=1",
+		"promote_command='/b/repmgr standby promote -f /d/ha-e2/repmgr.conf --log-to-file'",
+		"follow_command='/b/repmgr standby follow -f /d/ha-e2/repmgr.conf --log-to-file --upstream-node-id=%n'",
+		"service_start_command='/b/pg_ctl -D /d/pg-e2 -l /d/ha-e2/postgresql.log -w -t 120 start'"} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("no %q in\n%s", want, got)
+		}
+	}
+	if b := p.manager.electionBound(); b != 3*2*time.Second+2*time.Second+30*time.Second {
+		t.Errorf("bound %s", b)
 	}
 }
