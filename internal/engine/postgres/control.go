@@ -52,7 +52,7 @@ func (c *cluster) Stop(ctx context.Context, name string) error {
 		return err
 	}
 	if n.ha != nil {
-		if err := c.patroniAction(ctx, n, "stop"); err != nil {
+		if err := c.daemonAction(ctx, n, "stop"); err != nil {
 			return err
 		}
 		if c.plan.manager.kind == ManagerRepmgr && n.managedPostmasterPID() != 0 {
@@ -143,7 +143,7 @@ func (c *cluster) Start(ctx context.Context, name string) error {
 		if c.plan.manager.kind == ManagerRepmgr {
 			return c.startRepmgrNode(ctx, n)
 		}
-		return c.patroniAction(ctx, n, "start")
+		return c.daemonAction(ctx, n, "start")
 	}
 	if n.pid() != 0 {
 		return fmt.Errorf("node %s is already running", name)
