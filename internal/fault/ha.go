@@ -116,6 +116,11 @@ type Rejoin struct {
 	RedundantS *float64 `json:"redundant_s,omitempty"`
 }
 
+// AckRunGapS is the longest wait between two commits of one user at one
+// node within which the node counts as taking that user's writes all
+// along.
+const AckRunGapS = 1.0
+
 // OldPrimaryWithinS is how long before a fault's time the old primary's
 // period may have ended: the fault took that long to do.
 const OldPrimaryWithinS = 1.0
@@ -223,11 +228,15 @@ func splitBrain(from, to float64, in HAInput) *SplitBrain {
 		}
 	}
 	sb.ServersOverlapMs = round3(overlap(servers) * 1000)
-	// The clients: each run of one user's commits at one node.
+	// The clients: each run of one user's commits at one node, broken
+	// where the user waited longer than AckRunGapS for the next one (a
+	// connection that hung through a partition and took writes again
+	// after it did not take them meanwhile).
 	var acked []interval
 	for i := 0; i < len(in.Acks); {
 		j := i
-		for j+1 < len(in.Acks) && in.Acks[j+1].User == in.Acks[i].User && in.Acks[j+1].Node == in.Acks[i].Node {
+		for j+1 < len(in.Acks) && in.Acks[j+1].User == in.Acks[i].User && in.Acks[j+1].Node == in.Acks[i].Node &&
+			in.Acks[j+1].S-in.Acks[j].S <= AckRunGapS {
 			j++
 		}
 		if a, b := math.Max(in.Acks[i].S, from), math.Min(in.Acks[j].S, to); a <= b && in.Acks[i].Node != "" {

@@ -77,6 +77,24 @@ func TestMeasureHASplitBrainCountsTheLosingSide(t *testing.T) {
 	}
 }
 
+// A user whose connection to the old primary hung through the fault and
+// wrote there again after it did not take writes there meanwhile.
+func TestMeasureHAAckRunsBreakAtLongWaits(t *testing.T) {
+	roles := []RoleSpan{
+		{"p1", FromServer, RolePrimary, -5, 10}, {"p1", FromServer, RoleReplica, 10, 40},
+		{"e1", FromServer, RoleStreaming, -5, 12}, {"e1", FromServer, RolePrimary, 12, 40},
+	}
+	var in HAInput
+	in.Roles = roles
+	in.Acks = append(in.Acks, acks(0, "e1", 0, 9, 0.5, true)...)   // user 0 writes at e1 (a read-write route gone wrong) …
+	in.Acks = append(in.Acks, acks(0, "e1", 20, 25, 0.5, true)...) // … and again after a 11 s wait
+	in.Acks = append(in.Acks, acks(1, "p1", 12, 18, 0.5, true)...)
+	h := MeasureHA(Span{AtS: 10}, 0, 40, in)
+	if sb := h.SplitBrain; sb == nil || sb.AckedOverlapMs != 0 {
+		t.Errorf("split brain %+v: the wait is not a run", sb)
+	}
+}
+
 func TestMeasureHAWithoutRolesOrNodes(t *testing.T) {
 	if h := MeasureHA(Span{AtS: 10}, 0, 20, HAInput{}); h != nil {
 		t.Errorf("no roles: %+v", h)
