@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what replab needs on a Debian 12 machine, for one purpose:
-#   scripts/deps.sh build|demo|test|bench
+#   scripts/deps.sh build|demo|test|bench|ha
 # Idempotent: installs only what is missing. Needs root for packages.
 set -euo pipefail
 purpose=${1:-build}
@@ -75,6 +75,46 @@ need_mariadb() {
   return 0
 }
 
+# no_services GUARD_CMD...: runs an install with invoke-rc.d forbidden to start anything
+# (policy-rc.d exit 101), removing the guard afterwards if it put it there.
+no_services() {
+  local guard=/usr/sbin/policy-rc.d own_guard=0 rc=0
+  if [ "$(id -u)" -eq 0 ] && [ ! -e $guard ]; then
+    printf '#!/bin/sh\nexit 101\n' >$guard && chmod 755 $guard && own_guard=1
+  fi
+  "$@" || rc=$?
+  [ $own_guard -eq 1 ] && rm -f $guard
+  return $rc
+}
+
+need_ha() {
+  # The HA managers of [scheme] manager (docs/failover.md): Patroni with etcd as its store,
+  # repmgr, pg_auto_failover, and haproxy for route = "haproxy". replab runs every one of
+  # them itself, in the sites, with its own configuration: the packages' services must
+  # neither start now nor be left enabled.
+  local pkgs=(patroni python3-etcd etcd-server etcd-client haproxy postgresql-15-repmgr
+              postgresql-15-auto-failover pg-auto-failover-cli) missing=0 p
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing=1
+  done
+  [ $missing -eq 0 ] && return 0
+  no_services apt_install "${pkgs[@]}" || exit 1
+  if command -v systemctl >/dev/null 2>&1; then
+    for p in etcd patroni haproxy repmgrd; do
+      systemctl disable "$p.service" >/dev/null 2>&1 || true
+      [ -d /run/systemd/system ] && { systemctl stop "$p.service" >/dev/null 2>&1 || true; }
+    done
+  fi
+  # Packages whose maintainer scripts start a daemon without invoke-rc.d: stop what runs
+  # outside any lab (replab's own run in network namespaces and are not touched).
+  for p in etcd haproxy; do
+    pgrep -x "$p" >/dev/null 2>&1 && for pid in $(pgrep -x "$p"); do
+      [ "$(readlink /proc/$pid/ns/net)" = "$(readlink /proc/1/ns/net)" ] && kill "$pid" 2>/dev/null
+    done
+  done
+  return 0
+}
+
 need_xrootd() {
   # The XRootD data server (the page-read study's server) and its client tools (xrdfs, xrdcp);
   # the packages ship template units only (xrootd@NAME): no service starts.
@@ -101,11 +141,12 @@ need_fio() {
 
 case "$purpose" in
   build) need_go ;;
+  ha)    need_go; need_lab; need_postgres; need_ha ;;
   # The quickstart needs PostgreSQL alone; `make test` installs the other engines.
   demo)  need_go; need_lab; apt_install postgresql-15 ;;
   # tcpdump: the tests read the lab's packet captures with a real pcap reader.
-  test)  need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage; need_fio; need_java; apt_install tcpdump
+  test)  need_go; need_lab; need_postgres; need_ha; need_mariadb; need_xrootd; need_storage; need_fio; need_java; apt_install tcpdump
          command -v chromium >/dev/null 2>&1 || apt_install chromium ;;
   bench) need_go; need_lab; need_postgres; need_mariadb; need_xrootd; need_storage; need_java; command -v iperf3 >/dev/null 2>&1 || apt_install iperf3 ;;
-  *) say "unknown purpose $purpose (build|demo|test|bench)"; exit 2 ;;
+  *) say "unknown purpose $purpose (build|demo|test|bench|ha)"; exit 2 ;;
 esac

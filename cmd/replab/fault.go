@@ -47,6 +47,9 @@ with --for heals it again after that long (Ctrl-C during --for heals at once).
       replica)
   replab fault site SITE isolate [--for 10s]
       every link of the site down, both directions: the site is cut off
+  replab fault site SITE cut --from A,B [--for 10s]
+      the site's links to A and B down, both directions; its others stay up
+  NODE may be @primary: whichever node takes writes now
 
 Every fault applied or healed through the lab (this command and
 replab link set) is logged with its wall-clock time in the lab's fault log,
@@ -186,7 +189,7 @@ func lasting(kinds *faultkind.Registry, on string) string {
 }
 
 func cmdFault(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("fault", "replab fault [--lab NAME] link A->B|A<->B key=value…|down [--for D]\n       replab fault [--lab NAME] link A->B|A<->B flap --every D --down D --for D\n       replab fault [--lab NAME] node NODE [STAGE] "+strings.Join(faultkind.Default().Names(faultkind.OnNode), "|")+" [--for D]\n       replab fault [--lab NAME] site SITE isolate [--for D]", faultAbout())
+	fs := newFlags("fault", "replab fault [--lab NAME] link A->B|A<->B key=value…|down [--for D]\n       replab fault [--lab NAME] link A->B|A<->B flap --every D --down D --for D\n       replab fault [--lab NAME] node NODE [STAGE] "+strings.Join(faultkind.Default().Names(faultkind.OnNode), "|")+" [--for D]\n       replab fault [--lab NAME] site SITE isolate|cut [--from A,B] [--for D]", faultAbout())
 	name := fs.String("lab", "", "which lab (needed when several run)")
 	state := fs.String("state", lab.DefaultStateRoot, "directory for lab state and control sockets")
 	dur := fs.Duration("for", 0, "heal after this long (0: leave it broken)")

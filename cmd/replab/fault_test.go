@@ -48,8 +48,8 @@ func TestParseFault(t *testing.T) {
 		// The kinds of issue 33.
 		{[]string{"site", "eu", "isolate"}, 10 * time.Second, nil, ""},
 		{[]string{"site", "eu", "isolate"}, 0, nil, ""},
-		{[]string{"site", "eu"}, 0, nil, "fault site: give a site and what happens to it (isolate)"},
-		{[]string{"site", "eu", "sink"}, 0, nil, `fault site: unknown action "sink": use one of isolate`},
+		{[]string{"site", "eu"}, 0, nil, "fault site: give a site and what happens to it (cut, isolate)"},
+		{[]string{"site", "eu", "sink"}, 0, nil, `fault site: unknown action "sink": use one of cut, isolate`},
 		{[]string{"link", "a<->b", "flap"}, 20 * time.Second, flap, ""},
 		{[]string{"link", "a->b", "flap"}, 20 * time.Second, flap, ""},
 		{[]string{"link", "a<->b", "flap"}, 0, flap, "fault link a<->b flap: a flap needs for"},
@@ -343,7 +343,7 @@ func TestFaultSiteCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"fault", "site", "mars", "isolate"}, `has no site "mars" (sites: primary, eu, asia)`},
-		{[]string{"fault", "site", "eu", "sink"}, `unknown action "sink": use one of isolate`},
+		{[]string{"fault", "site", "eu", "sink"}, `unknown action "sink": use one of cut, isolate`},
 		{[]string{"fault", "link", "primary<->eu", "flap", "--every", "1s", "--down", "2s", "--for", "5s"}, "--down 2s: not below every = 1s"},
 	} {
 		out, code := replab(t, state, c.args...)

@@ -50,6 +50,11 @@ type Config struct {
 	// and the driver keeps each one's outcome (Result.Journal), so that
 	// what was acknowledged can be looked for at every node afterwards.
 	Journal string
+	// ConnNode, if set, names the node a connection reached: a driver
+	// connection (sql.Conn.Raw's) or an engine.Pipe (the engine's
+	// engine.ConnPlacer). The journal then says which node acknowledged
+	// each commit (UserJournal.Spans).
+	ConnNode func(conn any) string
 	// JournalWriterBase is added to the user's number in the journal's
 	// writer column: each measurement of a run journals under writers of
 	// its own.

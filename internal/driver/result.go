@@ -76,6 +76,20 @@ type Result struct {
 type UserJournal struct {
 	Acked   []int64
 	Unknown []int64
+	// With Config.ConnNode: AckedNs[i] is when Acked[i] was acknowledged
+	// (ns since the driver's start, as Gaps), and Spans say which node
+	// acknowledged them, a run at a time (none where it could not tell).
+	AckedNs []int64
+	Spans   []AckSpan
+}
+
+// AckSpan is a run of one user's acknowledged commits that one node
+// acknowledged: Acked[From:To], the first at FirstNs and the last at
+// LastNs (ns since the driver's start, as Gaps).
+type AckSpan struct {
+	Node            string
+	From, To        int
+	FirstNs, LastNs int64
 }
 
 // TypeResult is one transaction type in the measure phase.

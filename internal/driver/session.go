@@ -76,7 +76,10 @@ type userConn struct {
 	lag  *sql.Stmt   // the lag stamp there, where writing types run
 	jrn  *sql.Stmt   // the verification journal's insert there
 	pipe engine.Pipe // the pool's pipelined types'; nil if none
-	node string      // the node behind db (Config.NodeOf), for the history
+	// node is the node the connection reached (Config.ConnNode), or the
+	// node behind db (Config.NodeOf); "" when unknown. The history and the
+	// HA journal name it.
+	node string
 	// down: the connection broke (or a reconnection failed) and was
 	// dropped; the user reconnects before its next transaction here.
 	down bool
@@ -152,12 +155,21 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 		}
 	}
 	c.conn, c.lag, c.jrn, c.pipe = nil, nil, nil, nil
+	// The node behind the pool (NodeOf), unless the connection itself says
+	// which server it reached (ConnNode: a route that moves between nodes).
+	c.node = ""
 	if d.cfg.NodeOf != nil {
 		c.node = d.cfg.NodeOf(c.db)
 	}
+	connNode := false
 	if d.cfg.Pipeliner != nil && !d.cfg.NoPipeline {
 		if err := d.pipe(ctx, c, u.types); err != nil {
 			return fmt.Errorf("pipeline: %w", err)
+		}
+		if c.pipe != nil && d.cfg.ConnNode != nil {
+			if n := d.cfg.ConnNode(c.pipe); n != "" {
+				c.node, connNode = n, true
+			}
 		}
 	}
 	var session []string // run on c.conn
@@ -169,6 +181,14 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 		if c.conn == nil {
 			if c.conn, err = c.db.Conn(ctx); err != nil {
 				return fmt.Errorf("connect: %w", err)
+			}
+			if d.cfg.ConnNode != nil && !connNode {
+				_ = c.conn.Raw(func(dc any) error {
+					if n := d.cfg.ConnNode(dc); n != "" {
+						c.node = n
+					}
+					return nil
+				})
 			}
 		}
 		for _, q := range t.Session {
@@ -464,7 +484,7 @@ func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool, 
 	if seq > 0 {
 		u.j.Done(seq, err == nil)
 	}
-	u.journalOutcome(jseq, true, err)
+	u.journalOutcome(jseq, true, err, ut.c.node)
 	if err != nil {
 		return 0, err
 	}
@@ -485,15 +505,33 @@ func (u *user) journalSeq(ut *userType) int64 {
 // its COMMIT was sent (sent): acknowledged when it returned no error,
 // unknown otherwise — an error after the COMMIT left may hide a commit
 // that landed (the connection broke before the answer).
-func (u *user) journalOutcome(jseq int64, sent bool, err error) {
+func (u *user) journalOutcome(jseq int64, sent bool, err error, node string) {
 	if jseq == 0 || !sent {
 		return
 	}
 	if err == nil {
 		u.journal.Acked = append(u.journal.Acked, jseq)
+		if u.d.cfg.ConnNode != nil {
+			u.journal.AckedNs = append(u.journal.AckedNs, u.d.cfg.Now()-u.d.start)
+			if node != "" {
+				u.ackedAt(node)
+			}
+		}
 	} else {
 		u.journal.Unknown = append(u.journal.Unknown, jseq)
 	}
+}
+
+// ackedAt records that node acknowledged the user's last acknowledged
+// commit, now: it extends the last span, or starts one.
+func (u *user) ackedAt(node string) {
+	i := len(u.journal.Acked) - 1
+	now := u.journal.AckedNs[i]
+	if k := len(u.journal.Spans) - 1; k >= 0 && u.journal.Spans[k].Node == node && u.journal.Spans[k].To == i {
+		u.journal.Spans[k].To, u.journal.Spans[k].LastNs = i+1, now
+		return
+	}
+	u.journal.Spans = append(u.journal.Spans, AckSpan{Node: node, From: i, To: i + 1, FirstNs: now, LastNs: now})
 }
 
 // attemptBatch runs a transaction type that has a Batch as one pipeline:
@@ -541,7 +579,7 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 	if seq > 0 {
 		u.j.Done(seq, u.sending.committed)
 	}
-	u.journalOutcome(jseq, u.sending.sent, err)
+	u.journalOutcome(jseq, u.sending.sent, err, ut.c.node)
 	if err != nil {
 		return 0, err
 	}

@@ -280,6 +280,70 @@ type FallbackPeriod struct {
 	Start, End time.Time
 }
 
+// RoleWatcher is a cluster whose primary can change by itself (an HA
+// manager fails over, demotes a primary it fenced, rejoins an old one as
+// a standby): it follows every node's role as it polls, and keeps the
+// history for the run's measures and its charts.
+type RoleWatcher interface {
+	// RoleHistory returns every period a node held a role, as its server
+	// said (Source RoleFromServer) and as its manager said
+	// (RoleFromManager), each node's oldest first; a period whose End is
+	// zero goes on. resolution is the polling interval.
+	RoleHistory() (periods []RolePeriod, resolution time.Duration)
+}
+
+// RolePeriod is one period a node held one role.
+type RolePeriod struct {
+	Node       string
+	Source     string // RoleFromServer or RoleFromManager
+	Role       string // RolePrimary, RoleStreaming, RoleReplica or RoleDown
+	Start, End time.Time
+}
+
+// Roles a node can hold, and who said it.
+const (
+	RolePrimary   = "primary"   // takes writes (the server is not in recovery; the manager holds the leader key)
+	RoleStreaming = "streaming" // a standby streaming from a primary
+	RoleReplica   = "replica"   // a standby not streaming: catching up, cut off, being rewound or copied
+	RoleDown      = "down"      // not answering
+
+	RoleFromServer  = "server"
+	RoleFromManager = "manager"
+)
+
+// Router is a cluster whose clients find the node that takes writes
+// themselves, as real clients of an HA cluster do (a host list that
+// libpq tries in turn for a read-write one, a proxy that health-checks
+// the manager, or a fixed node), rather than through replab's view of
+// the topology.
+type Router interface {
+	// Route is how clients find the primary, in a few words ("libpq host
+	// list p1, e1, a1 with target_session_attrs=read-write").
+	Route() string
+	// RoutePool is a pool for clients in fromSite whose connections reach
+	// the node that takes writes, by the route.
+	RoutePool(ctx context.Context, fromSite string) (*sql.DB, error)
+}
+
+// ConnPlacer is a cluster that can tell which node a client's connection
+// reached: with a route, any node may be behind a pool. The verification
+// journal records every acknowledged commit with it, for the split-brain
+// measures.
+type ConnPlacer interface {
+	// ConnNode names the node behind conn: a driver connection
+	// (database/sql's Conn.Raw gives it) or a Pipe; "" when it cannot
+	// tell.
+	ConnNode(conn any) string
+}
+
+// LogKeeper is a cluster whose servers' (and managers') logs are worth
+// keeping with the results: the lab's data goes with the lab, and what an
+// HA manager decided is only in its log.
+type LogKeeper interface {
+	// KeepLogs copies the logs into dir (created), one file each.
+	KeepLogs(dir string) error
+}
+
 // ErrorClassifier says what a server's error means to a client.
 type ErrorClassifier interface {
 	Classify(err error) ErrorClass

@@ -48,6 +48,9 @@ func (p *Proc) Exited() <-chan struct{} { return p.exited }
 // ExitStatus says how the process ended ("exit status 1", "signal:
 // killed"); "" while it runs.
 func (p *Proc) ExitStatus() string {
+	if p == nil {
+		return "" // never started
+	}
 	select {
 	case <-p.exited:
 		if st := p.cmd.ProcessState; st != nil {

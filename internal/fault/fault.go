@@ -82,6 +82,10 @@ type Summary struct {
 	BacklogPeak map[string]float64 `json:"backlog_peak,omitempty"`
 	BacklogUnit map[string]string  `json:"backlog_unit,omitempty"`
 	Err         string             `json:"error,omitempty"` // applying or healing it failed
+	// HA is what the fault did to a cluster whose roles the engine
+	// follows (an HA manager's, engine.RoleWatcher): failover, lost
+	// commits, split brain, rejoin (ha.go).
+	HA *HA `json:"ha,omitempty"`
 }
 
 var csvHeader = []string{"at_s", "fault", "action", "what", "error"}

@@ -26,6 +26,9 @@ type Isolate struct {
 	Site string
 	// Others are the sites Site's links go to, in the spec's order.
 	Others []string
+	// links are every link, for a Site that is PrimaryNode: its others
+	// are found when it is applied.
+	links [][2]string
 }
 
 func parseIsolate(r Reader, sub Subject, s Spec) Fault {
@@ -33,14 +36,11 @@ func parseIsolate(r Reader, sub Subject, s Spec) Fault {
 	if s == nil {
 		return f // the lab finds the links when it applies it
 	}
-	for _, l := range s.Links() {
-		switch sub.Site {
-		case l[0]:
-			f.Others = append(f.Others, l[1])
-		case l[1]:
-			f.Others = append(f.Others, l[0])
-		}
+	if sub.Site == PrimaryNode {
+		f.links = s.Links()
+		return f
 	}
+	f.Others = linkedTo(s.Links(), sub.Site)
 	if len(f.Others) == 0 {
 		r.Fail("site", "site %s has no [[link]]: there is nothing to cut it off from", sub.Site)
 		return nil
@@ -51,34 +51,43 @@ func parseIsolate(r Reader, sub Subject, s Spec) Fault {
 // Describe: "site eu isolate".
 func (f *Isolate) Describe() string { return "site " + f.Site + " isolate" }
 
-func (f *Isolate) dirs() [][2]string {
+func isolateDirs(site string, others []string) [][2]string {
 	var d [][2]string
-	for _, o := range f.Others {
-		d = append(d, [2]string{f.Site, o}, [2]string{o, f.Site})
+	for _, o := range others {
+		d = append(d, [2]string{site, o}, [2]string{o, site})
 	}
 	return d
 }
 
-// Parts are both directions of each of the site's links.
-func (f *Isolate) Parts() []Part { return dirParts(f.dirs()) }
+// Parts are both directions of each of the site's links (none known for
+// PrimaryNode's site before it is applied).
+func (f *Isolate) Parts() []Part { return dirParts(isolateDirs(f.Site, f.Others)) }
 
 // Apply takes every link down after saving its directions; if one cannot
 // be, the others are put back.
 func (f *Isolate) Apply(ctx context.Context, w World) (Heal, error) {
-	if len(f.Others) == 0 {
-		return nil, fmt.Errorf("site %s has no links to cut", f.Site)
+	site, others := f.Site, f.Others
+	if site == PrimaryNode {
+		var err error
+		if site, err = primarySite(ctx, w, site); err != nil {
+			return nil, err
+		}
+		others = linkedTo(f.links, site)
 	}
-	sv, err := save(w, f.dirs())
+	if len(others) == 0 {
+		return nil, fmt.Errorf("site %s has no links to cut", site)
+	}
+	sv, err := save(w, isolateDirs(site, others))
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range f.Others {
-		if err := w.SetLink(f.Site, o, true, []string{"down"}); err != nil {
-			if rerr := sv.restore(w, "site "+f.Site); rerr != nil {
+	for _, o := range others {
+		if err := w.SetLink(site, o, true, []string{"down"}); err != nil {
+			if rerr := sv.restore(w, "site "+site); rerr != nil {
 				err = fmt.Errorf("%w; %v", err, rerr)
 			}
 			return nil, err
 		}
 	}
-	return func(context.Context) error { return sv.restore(w, "site "+f.Site) }, nil
+	return func(context.Context) error { return sv.restore(w, "site "+site) }, nil
 }

@@ -489,3 +489,127 @@ func TestSplitChanges(t *testing.T) {
 		}
 	}
 }
+
+// primaryLab is a world whose primary moves: each Primary call names the
+// node that takes writes then.
+type primaryLab struct {
+	*lab
+	primary, site string
+}
+
+func (l *primaryLab) Primary(context.Context) (string, string, error) {
+	if l.primary == "" {
+		return "", "", errors.New("no node takes writes now")
+	}
+	return l.primary, l.site, nil
+}
+
+func TestPrimaryNodeIsResolvedAtApplyAndHealedThere(t *testing.T) {
+	w := &primaryLab{lab: newLab(), primary: "p1"}
+	f, _ := parse(t, "kill", Subject{On: OnNode, Node: PrimaryNode}, nil, map[string]any{"do": "kill"}, 0)
+	if f.Describe() != "node @primary kill" {
+		t.Errorf("describe: %q", f.Describe())
+	}
+	heal, err := f.Apply(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.primary = "e1" // a failover while p1 is down
+	if err := heal(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"kill p1", "start p1"}; !reflect.DeepEqual(w.calls, want) {
+		t.Errorf("calls %q, want %q", w.calls, want)
+	}
+	w.primary, w.calls = "", nil
+	if _, err := f.Apply(context.Background(), w); err == nil || !strings.Contains(err.Error(), "no node takes writes") || len(w.calls) != 0 {
+		t.Errorf("no primary: %v, calls %q", err, w.calls)
+	}
+	if _, err := f.Apply(context.Background(), newLab()); err == nil || !strings.Contains(err.Error(), "cannot tell") {
+		t.Errorf("a world that cannot tell: %v", err)
+	}
+}
+
+// A cut takes down only the links to the sites in from: a (linked to b
+// and c) cut from b still reaches c.
+func TestCut(t *testing.T) {
+	l := newLab()
+	a := Subject{On: OnSite, Site: "a"}
+	f, errs := parse(t, "cut", a, l, map[string]any{"from": []any{"b"}}, 0)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if f.Describe() != "site a cut from b" || !reflect.DeepEqual(f.Parts(), []Part{{Dir: [2]string{"a", "b"}}, {Dir: [2]string{"b", "a"}}}) {
+		t.Errorf("%q holds %v", f.Describe(), f.Parts())
+	}
+	heal, err := f.Apply(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.params[[2]string{"a", "b"}].Down || !l.params[[2]string{"b", "a"}].Down || l.params[[2]string{"a", "c"}].Down || l.params[[2]string{"c", "a"}].Down {
+		t.Errorf("a cut from b: %+v", l.params)
+	}
+	if err := heal(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"set a->b both=true down", "restore a->b down=false", "restore b->a down=false"}; !reflect.DeepEqual(l.calls, want) {
+		t.Errorf("calls %q, want %q", l.calls, want)
+	}
+	// From a command line: a comma-separated list.
+	if f, errs := parse(t, "cut", a, nil, map[string]any{"from": "b, c"}, 0); len(errs) > 0 || !reflect.DeepEqual(f.(*Cut).From, []string{"b", "c"}) {
+		t.Errorf("--from b,c: %v %v", f, errs)
+	}
+	for _, tc := range []struct {
+		from any
+		want string
+	}{
+		{nil, `from: cut needs from: the sites a is cut off from, like ["eu", "asia"] (all of them: use do = "isolate")`},
+		{[]any{"d"}, "from = [d]: no [[link]] joins a and d; a is linked to b, c"},
+		{[]any{"a"}, "from = [a]: site a cannot be cut off from itself"},
+		{[]any{"b", "b"}, "from = [b b]: site b is named twice"},
+		{[]any{1}, `from = [1]: want a list of site names, like ["eu", "asia"]`},
+	} {
+		keys := map[string]any{}
+		if tc.from != nil {
+			keys["from"] = tc.from
+		}
+		if _, errs := parse(t, "cut", a, l, keys, 0); len(errs) != 1 || errs[0] != tc.want {
+			t.Errorf("from %v: %q, want %q", tc.from, errs, tc.want)
+		}
+	}
+}
+
+// The primary's site, cut off or isolated: found when the fault is
+// applied, its heal puts back what it took down.
+func TestPrimarySite(t *testing.T) {
+	l := &primaryLab{lab: newLab(), primary: "n1", site: "b"}
+	sub := Subject{On: OnSite, Site: PrimaryNode}
+	// b is linked to a only; from names every site, b's own left out.
+	f, errs := parse(t, "cut", sub, l, map[string]any{"from": []any{"a", "b", "c"}}, 0)
+	if len(errs) > 0 || f.Parts() != nil {
+		t.Fatalf("%v parts %v", errs, f.Parts())
+	}
+	heal, err := f.Apply(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := heal(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"set b->a both=true down", "restore b->a down=false", "restore a->b down=false"}; !reflect.DeepEqual(l.calls, want) {
+		t.Errorf("cut: calls %q, want %q", l.calls, want)
+	}
+	l.calls, l.site = nil, "a"
+	f, _ = parse(t, "isolate", sub, l, nil, 0)
+	heal, err = f.Apply(context.Background(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = heal(context.Background())
+	if want := []string{"set a->b both=true down", "set a->c both=true down"}; !reflect.DeepEqual(l.calls[:2], want) {
+		t.Errorf("isolate: calls %q", l.calls)
+	}
+	if _, err := f.Apply(context.Background(), newLab()); err == nil || !strings.Contains(err.Error(), "cannot tell") {
+		t.Errorf("a world that cannot tell: %v", err)
+	}
+}

@@ -28,6 +28,49 @@ var nodeActions = []struct {
 	{"promote", "a standby becomes the primary: failover", "", false, Nodes.Promote},
 }
 
+// PrimaryNode, as a node fault's node, is whichever node takes writes when
+// the fault is applied: under an HA manager the primary moves, and "kill
+// the primary" three times kills three different nodes. Its heal acts on
+// the node the fault acted on. As a site fault's site it is that node's
+// site.
+const PrimaryNode = "@primary"
+
+// PrimaryFinder is a World that can say which node takes writes now, and
+// in which site: the one node (or site) a PrimaryNode fault acts on.
+type PrimaryFinder interface {
+	Primary(ctx context.Context) (node, site string, err error)
+}
+
+// primarySite resolves site when it is PrimaryNode.
+func primarySite(ctx context.Context, w World, site string) (string, error) {
+	if site != PrimaryNode {
+		return site, nil
+	}
+	pf, ok := w.(PrimaryFinder)
+	if !ok {
+		return "", fmt.Errorf("site %s: cannot tell which node takes writes here", PrimaryNode)
+	}
+	_, s, err := pf.Primary(ctx)
+	if err != nil {
+		return "", fmt.Errorf("site %s: %w", PrimaryNode, err)
+	}
+	return s, nil
+}
+
+// linkedTo are the sites joined to site by one of links.
+func linkedTo(links [][2]string, site string) []string {
+	var out []string
+	for _, l := range links {
+		switch site {
+		case l[0]:
+			out = append(out, l[1])
+		case l[1]:
+			out = append(out, l[0])
+		}
+	}
+	return out
+}
+
 // useLasting is what to use instead of for on an instantaneous node fault.
 const useLasting = `to take a node away for a while, use do = "stop", "kill" or "pause" with for`
 
@@ -83,11 +126,22 @@ func (f *Node) Apply(ctx context.Context, w World) (Heal, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown node action %q", f.Do)
 	}
+	node := f.Node
+	if node == PrimaryNode {
+		pf, ok := w.(PrimaryFinder)
+		if !ok {
+			return nil, fmt.Errorf("node %s: cannot tell which node takes writes here", PrimaryNode)
+		}
+		var err error
+		if node, _, err = pf.Primary(ctx); err != nil {
+			return nil, fmt.Errorf("node %s: %w", PrimaryNode, err)
+		}
+	}
 	act := func(ctx context.Context, name string, do func(Nodes, context.Context, string) error) error {
 		if f.Stage != "" {
-			return w.Stage(ctx, f.Node, f.Stage, name)
+			return w.Stage(ctx, node, f.Stage, name)
 		}
-		return do(w, ctx, f.Node)
+		return do(w, ctx, node)
 	}
 	if err := act(ctx, f.Do, do); err != nil {
 		return nil, err

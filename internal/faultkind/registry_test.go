@@ -47,13 +47,13 @@ func TestDefaultKinds(t *testing.T) {
 	for on, want := range map[string][]string{
 		OnNode: {"kill", "stop", "restart", "pause", "start", "resume", "promote"},
 		OnLink: {"flap"}, // and set, which do does not name
-		OnSite: {"isolate"},
+		OnSite: {"cut", "isolate"},
 	} {
 		if got := r.Names(on); !reflect.DeepEqual(got, want) {
 			t.Errorf("Names(%s) = %v, want %v", on, got, want)
 		}
 	}
-	if got := r.Keys(); !reflect.DeepEqual(got, []string{"every", "down", "set"}) {
+	if got := r.Keys(); !reflect.DeepEqual(got, []string{"from", "every", "down", "set"}) {
 		t.Errorf("Keys() = %v", got)
 	}
 	if k := r.KeyOf("down"); k == nil || k.Name != "flap" {
@@ -76,7 +76,7 @@ func TestDefaultKinds(t *testing.T) {
 		t.Error("a stage can be killed but not promoted")
 	}
 	c := r.Clone()
-	if err := c.Add(Kind{Name: "cut", On: OnSite, Parse: parseIsolate}); err != nil || r.Lookup("cut") != nil {
+	if err := c.Add(Kind{Name: "sever", On: OnSite, Parse: parseIsolate}); err != nil || r.Lookup("sever") != nil {
 		t.Errorf("a clone's kind reached the default registry (or was refused: %v)", err)
 	}
 }

@@ -146,7 +146,7 @@ func (l *Lab) checkSubject(sub faultkind.Subject) error {
 			names = append(names, n.Name)
 		}
 		l.nodesMu.Unlock()
-		if !slices.Contains(names, sub.Node) {
+		if !slices.Contains(names, sub.Node) && sub.Node != faultkind.PrimaryNode {
 			return fmt.Errorf("lab %s has no node %q (nodes: %s)", l.Spec.Lab.Name, sub.Node, strings.Join(names, ", "))
 		}
 	case faultkind.OnLink:
@@ -157,6 +157,9 @@ func (l *Lab) checkSubject(sub faultkind.Subject) error {
 		}
 	case faultkind.OnSite:
 		var names []string
+		if sub.Site == faultkind.PrimaryNode {
+			return nil
+		}
 		for _, s := range l.Spec.Sites {
 			if s.Name == sub.Site {
 				return nil

@@ -170,6 +170,19 @@ func (w faultWorld) Promote(ctx context.Context, node string) error {
 	return w.node(ctx, node, faultkind.Nodes.Promote)
 }
 
+// Primary implements faultkind.PrimaryFinder through the node handler.
+func (w faultWorld) Primary(ctx context.Context) (string, string, error) {
+	n, err := w.nodes()
+	if err != nil {
+		return "", "", err
+	}
+	pf, ok := n.(faultkind.PrimaryFinder)
+	if !ok {
+		return "", "", errors.New("this lab's servers cannot say which node takes writes")
+	}
+	return pf.Primary(ctx)
+}
+
 func (w faultWorld) Stage(ctx context.Context, node, stage, action string) error {
 	n, err := w.nodes()
 	if err != nil {

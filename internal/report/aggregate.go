@@ -81,6 +81,13 @@ func Aggregate(sums []*Summary, dirs []string, level float64) *Summary {
 	}
 	f.fold(nil, reflect.ValueOf(agg).Elem(), vals)
 	agg.Faults = f.foldFaults(complete)
+	// HA figures over every occurrence of every repetition: a fault
+	// repeated within runs and across them is one sample.
+	var occurrences []fault.Summary
+	for _, s := range complete {
+		occurrences = append(occurrences, s.Faults...)
+	}
+	agg.HA = fault.FoldHA(occurrences)
 	agg.CI = f.ci
 	if ci, ok := agg.CI["tpm"]; ok {
 		agg.TPMCI = &ci
@@ -198,7 +205,8 @@ var foldRules = []struct {
 	{"verdicts", skip}, {"monitor.warnings", skip},
 	{"steady.slope_low_pct_per_min", skip}, {"steady.slope_high_pct_per_min", skip},
 	{"faults", skip}, {"faults.*.fault", skip}, // foldFaults
-	{"consistency", skip}, // foldConsistency
+	{"consistency", skip},               // foldConsistency
+	{"ha", skip}, {"faults.*.ha", skip}, // fault.FoldHA over every occurrence
 
 	// Counts of events, and time measured. (A count behind a summary, such
 	// as a percentile summary's count or the monitors' samples, is a mean

@@ -307,6 +307,9 @@ func faultsSection(r *Results) (section, bool) {
 			}
 		}
 		sec.Tables = append(sec.Tables, t)
+		if ht, ok := haTable(s); ok {
+			sec.Tables = append(sec.Tables, ht)
+		}
 	} else if s != nil {
 		sec.Notes = append(sec.Notes, "summary.json has no faults: no figures around them.")
 	}

@@ -50,6 +50,9 @@ type Results struct {
 	// Anomalies anomalies.csv, when the run recorded its history.
 	Check     *check.Result
 	Anomalies []AnomalyRow
+	// NodeRoles is node-roles.csv: who was primary over time (a run on
+	// an HA manager).
+	NodeRoles []NodeRoleRow
 	// WarmupS is resolved-spec.json's warmup, when it is there: where the
 	// measure phase began when series.csv cannot tell.
 	WarmupS *float64
@@ -149,6 +152,7 @@ func load(dir string, depth int) (*Results, error) {
 	r.readFaults()
 	r.readCheck()
 	r.Anomalies = readRows(r, AnomaliesFile, parseAnomaly)
+	r.readNodeRoles()
 	r.readWarmup()
 	if depth == 0 {
 		r.readReps()

@@ -415,6 +415,9 @@ func runDetail(r *Results, missing *[]string) []section {
 	var secs []section
 	perf := section{ID: "throughput", Title: "Throughput and commit latency"}
 	addFigure(&perf, missing, throughputFig(r))
+	if len(r.NodeRoles) > 0 {
+		addFigure(&perf, missing, nodeRolesChart("node-roles", r))
+	}
 	addFigure(&perf, missing, latencyTimeChart("latency-time", r))
 	addFigure(&perf, missing, latencyCDFChart("latency-cdf", r.Hists))
 	if len(perf.Figures) > 0 {

@@ -92,6 +92,10 @@ type Summary struct {
 	// Faults: each scheduled fault and the run around it (package fault);
 	// faults.csv logs every fault applied and healed.
 	Faults []fault.Summary `json:"faults,omitempty"`
+	// HA: each fault's HA figures (failover, lost, split brain, rejoin)
+	// over its occurrences in the run, or over the repetitions; for
+	// clusters whose roles the engine follows.
+	HA []fault.HAStats `json:"ha,omitempty"`
 
 	// Search: a saturation search's steps, knee and exhaust point (this
 	// summary is then the knee step's; [run] search).

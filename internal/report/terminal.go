@@ -148,6 +148,7 @@ func PrintSummary(w io.Writer, s *Summary) {
 		fmt.Fprintf(w, "  warning: %s\n", few)
 	}
 	printFaults(w, s)
+	printHA(w, s)
 	printMonitors(w, s)
 }
 

@@ -198,6 +198,19 @@ func (n clusterNodes) Promote(ctx context.Context, node string) error {
 	return pr.Promote(ctx, node)
 }
 
+// Primary implements faultkind.PrimaryFinder: the one node that takes
+// writes now.
+func (n clusterNodes) Primary(ctx context.Context) (string, string, error) {
+	srcs := engine.Sources(n.c.Nodes())
+	switch len(srcs) {
+	case 1:
+		return srcs[0].Name, srcs[0].Site, nil
+	case 0:
+		return "", "", errors.New("no node takes writes now")
+	}
+	return "", "", fmt.Errorf("%d nodes take writes now (%s): which one is the primary?", len(srcs), names(srcs))
+}
+
 // Stage acts on one of node's replication stages, which it must have.
 func (n clusterNodes) Stage(ctx context.Context, node, stage, action string) error {
 	sc, ok := n.c.(engine.StageControl)

@@ -123,6 +123,9 @@ func (r *run) driverConfig() driver.Config {
 		// measurement's own.
 		cfg.Journal, _ = enginekit.AckInsertSQL(sc.Dialect())
 		cfg.JournalWriterBase = r.journalBase()
+		if cp, ok := r.cluster.(engine.ConnPlacer); ok {
+			cfg.ConnNode = cp.ConnNode // which node acknowledged each commit
+		}
 	}
 	if len(r.s.Faults) > 0 && !r.s.Written("run.max_error_pct") {
 		// Faults make transactions fail on purpose: the error cut-off

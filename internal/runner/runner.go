@@ -267,6 +267,9 @@ type run struct {
 	mon     *monitor.Monitor // this measurement's monitors, until stopMonitor
 	res     *driver.Result
 	lagHist map[string]*hdrhistogram.Histogram
+	// found are this measurement's journal keys found at some node after
+	// it (verification); nil when no node was read.
+	found map[enginekit.AckKey]bool
 
 	probeStarted time.Time           // when the probe's lag series begins
 	monStarted   time.Time           // when the monitors' series begin
@@ -421,6 +424,13 @@ func (r *run) teardown() error {
 	if r.cluster != nil {
 		r.lab.SetNodeControl(nil)
 		_ = r.cluster.Close()
+		// Before the lab's data goes: what the managers decided is only
+		// in their logs.
+		if lk, ok := r.cluster.(engine.LogKeeper); ok && r.dir != nil {
+			if err := lk.KeepLogs(r.dir.File("logs")); err != nil {
+				fmt.Fprintf(r.log, "warning: keeping the servers' logs: %v\n", err)
+			}
+		}
 	}
 	if err := r.lab.Close(); err != nil {
 		return fmt.Errorf("teardown: %w", err)
@@ -559,6 +569,9 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		r.sum.ReplicationConflicts = r.conflicts.result(ctx, r.res.MeasureSeconds+r.s.Run.Cooldown.Seconds())
 		r.sum.Convergence = r.checkConvergence(ctx, stopped)
 		r.sum.Verification = r.checkJournal(ctx, stopped)
+	}
+	if err := r.fillHA(dir); err != nil {
+		return r.sum, fmt.Errorf("%s: %w", report.NodeRolesFile, err)
 	}
 	if !r.res.Complete {
 		return r.sum, errors.New(r.res.StopReason)

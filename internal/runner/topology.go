@@ -106,11 +106,15 @@ func (r *run) pools(ctx context.Context) (t driver.Pools, nodeOf func(*sql.DB) s
 	// every user of the lost node): the pools are shared under mu.
 	var mu sync.Mutex
 	pools := map[string]*sql.DB{}
+	var route *sql.DB
 	closeAll = func() {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, db := range pools {
 			db.Close()
+		}
+		if route != nil {
+			route.Close()
 		}
 	}
 	nodeOf = func(db *sql.DB) string {
@@ -143,6 +147,21 @@ func (r *run) pools(ctx context.Context) (t driver.Pools, nodeOf func(*sql.DB) s
 		}
 		pools[n.Name] = db
 		return db, nil
+	}
+	// A cluster whose clients find the primary by a route of their own
+	// (an HA manager's: a libpq host list, a proxy, a fixed node): every
+	// user writes through its pool, and it decides where writes go.
+	if rt, ok := r.cluster.(engine.Router); ok {
+		db, err := rt.RoutePool(ctx, r.client)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, fmt.Errorf("route: %w", err)
+		}
+		if db != nil {
+			db.SetMaxOpenConns(r.s.Run.Users + 2)
+			route = db
+			fmt.Fprintf(r.log, "clients find the primary by route: %s\n", rt.Route())
+		}
 	}
 	pick := func(user, tries int, at string) (engine.Node, error) {
 		switch {
@@ -194,6 +213,9 @@ func (r *run) pools(ctx context.Context) (t driver.Pools, nodeOf func(*sql.DB) s
 		}
 	}
 	poolFor := func(user, tries int, at string) (*sql.DB, error) {
+		if route != nil && at == workload.AtSource {
+			return route, nil
+		}
 		n, err := pick(user, tries, at)
 		if err != nil {
 			return nil, err

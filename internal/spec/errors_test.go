@@ -105,8 +105,8 @@ var wantInError = map[string][]string{
 	"fault-isolate.toml": {
 		`fault-isolate.toml:20: fault[1].site = "asai": unknown site "asai" (did you mean "asia"?); defined sites: primary, eu, asia, lonely`,
 		`fault-isolate.toml:25: fault[2].site = "lonely": site lonely has no [[link]]`,
-		`fault-isolate.toml:30: fault[3].site: a site fault needs do: one of isolate`,
-		`fault-isolate.toml:35: fault[4].do = "isolat": unknown action (did you mean "isolate"?); do is one of isolate`,
+		`fault-isolate.toml:30: fault[3].site: a site fault needs do: one of cut, isolate`,
+		`fault-isolate.toml:35: fault[4].do = "isolat": unknown action (did you mean "isolate"?); do is one of cut, isolate`,
 		`fault-isolate.toml:40: fault[5].do: do acts on a node`,
 		`fault-isolate.toml:44: fault[6].site: a fault acts on a link, a node or a site, not two`,
 		`fault-isolate.toml:50: fault[7].do = "isolate": isolate acts on a site: say which with site = "NAME"`,

@@ -509,14 +509,14 @@ func (c *decoder) faultNode(s *Spec, p path, m map[string]any, f *Fault) bool {
 		c.fail(p.child("node"), v, `node faults need an engine and nodes: add [engine] with kind = "postgres" and [node.NAME] tables`)
 		return false
 	}
-	if s.Node(f.Node) != nil {
+	if s.Node(f.Node) != nil || f.Node == faultkind.PrimaryNode {
 		return true
 	}
 	var names []string
 	for _, n := range s.Nodes {
 		names = append(names, n.Name)
 	}
-	c.fail(p.child("node"), v, "unknown node %q%s; nodes: %s", clean(f.Node), didYouMean(f.Node, names), strings.Join(names, ", "))
+	c.fail(p.child("node"), v, "unknown node %q%s; nodes: %s, or %q (whichever takes writes then)", clean(f.Node), didYouMean(f.Node, names), strings.Join(names, ", "), faultkind.PrimaryNode)
 	return false
 }
 
@@ -546,6 +546,13 @@ func (c *decoder) faultSite(s *Spec, p path, m map[string]any, f *Fault) bool {
 		return false
 	}
 	f.Site = strings.TrimSpace(v.(string))
+	if f.Site == faultkind.PrimaryNode {
+		if s.Engine == nil {
+			c.fail(p.child("site"), v, `site = %q is the site of the node that takes writes: it needs an engine and nodes`, faultkind.PrimaryNode)
+			return false
+		}
+		return true
+	}
 	var names []string
 	for _, st := range s.Sites {
 		if st.Name == f.Site {
@@ -553,7 +560,7 @@ func (c *decoder) faultSite(s *Spec, p path, m map[string]any, f *Fault) bool {
 		}
 		names = append(names, st.Name)
 	}
-	c.fail(p.child("site"), v, "unknown site %q%s; defined sites: %s", clean(f.Site), didYouMean(f.Site, names), strings.Join(names, ", "))
+	c.fail(p.child("site"), v, "unknown site %q%s; defined sites: %s, or %q (the site of the node that takes writes then)", clean(f.Site), didYouMean(f.Site, names), strings.Join(names, ", "), faultkind.PrimaryNode)
 	return false
 }
 

@@ -340,9 +340,9 @@ type cut struct {
 }
 
 func parseCut(r faultkind.Reader, sub faultkind.Subject, s faultkind.Spec) faultkind.Fault {
-	list, ok := r.Value("from").([]any)
+	list, ok := r.Value("apart_from").([]any)
 	if !ok || len(list) == 0 {
-		r.Fail("from", `want the sites it is cut off from, like ["eu"]`)
+		r.Fail("apart_from", `want the sites it is cut off from, like ["eu"]`)
 		return nil
 	}
 	f := &cut{Site: sub.Site}
@@ -353,7 +353,7 @@ func parseCut(r faultkind.Reader, sub faultkind.Subject, s faultkind.Spec) fault
 			linked = linked || l == [2]string{sub.Site, other} || l == [2]string{other, sub.Site}
 		}
 		if !linked {
-			r.Fail("from", "no [[link]] joins %s and %q", sub.Site, other)
+			r.Fail("apart_from", "no [[link]] joins %s and %q", sub.Site, other)
 			return nil
 		}
 		f.From = append(f.From, other)
@@ -385,7 +385,7 @@ func (f *cut) Apply(ctx context.Context, w faultkind.World) (faultkind.Heal, err
 // overlap check, with nothing else changed.
 func TestAKindIsOneFile(t *testing.T) {
 	kinds := faultkind.Default().Clone()
-	if err := kinds.Add(faultkind.Kind{Name: "cut", On: faultkind.OnSite, Keys: []faultkind.Key{{Name: "from"}}, Parse: parseCut}); err != nil {
+	if err := kinds.Add(faultkind.Kind{Name: "sever", On: faultkind.OnSite, Keys: []faultkind.Key{{Name: "apart_from"}}, Parse: parseCut}); err != nil {
 		t.Fatal(err)
 	}
 	src := faultBase + `
@@ -393,8 +393,8 @@ func TestAKindIsOneFile(t *testing.T) {
 at = "10s"
 for = "5s"
 site = "primary"
-do = "cut"
-from = ["asia"]
+do = "sever"
+apart_from = ["asia"]
 `
 	s, err := parse("s.toml", []byte(src), &env{kinds: kinds})
 	if err != nil {
@@ -415,17 +415,17 @@ set = "down"
 [[fault]]
 at = "1s"
 site = "eu"
-do = "cut"
-from = ["asia"]
+do = "sever"
+apart_from = ["asia"]
 `), &env{kinds: kinds})
 	// fault[2] is on a direction the cut leaves alone.
 	want := `s.toml:43: fault[3].link: overlaps fault[1] (line 29) on primary->asia: fault[1] is from 10s to 15s, this one from 12s to the end of the run; faults on one link direction must not overlap in time
-s.toml:50: fault[4].from = ["asia"]: no [[link]] joins eu and "asia"`
+s.toml:50: fault[4].apart_from = ["asia"]: no [[link]] joins eu and "asia"`
 	if err == nil || err.Error() != want {
 		t.Errorf("err =\n%v\nwant\n%s", err, want)
 	}
-	// Without the kind, do = "cut" is no action.
-	if _, err := Parse("s.toml", []byte(src)); err == nil || !strings.Contains(err.Error(), `fault[1].from: unknown key`) || !strings.Contains(err.Error(), `fault[1].do = "cut": unknown action`) {
+	// Without the kind, do = "sever" is no action.
+	if _, err := Parse("s.toml", []byte(src)); err == nil || !strings.Contains(err.Error(), `fault[1].apart_from: unknown key`) || !strings.Contains(err.Error(), `fault[1].do = "sever": unknown action`) {
 		t.Errorf("without the kind: %v", err)
 	}
 }

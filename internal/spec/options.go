@@ -203,6 +203,30 @@ func (o *Options) Strings(key string) []string {
 	return out
 }
 
+// IntTable reads an inline table of whole numbers in [lo, hi], like
+// { e1 = 100, a1 = 0 }, or nil when absent.
+func (o *Options) IntTable(key string, lo, hi int64) map[string]int64 {
+	v, ok := o.raw(key)
+	if !ok {
+		return nil
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		o.Errorf(key, "want a table of whole numbers, like { e1 = 100, a1 = 0 }")
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k, e := range m {
+		n, isInt := e.(int64)
+		if !isInt || n < lo || n > hi {
+			o.Errorf(key, "%s: want a whole number from %d to %d", k, lo, hi)
+			return nil
+		}
+		out[k] = n
+	}
+	return out
+}
+
 // Bool reads true or false; nil when absent.
 func (o *Options) Bool(key string) *bool {
 	v, ok := o.raw(key)

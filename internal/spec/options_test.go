@@ -239,3 +239,38 @@ above = [1, 40]
 		t.Errorf("%d errors, want 4:\n%v", n, err)
 	}
 }
+
+func TestOptionsIntTable(t *testing.T) {
+	s, err := Parse("o.toml", []byte(`[lab]
+name = "o"
+[site.a]
+[site.b]
+[[link]]
+sites = ["a", "b"]
+[engine]
+kind = "postgres"
+[node.p]
+site = "a"
+role = "primary"
+[scheme]
+priority = { e1 = 100, a1 = 0 }
+bad = { e1 = "x" }
+notable = 3
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.SchemeOptions("test")
+	if got := o.IntTable("priority", 0, 1000); len(got) != 2 || got["e1"] != 100 || got["a1"] != 0 {
+		t.Errorf("priority %v", got)
+	}
+	if got := o.IntTable("absent", 0, 1); got != nil {
+		t.Errorf("absent %v", got)
+	}
+	o.IntTable("bad", 0, 1000)
+	o.IntTable("notable", 0, 1000)
+	err = o.Err()
+	if err == nil || !strings.Contains(err.Error(), "scheme.bad: e1: want a whole number from 0 to 1000") || !strings.Contains(err.Error(), "scheme.notable: want a table of whole numbers") {
+		t.Errorf("%v", err)
+	}
+}

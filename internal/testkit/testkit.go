@@ -65,6 +65,10 @@ var (
 	// Storage: the SAN-like and NAS-like volumes' tools.
 	Storage  = commands("the storage tools", "nbdkit libnbd-bin fuse3 e2fsprogs sshfs", "nbdkit", "nbdfuse", "sshfs", "losetup", "mkfs.ext4")
 	Chromium = commands("chromium", "chromium", "chromium")
+	// The HA managers and what they need (scripts/deps.sh ha).
+	Patroni = files("Patroni", "patroni etcd-server python3-etcd", "/usr/bin/patroni", "/usr/bin/etcd")
+	Repmgr  = glob("repmgr", "/usr/lib/postgresql/*/bin/repmgrd", "postgresql-15-repmgr")
+	HAProxy = files("haproxy", "haproxy", "/usr/sbin/haproxy")
 )
 
 // Need skips t unless the machine has every requirement, with one line

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"strconv"
 	"strings"
@@ -55,6 +56,7 @@ func Open(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error) 
 		if _, ok := pc.Conn().(syscall.Conn); !ok { // TLS
 			return engine.ErrNoPipeline
 		}
+		p.remote = pc.Conn().RemoteAddr()
 		all := append([]string{"BEGIN", "COMMIT", "ROLLBACK"}, stmts...)
 		for i, q := range all {
 			sd, err := pc.Prepare(ctx, pipeStmtName+strconv.Itoa(i), q, nil)
@@ -65,6 +67,12 @@ func Open(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error) 
 		}
 		if err := pc.SyncConn(ctx); err != nil {
 			return err
+		}
+		// The node behind a proxy says its name itself (replab's lab
+		// servers set replab.node; others answer NULL).
+		if res, err := pc.Exec(ctx, "SELECT current_setting('replab.node', true)").ReadAll(); err == nil &&
+			len(res) == 1 && len(res[0].Rows) == 1 && len(res[0].Rows[0]) == 1 {
+			p.server = string(res[0].Rows[0][0])
 		}
 		if p.fd, err = TakeSocket(pc); err != nil {
 			return err
@@ -139,8 +147,10 @@ var errTaken = errors.New("connection taken over for pipelining")
 
 // pipe is one connection's pipelined transactions; one goroutine uses it.
 type pipe struct {
-	fd     int   // -1 once closed
-	broken error // why the connection was closed
+	fd     int      // -1 once closed
+	broken error    // why the connection was closed
+	remote net.Addr // the server's address, as the connection was made
+	server string   // the server's replab.node, "" when it has none
 	stmts  []pipeStmt
 	types  *pgtype.Map // for arguments other than strings and integers
 
@@ -284,6 +294,14 @@ func plainDML(q string) bool {
 }
 
 // Close implements engine.Pipe.
+// RemoteAddr is the address of the server the pipe's connection reached.
+func (p *pipe) RemoteAddr() net.Addr { return p.remote }
+
+// ServerNode is the replab.node setting of the server the pipe reached
+// (a lab node's name; "" elsewhere): behind a proxy, the address is the
+// proxy's.
+func (p *pipe) ServerNode() string { return p.server }
+
 func (p *pipe) Close() error {
 	if p.fd < 0 {
 		return nil

@@ -18,6 +18,9 @@ import (
 
 // pid is the postmaster's PID while it runs; 0 when the node is down.
 func (n *node) pid() int {
+	if n.ha != nil {
+		return n.managedPostmasterPID()
+	}
 	pm := n.proc.Load()
 	if pm == nil {
 		return 0
@@ -48,6 +51,16 @@ func (c *cluster) Stop(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if n.ha != nil {
+		if err := c.daemonAction(ctx, n, "stop"); err != nil {
+			return err
+		}
+		if c.plan.manager.kind == ManagerRepmgr && n.managedPostmasterPID() != 0 {
+			// repmgrd leaves the server running: stop it too.
+			return c.serverAction(ctx, n, "stop")
+		}
+		return nil
+	}
 	pm := n.proc.Load()
 	if n.pid() == 0 {
 		return fmt.Errorf("node %s is not running", name)
@@ -73,6 +86,9 @@ func (c *cluster) Kill(ctx context.Context, name string) error {
 	n, err := c.controlled(name)
 	if err != nil {
 		return err
+	}
+	if n.ha != nil {
+		return c.killManaged(ctx, n)
 	}
 	pm := n.proc.Load()
 	pid := n.pid()
@@ -117,6 +133,17 @@ func (c *cluster) Start(ctx context.Context, name string) error {
 	n, err := c.controlled(name)
 	if err != nil {
 		return err
+	}
+	if n.ha != nil {
+		// The manager starts the server, and rejoins it as a standby when
+		// another node took over meanwhile.
+		if n.ha.proc.PID() != 0 {
+			return fmt.Errorf("node %s is already running", name)
+		}
+		if c.plan.manager.kind == ManagerRepmgr {
+			return c.startRepmgrNode(ctx, n)
+		}
+		return c.daemonAction(ctx, n, "start")
 	}
 	if n.pid() != 0 {
 		return fmt.Errorf("node %s is already running", name)
@@ -206,6 +233,14 @@ func (c *cluster) stopCont(name string, sig syscall.Signal, what string) error {
 	n, err := c.controlled(name)
 	if err != nil {
 		return err
+	}
+	if n.ha != nil {
+		// The whole node hangs: its manager with its server.
+		if err := n.signalTree(sig); err != nil {
+			return fmt.Errorf("node %s: patroni is not running: %w", name, err)
+		}
+		fmt.Fprintf(c.log, "node %s: %s (patroni and its server)\n", name, what)
+		return nil
 	}
 	if n.pid() == 0 {
 		return fmt.Errorf("node %s is not running", name)

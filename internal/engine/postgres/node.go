@@ -50,6 +50,9 @@ type node struct {
 	// failedOver: a standby of this (primary) node was promoted; it is out
 	// of the cluster (cluster.topo guards it, with Role and From).
 	failedOver bool
+	// ha is the manager's side of a node an HA manager runs (patroni.go);
+	// nil: replab runs the server itself (proc).
+	ha *haNode
 }
 
 // postmaster is one run of a node's server.
@@ -129,6 +132,8 @@ func (n *node) writeConfig(extra map[string]string) error {
 		"port":                    strconv.Itoa(int(n.addr.Port())),
 		"unix_socket_directories": n.sockDir,
 		"cluster_name":            n.Name,
+		// Which node a connection reached, whatever route it took.
+		"replab.node": n.Name,
 	}
 	for k, v := range extra {
 		own[k] = v
@@ -229,6 +234,10 @@ func (n *node) logTail() string {
 // stop shuts the server down (fast mode: SIGINT), killing it if it has
 // not stopped within the timeout.
 func (n *node) stop(timeout time.Duration) {
+	if n.ha != nil {
+		n.c.stopManaged(n, timeout)
+		return
+	}
 	n.closeAdmin()
 	pm := n.proc.Load()
 	if pm == nil {

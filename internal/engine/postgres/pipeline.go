@@ -455,6 +455,12 @@ func (c *cluster) pipelineDown() error {
 
 // Stages implements engine.StageControl: the stages that serve node.
 func (c *cluster) Stages(node string) []string {
+	if c.plan.manager != nil {
+		if c.byName[node] == nil {
+			return nil
+		}
+		return c.plan.managerStages()
+	}
 	if c.pipeline == nil {
 		return nil
 	}
@@ -467,6 +473,13 @@ func (c *cluster) Stages(node string) []string {
 // its trail's end, a pump from the collector's, a replicat from its
 // checkpoint at the replica.
 func (c *cluster) DoStage(ctx context.Context, node, stage, do string) error {
+	if c.plan.manager != nil {
+		n, err := c.controlled(node)
+		if err != nil {
+			return err
+		}
+		return c.managedStage(ctx, n, stage, do)
+	}
 	if c.pipeline == nil {
 		return fmt.Errorf("node %s has no replication stages", node)
 	}

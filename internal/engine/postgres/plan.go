@@ -48,6 +48,11 @@ type plan struct {
 	fullPage    bool
 	walCompress bool
 	pipeline    *pipelinePlan // replication = "pipeline"
+	// manager runs the cluster (managerplan.go); nil: none, replab's own
+	// promote faults fail over.
+	manager *managerPlan
+	// route is how clients find the node that takes writes (Route*).
+	route string
 }
 
 // scheme is the [scheme] options as written.
@@ -86,6 +91,7 @@ func makePlan(s *spec.Spec) (*plan, error) {
 	if p.replication == Pipeline {
 		p.pipeline = readPipelinePlan(o)
 	}
+	readManager(s, o, errs, p)
 	errs.Join(o.Err())
 	var standbys, replicas, masters []string
 	for _, n := range s.Nodes {
@@ -149,6 +155,7 @@ func makePlan(s *spec.Spec) (*plan, error) {
 	if p.replication != Multimaster && len(p.primaries) != 1 {
 		errs.Add("node", "replication = %q needs exactly one node with role = \"primary\"; found %d", p.replication, len(p.primaries))
 	}
+	checkManagedNodes(s, errs, p, sc)
 
 	// Commit level and durability.
 	allowed := asyncCommits
@@ -190,10 +197,10 @@ func makePlan(s *spec.Spec) (*plan, error) {
 	p.walCompress = sc.walCompr != nil && *sc.walCompr
 
 	// Synchronous standbys.
-	if sc.standbys != "" && p.replication != Sync {
+	if sc.standbys != "" && p.replication != Sync && p.manager == nil {
 		errs.Add("scheme.standbys", "standbys names synchronous standbys; it needs replication = \"sync\"")
 	}
-	if p.replication == Sync {
+	if p.replication == Sync && p.manager == nil {
 		var direct []string
 		for _, n := range s.Nodes {
 			if n.Role == "standby" && slices.Contains(p.primaries, n.From) {
@@ -239,6 +246,12 @@ func makePlan(s *spec.Spec) (*plan, error) {
 			continue
 		}
 		field := fmt.Sprintf("fault[%d].stage", i+1)
+		if p.manager != nil {
+			if st := p.managerStages(); !slices.Contains(st, f.Stage) {
+				errs.Add(field, "a node under manager %s has the stages %s, not %q%s", p.manager.kind, strings.Join(st, " and "), f.Stage, spec.DidYouMean(f.Stage, st))
+			}
+			continue
+		}
 		if p.replication != Pipeline {
 			errs.Add(field, "stage faults act on the pipeline's stages; replication = %q has none (use replication = \"pipeline\", or leave stage out to act on the server)", p.replication)
 			continue

@@ -99,6 +99,13 @@ type cluster struct {
 	engines   engine.Finder
 	sinks     engine.Sinks
 	sinkNodes map[string]bool
+	// store is the HA manager's etcd (etcd.go); watch follows who is
+	// primary (watch.go). Both nil without a manager.
+	store *store
+	watch *watcher
+	// proxies are route = "haproxy"'s, one per client site (haproxy.go).
+	proxyMu sync.Mutex
+	proxies map[string]*proxy
 }
 
 // Up implements engine.Engine.
@@ -130,14 +137,18 @@ func (e Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clu
 	}
 	bgctx, cancel := context.WithCancel(context.Background())
 	c.stopBg = cancel
-	switch p.replication {
-	case Async, Sync:
+	switch {
+	case p.manager != nil && p.manager.kind == ManagerRepmgr:
+		err = c.upRepmgr(ctx)
+	case p.manager != nil:
+		err = c.upPatroni(ctx)
+	case p.replication == Async || p.replication == Sync:
 		err = c.upPhysical(ctx)
-	case Logical, Snapshot:
+	case p.replication == Logical || p.replication == Snapshot:
 		err = c.upLogical(ctx, bgctx)
-	case Multimaster:
+	case p.replication == Multimaster:
 		err = c.upMultimaster(ctx)
-	case Pipeline:
+	case p.replication == Pipeline:
 		err = c.upPipeline(ctx)
 	}
 	if err != nil {
@@ -298,11 +309,19 @@ func (c *cluster) Nodes() []engine.Node {
 func (c *cluster) WaitFlowing(ctx context.Context) error {
 	c.markerSeq++
 	seq := c.markerSeq
+	if c.watch != nil {
+		// An election may be under way: wait for its primary.
+		if _, err := c.waitPrimary(ctx); err != nil {
+			return err
+		}
+	}
 	c.topo.RLock()
 	primaries := slices.Clone(c.plan.primaries)
 	var live []*node
 	for _, n := range c.nodes {
-		if !n.failedOver {
+		// Under a manager, a node whose server is down (its manager left it
+		// so: a rewind that failed) receives nothing: not waited for.
+		if !n.failedOver && (n.ha == nil || n.ha.proc.PID() != 0 && n.managedPostmasterPID() != 0) {
 			live = append(live, n)
 		}
 	}
@@ -390,6 +409,10 @@ func (c *cluster) Close() error {
 		c.stopPipeline() // before the servers: a stage finishes what it holds
 		if c.sinks != nil {
 			c.sinks.Close()
+		}
+		if c.plan.manager != nil {
+			c.closeManaged()
+			return
 		}
 		var wg sync.WaitGroup
 		for _, n := range c.nodes {

@@ -146,6 +146,7 @@ func (c *cluster) Processes(ctx context.Context) ([]engine.Process, error) {
 			out = append(out, engine.Process{Node: n.Name, Role: role, PID: pid, Apply: applyRoles[role]})
 		}
 	}
+	out = append(out, c.managerProcesses()...)
 	return append(out, c.pipelineProcesses()...), nil
 }
 

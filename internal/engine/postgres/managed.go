@@ -1,0 +1,442 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"replab/internal/engine"
+	"replab/internal/enginekit"
+)
+
+// What every HA manager's node shares (Patroni's, repmgr's): the
+// manager's process beside the server, the server found through
+// postmaster.pid (the managers start it detached, its parent PID 1), and
+// what faults and Close do to both.
+
+// haNode is a managed node's manager side.
+type haNode struct {
+	dir      string         // owned by the server user: configuration, pgpass, logs
+	config   string         // patroni.yml or repmgr.conf
+	logPath  string         // the manager process's own output (the server's log is n.logPath)
+	rest     netip.AddrPort // Patroni's REST API on the site's address (unused under repmgr)
+	proc     *enginekit.Proc
+	procLock chan struct{} // one start or stop at a time
+}
+
+// managed says whether an HA manager runs n.
+func (n *node) managed() bool { return n.ha != nil }
+
+// layoutManaged gives every node its manager's directory and REST port.
+func (c *cluster) layoutManaged() error {
+	ports := map[string]uint16{}
+	for _, n := range c.nodes {
+		dir := filepath.Join(filepath.Dir(n.dataDir), "ha-"+n.Name)
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+		if err := enginekit.MkdirOwned(dir, c.uid, c.gid); err != nil {
+			return err
+		}
+		if ports[n.Site] == 0 {
+			ports[n.Site] = patroniRESTPort
+		}
+		n.ha = &haNode{
+			dir:      dir,
+			config:   filepath.Join(dir, "patroni.yml"),
+			logPath:  filepath.Join(dir, "patroni.log"),
+			rest:     netip.AddrPortFrom(n.addr.Addr(), ports[n.Site]),
+			procLock: make(chan struct{}, 1),
+		}
+		ports[n.Site]++
+		// The server's log: written by the server itself (Patroni starts
+		// it), so in a directory the server user owns.
+		n.logPath = filepath.Join(dir, "postgresql.log")
+		if err := enginekit.MkdirOwned(n.dataDir, c.uid, c.gid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startDaemon runs n's manager process in its site: Patroni, or repmgrd.
+func (c *cluster) startDaemon(n *node) error {
+	n.ha.procLock <- struct{}{}
+	defer func() { <-n.ha.procLock }()
+	name := c.daemonName()
+	if n.ha.proc.PID() != 0 {
+		return fmt.Errorf("node %s: %s is already running", n.Name, name)
+	}
+	logf, err := os.OpenFile(n.ha.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(patroniBin, n.ha.config)
+	if c.plan.manager.kind == ManagerRepmgr {
+		cmd = exec.Command(c.inst.bin("repmgrd"), "-f", n.ha.config, "--daemonize=false")
+	}
+	c.asServerUser(cmd)
+	if c.plan.manager.kind == ManagerRepmgr {
+		// Its promote and follow commands write temporary files there.
+		cmd.Env = append(cmd.Env, "TMPDIR="+n.ha.dir)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	p, err := enginekit.StartProc(n.site, cmd)
+	if err != nil {
+		return fmt.Errorf("node %s: start %s: %w", n.Name, name, err)
+	}
+	n.ha.proc = p
+	return nil
+}
+
+// daemonName is the manager's process on every node, as stages and
+// monitors name it.
+func (c *cluster) daemonName() string {
+	if c.plan.manager != nil && c.plan.manager.kind == ManagerRepmgr {
+		return "repmgrd"
+	}
+	return "patroni"
+}
+
+// waitRole waits until n's server answers over its socket in role
+// ("primary": not in recovery).
+func (c *cluster) waitRole(ctx context.Context, n *node, role string, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	_, err := enginekit.Poll{Interval: 100 * time.Millisecond, Stall: bound}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+		if st := n.ha.proc.ExitStatus(); st != "" {
+			return false, "", fmt.Errorf("%s exited (%s): %s", c.daemonName(), st, tailFile(n.ha.logPath, 4))
+		}
+		var rec bool
+		if err := n.query1(ctx, "postgres", "SELECT pg_is_in_recovery()", &rec); err != nil {
+			return false, "not answering", nil
+		}
+		got := "primary"
+		if rec {
+			got = "standby"
+		}
+		return got == role, got, nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: not %s within %s: %w (%s: %s)", n.Name, role, bound, err, c.daemonName(), tailFile(n.ha.logPath, 3))
+	}
+	return nil
+}
+
+// waitStreaming waits until standby streams from primary, as the
+// primary's pg_stat_replication says (Patroni names each stream after its
+// member).
+func (c *cluster) waitStreaming(ctx context.Context, primary, standby *node) error {
+	bound := 2*time.Minute + 20*c.lab.Spec.WorstRoundTrip()
+	var state string
+	_, err := enginekit.Poll{Interval: 100 * time.Millisecond, Stall: bound}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+		if st := standby.ha.proc.ExitStatus(); st != "" {
+			return false, "", fmt.Errorf("%s exited (%s): %s", c.daemonName(), st, tailFile(standby.ha.logPath, 4))
+		}
+		state = ""
+		err := primary.query1(ctx, "", `SELECT coalesce(max(state), '') FROM pg_stat_replication WHERE application_name = $1`, &state, standby.Name)
+		if err != nil {
+			return false, "", nil
+		}
+		return state == "streaming", "stream " + state, nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: not streaming from %s: %w (%s: %s)", standby.Name, primary.Name, err, c.daemonName(), tailFile(standby.ha.logPath, 3))
+	}
+	return nil
+}
+
+// managedPostmasterPID is the PID of n's postmaster (started by its manager), from
+// postmaster.pid, when that process runs this data directory; 0 otherwise.
+func (n *node) managedPostmasterPID() int {
+	b, err := os.ReadFile(filepath.Join(n.dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	if startTime(pid) == "" {
+		return 0
+	}
+	cl := cmdline(pid)
+	if !strings.HasPrefix(cl, n.c.inst.bin("postgres")) || !strings.Contains(cl, n.dataDir) {
+		return 0 // PIDs are reused
+	}
+	return pid
+}
+
+// serverTree is the postmaster and its children, each with its start time.
+func (n *node) serverTree() []proc {
+	pid := n.managedPostmasterPID()
+	if pid == 0 {
+		return nil
+	}
+	out := []proc{{pid, startTime(pid)}}
+	for _, k := range childrenByParent()[pid] {
+		out = append(out, proc{k, startTime(k)})
+	}
+	return out
+}
+
+// killTree SIGKILLs procs and waits until they are gone.
+func killTree(ctx context.Context, procs []proc) error {
+	for _, p := range procs {
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+	for _, p := range procs {
+		for p.alive() {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("killed process %d did not exit: %w", p.pid, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// killManaged kills the node: its manager and the server together, a
+// crash of its host.
+func (c *cluster) killManaged(ctx context.Context, n *node) error {
+	n.ha.procLock <- struct{}{}
+	defer func() { <-n.ha.procLock }()
+	tree := n.serverTree()
+	var procs []proc
+	if pid := n.ha.proc.PID(); pid != 0 {
+		procs = append(procs, proc{pid, startTime(pid)})
+		// Patroni's own children (a pg_basebackup, a pg_rewind, a
+		// callback) die with it.
+		for _, k := range childrenByParent()[pid] {
+			procs = append(procs, proc{k, startTime(k)})
+		}
+	}
+	procs = append(procs, tree...)
+	if len(procs) == 0 {
+		return fmt.Errorf("node %s is not running", n.Name)
+	}
+	n.closeAdmin()
+	if err := killTree(ctx, procs); err != nil {
+		return fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	if p := n.ha.proc; p != nil {
+		select {
+		case <-p.Exited():
+		case <-ctx.Done():
+			return fmt.Errorf("node %s: killed %s did not exit: %w", n.Name, c.daemonName(), ctx.Err())
+		}
+	}
+	if len(tree) > 0 {
+		if err := n.releaseIPC(tree[0].pid); err != nil {
+			fmt.Fprintf(c.log, "node %s: warning: %v\n", n.Name, err)
+		}
+	}
+	fmt.Fprintf(c.log, "node %s: killed (%s and %d server processes)\n", n.Name, c.daemonName(), len(tree))
+	return nil
+}
+
+// stopManaged stops the manager (Patroni stops its server with it on
+// SIGTERM; SIGINT does not stop it), then the server if it still runs (a
+// fast shutdown), and kills whatever is left after timeout.
+func (c *cluster) stopManaged(n *node, timeout time.Duration) {
+	n.ha.procLock <- struct{}{}
+	defer func() { <-n.ha.procLock }()
+	n.closeAdmin()
+	if p := n.ha.proc; p != nil {
+		_ = n.signalTree(syscall.SIGCONT)
+		p.Stop(syscall.SIGTERM, timeout)
+	}
+	if tree := n.serverTree(); len(tree) > 0 {
+		// Patroni did not stop it (killed, or out of time): a fast
+		// shutdown, then SIGKILL.
+		_ = syscall.Kill(tree[0].pid, syscall.SIGINT)
+		deadline := time.Now().Add(timeout)
+		for proc(tree[0]).alive() && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = killTree(ctx, n.serverTree())
+		cancel()
+		_ = n.releaseIPC(tree[0].pid)
+	}
+}
+
+// signalTree sends sig to the manager and to the server's processes.
+func (n *node) signalTree(sig syscall.Signal) error {
+	var err error
+	if pid := n.ha.proc.PID(); pid != 0 {
+		err = syscall.Kill(pid, sig)
+	}
+	for _, p := range n.serverTree() {
+		_ = syscall.Kill(p.pid, sig)
+	}
+	return err
+}
+
+// managedStage does action to one of a managed node's stages: the manager
+// alone ("patroni", "repmgrd") or the server alone ("postgres").
+func (c *cluster) managedStage(ctx context.Context, n *node, stage, action string) error {
+	switch stage {
+	case c.daemonName():
+		return c.daemonAction(ctx, n, action)
+	case "postgres":
+		return c.serverAction(ctx, n, action)
+	}
+	return fmt.Errorf("node %s has no stage %q; its stages: %s", n.Name, stage, strings.Join(c.plan.managerStages(), ", "))
+}
+
+// daemonAction acts on the manager's process alone: the server goes on
+// without its manager (killed, neither Patroni nor repmgrd stops it).
+func (c *cluster) daemonAction(ctx context.Context, n *node, action string) error {
+	switch action {
+	case "kill":
+		p := n.ha.proc
+		if p.PID() == 0 {
+			return fmt.Errorf("node %s: %s is not running", n.Name, c.daemonName())
+		}
+		_ = p.Signal(ctx, syscall.SIGKILL)
+	case "stop":
+		p := n.ha.proc
+		if p.PID() == 0 {
+			return fmt.Errorf("node %s: %s is not running", n.Name, c.daemonName())
+		}
+		// Patroni stops the server with it.
+		if err := p.Signal(ctx, syscall.SIGTERM); err != nil {
+			return fmt.Errorf("node %s: %s not stopped: %w", n.Name, c.daemonName(), err)
+		}
+	case "start":
+		if err := c.startDaemon(n); err != nil {
+			return err
+		}
+	case "restart":
+		if err := c.daemonAction(ctx, n, "stop"); err != nil {
+			return err
+		}
+		return c.daemonAction(ctx, n, "start")
+	case "pause", "resume":
+		sig := syscall.SIGSTOP
+		if action == "resume" {
+			sig = syscall.SIGCONT
+		}
+		if pid := n.ha.proc.PID(); pid == 0 || syscall.Kill(pid, sig) != nil {
+			return fmt.Errorf("node %s: %s is not running", n.Name, c.daemonName())
+		}
+	default:
+		return fmt.Errorf("unknown action %q", action)
+	}
+	fmt.Fprintf(c.log, "node %s: %s %s\n", n.Name, c.daemonName(), pastTense(action))
+	return nil
+}
+
+// serverAction acts on the server alone, under a running manager, which
+// notices and acts as it does (Patroni starts it again; repmgrd fails
+// over when it does not come back).
+func (c *cluster) serverAction(ctx context.Context, n *node, action string) error {
+	tree := n.serverTree()
+	switch action {
+	case "kill":
+		if len(tree) == 0 {
+			return fmt.Errorf("node %s: postgres is not running", n.Name)
+		}
+		n.closeAdmin()
+		if err := killTree(ctx, tree); err != nil {
+			return err
+		}
+		_ = n.releaseIPC(tree[0].pid)
+	case "stop":
+		if len(tree) == 0 {
+			return fmt.Errorf("node %s: postgres is not running", n.Name)
+		}
+		n.closeAdmin()
+		_ = syscall.Kill(tree[0].pid, syscall.SIGINT)
+		for proc(tree[0]).alive() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	case "pause", "resume":
+		sig := syscall.SIGSTOP
+		if action == "resume" {
+			sig = syscall.SIGCONT
+		}
+		if len(tree) == 0 {
+			return fmt.Errorf("node %s: postgres is not running", n.Name)
+		}
+		for _, p := range tree {
+			_ = syscall.Kill(p.pid, sig)
+		}
+	case "start", "restart":
+		if c.plan.manager.kind == ManagerRepmgr {
+			if action == "restart" && len(tree) > 0 {
+				if err := c.serverAction(ctx, n, "stop"); err != nil {
+					return err
+				}
+			}
+			return c.pgctlStart(ctx, n)
+		}
+		return fmt.Errorf("node %s: patroni starts its server itself: kill or stop the postgres stage, and patroni starts it again", n.Name)
+	default:
+		return fmt.Errorf("unknown action %q", action)
+	}
+	fmt.Fprintf(c.log, "node %s: postgres %s (%s runs on)\n", n.Name, pastTense(action), c.daemonName())
+	return nil
+}
+
+func pastTense(action string) string {
+	switch action {
+	case "stop":
+		return "stopped"
+	case "kill":
+		return "killed"
+	case "pause":
+		return "paused"
+	case "resume":
+		return "resumed"
+	case "start":
+		return "started"
+	case "restart":
+		return "restarted"
+	}
+	return action
+}
+
+// closeManaged stops every manager and server, the proxies and the store.
+func (c *cluster) closeManaged() {
+	c.stopProxies()
+	c.stopWatch()
+	_ = enginekit.Each(c.nodes, func(n *node) error {
+		if n.ha != nil {
+			c.stopManaged(n, 15*time.Second)
+		}
+		return nil
+	})
+	c.store.stop()
+}
+
+// managerProcesses are the managers' processes (role "patroni" or
+// "repmgrd"), the proxies' ("haproxy") and the store's ("etcd").
+func (c *cluster) managerProcesses() []engine.Process {
+	var out []engine.Process
+	for _, n := range c.nodes {
+		if n.ha == nil {
+			continue
+		}
+		if pid := n.ha.proc.PID(); pid != 0 {
+			out = append(out, engine.Process{Node: n.Name, Role: c.daemonName(), PID: pid})
+		}
+	}
+	out = append(out, c.proxyProcesses()...)
+	return append(out, c.store.processes()...)
+}

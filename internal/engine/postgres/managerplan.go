@@ -1,0 +1,345 @@
+package postgres
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"replab/internal/spec"
+)
+
+// The HA managers' keys in [scheme] (docs/failover.md): which manager runs
+// the cluster, where its store's members are, how clients find the
+// primary, and the manager's own knobs, passed through.
+
+// Managers.
+const (
+	ManagerNone    = "none"             // replab itself: promote faults (failover.go)
+	ManagerPatroni = "patroni"          // Patroni with etcd as its store (patroni.go, etcd.go)
+	ManagerRepmgr  = "repmgr"           // repmgrd on every node (repmgr.go)
+	ManagerPgAF    = "pg_auto_failover" // not built yet
+)
+
+var managers = []string{ManagerNone, ManagerPatroni, ManagerRepmgr, ManagerPgAF}
+
+// Routes: how clients find the node that takes writes.
+const (
+	RouteDirect  = "direct"  // a fixed node: the one the cluster says takes writes when the user connects
+	RouteLibpq   = "libpq"   // every node in one host list, target_session_attrs=read-write
+	RouteHAProxy = "haproxy" // haproxy in the clients' site, checking Patroni's REST API (haproxy.go)
+)
+
+var routes = []string{RouteDirect, RouteLibpq, RouteHAProxy}
+
+// Patroni's defaults (Patroni 3.0.2's own): what a spec that says nothing
+// runs with.
+const (
+	defaultTTL          = 30 * time.Second
+	defaultLoopWait     = 10 * time.Second
+	defaultRetryTimeout = 10 * time.Second
+	defaultMaxLag       = 1 << 20 // maximum_lag_on_failover, bytes
+)
+
+// managerPlan is the manager's part of the plan; nil without a manager.
+type managerPlan struct {
+	kind string
+	// storeSites have one etcd member each, in the spec's order.
+	storeSites []string
+	// Patroni's knobs (whole seconds, as Patroni takes them).
+	ttl, loopWait, retryTimeout time.Duration
+	maxLag                      int64 // maximum_lag_on_failover, bytes
+	syncMode, syncStrict        bool
+	// noFailover are standbys Patroni never promotes (tag nofailover);
+	// noSync standbys it never makes synchronous (tag nosync).
+	noFailover, noSync []string
+
+	// repmgr's knobs: failover (automatic or manual), how often and how
+	// far apart repmgrd tries the primary again before it elects, how
+	// often it monitors, each node's priority (0: never promoted), the
+	// nodes' location (repmgr does not fail over when no node of the
+	// primary's location is visible), and what replab's heal of a failed
+	// primary does (rejoin: "rewind", repmgr node rejoin --force-rewind
+	// as an operator would; "none": start it as it was).
+	failover          string
+	reconnectAttempts int64
+	reconnectInterval time.Duration
+	monitorInterval   time.Duration
+	priority          map[string]int64
+	locationBySite    bool
+	rejoin            string
+}
+
+// electionBound is how long the cluster may go without a primary before
+// replab says the manager did not elect one: the leader key's expiry, a
+// loop to notice, the retries, and time for the promotion itself.
+func (m *managerPlan) electionBound() time.Duration {
+	if m.kind == ManagerRepmgr {
+		return time.Duration(m.reconnectAttempts)*m.reconnectInterval + 2*m.monitorInterval + 30*time.Second
+	}
+	return m.ttl + 2*m.loopWait + 2*m.retryTimeout + 30*time.Second
+}
+
+// boundWords says what electionBound adds up, for its error.
+func (m *managerPlan) boundWords() string {
+	if m.kind == ManagerRepmgr {
+		return "reconnect_attempts × reconnect_interval + 2 monitor_interval + 30 s"
+	}
+	return "ttl + 2 loop_wait + 2 retry_timeout + 30 s"
+}
+
+// readManager reads manager, route, store_sites and the manager's knobs
+// from o into p, reporting problems through errs.
+func readManager(s *spec.Spec, o *spec.Options, errs *spec.Errors, p *plan) {
+	kind := o.String("manager", ManagerNone)
+	if !slices.Contains(managers, kind) {
+		errs.Add("scheme.manager", "unknown manager %q%s; managers: %s", kind, spec.DidYouMean(kind, managers), strings.Join(managers, ", "))
+		kind = ManagerNone
+	}
+	physical := p.replication == Async || p.replication == Sync
+	p.route = o.String("route", "", routes...)
+	if p.route == "" {
+		p.route = RouteDirect
+		if kind != ManagerNone {
+			p.route = RouteLibpq
+		}
+	}
+	if p.route != RouteDirect && !physical {
+		errs.Add("scheme.route", "route = %q finds a primary among physical standbys; replication = %q has none (leave route out)", p.route, p.replication)
+	}
+	patroniOnly := []string{"store_sites", "ttl", "loop_wait", "retry_timeout", "maximum_lag_on_failover", "synchronous_mode", "synchronous_mode_strict", "nofailover", "nosync"}
+	repmgrOnly := []string{"failover", "reconnect_attempts", "reconnect_interval", "monitor_interval", "priority", "location", "rejoin"}
+	refuse := func(keys []string, of string) {
+		for _, k := range keys {
+			if o.Has(k) {
+				if kind == ManagerNone {
+					errs.Add("scheme."+k, "%s is a knob of manager = %q; this spec has no manager", k, of)
+				} else {
+					errs.Add("scheme."+k, "%s is a knob of manager = %q, not of %q", k, of, kind)
+				}
+			}
+		}
+	}
+	if kind != ManagerPatroni {
+		refuse(patroniOnly, ManagerPatroni)
+	}
+	if kind != ManagerRepmgr {
+		refuse(repmgrOnly, ManagerRepmgr)
+	}
+	if kind == ManagerNone {
+		return
+	}
+	if kind == ManagerPgAF {
+		errs.Add("scheme.manager", "manager = %q is not built yet: use \"patroni\" or \"repmgr\", or \"none\" with promote faults", kind)
+		return
+	}
+	if kind == ManagerRepmgr {
+		readRepmgr(s, o, errs, p)
+		return
+	}
+	if !physical {
+		errs.Add("scheme.replication", "manager = %q runs physical streaming replication: use replication = \"async\" or \"sync\"", kind)
+	}
+	m := &managerPlan{kind: kind}
+	p.manager = m
+	seconds := func(key string, def, lo time.Duration) time.Duration {
+		d := o.Duration(key, def, lo, time.Hour)
+		if d%time.Second != 0 {
+			o.Errorf(key, "Patroni takes whole seconds: write %q", (d + time.Second - 1).Truncate(time.Second).String())
+		}
+		return d
+	}
+	m.ttl = seconds("ttl", defaultTTL, 2*time.Second)
+	m.loopWait = seconds("loop_wait", defaultLoopWait, time.Second)
+	m.retryTimeout = seconds("retry_timeout", defaultRetryTimeout, time.Second)
+	if need := m.loopWait + 2*m.retryTimeout; m.ttl < need {
+		errs.Add("scheme.ttl", "ttl = %s is shorter than loop_wait + 2 × retry_timeout (%s): the leader could lose its key before it notices and demotes itself; raise ttl or lower the others", m.ttl, need)
+	}
+	m.maxLag = o.Size("maximum_lag_on_failover", defaultMaxLag, 0, 1<<50)
+	m.syncMode = p.replication == Sync
+	if b := o.Bool("synchronous_mode"); b != nil {
+		if *b != m.syncMode {
+			want := "sync"
+			if !*b {
+				want = "async"
+			}
+			errs.Add("scheme.synchronous_mode", "synchronous_mode = %t contradicts replication = %q: write replication = %q (Patroni's synchronous_mode is replab's sync)", *b, p.replication, want)
+		}
+	}
+	if b := o.Bool("synchronous_mode_strict"); b != nil {
+		m.syncStrict = *b
+		if m.syncStrict && !m.syncMode {
+			errs.Add("scheme.synchronous_mode_strict", "synchronous_mode_strict needs synchronous_mode: write replication = \"sync\"")
+		}
+	}
+	var nodeNames, sites []string
+	for _, n := range s.Nodes {
+		nodeNames = append(nodeNames, n.Name)
+		if !slices.Contains(sites, n.Site) {
+			sites = append(sites, n.Site)
+		}
+	}
+	for _, name := range o.Strings("nofailover") {
+		n := s.Node(name)
+		switch {
+		case n == nil:
+			errs.Add("scheme.nofailover", "unknown node %q%s; nodes: %s", name, spec.DidYouMean(name, nodeNames), strings.Join(nodeNames, ", "))
+		case n.Role == "primary":
+			errs.Add("scheme.nofailover", "node %s is the primary: nofailover names standbys that must never be promoted", name)
+		default:
+			m.noFailover = append(m.noFailover, name)
+		}
+	}
+	for _, name := range o.Strings("nosync") {
+		n := s.Node(name)
+		switch {
+		case n == nil:
+			errs.Add("scheme.nosync", "unknown node %q%s; nodes: %s", name, spec.DidYouMean(name, nodeNames), strings.Join(nodeNames, ", "))
+		case !m.syncMode:
+			errs.Add("scheme.nosync", "nosync keeps a standby asynchronous under synchronous_mode: write replication = \"sync\"")
+		default:
+			m.noSync = append(m.noSync, name)
+		}
+	}
+	if m.syncMode && len(m.noSync) > 0 && len(m.noSync) >= len(s.Nodes)-1 {
+		errs.Add("scheme.nosync", "every standby is nosync: none could be synchronous (with the primary among them, after a failover at most %d could)", len(s.Nodes)-1-len(m.noSync))
+	}
+	if len(m.noFailover) > 0 && len(m.noFailover) == len(s.Nodes)-1 {
+		errs.Add("scheme.nofailover", "every standby is nofailover: Patroni could never fail over")
+	}
+	var all []string
+	for _, st := range s.Sites {
+		all = append(all, st.Name)
+	}
+	if o.Has("store_sites") {
+		for _, st := range o.Strings("store_sites") {
+			switch {
+			case !slices.Contains(all, st):
+				errs.Add("scheme.store_sites", "unknown site %q%s; sites: %s", st, spec.DidYouMean(st, all), strings.Join(all, ", "))
+			case slices.Contains(m.storeSites, st):
+				errs.Add("scheme.store_sites", "site %s is named twice: the store has one member per site", st)
+			default:
+				m.storeSites = append(m.storeSites, st)
+			}
+		}
+		if len(m.storeSites) == 0 && len(o.Strings("store_sites")) == 0 {
+			errs.Add("scheme.store_sites", "the store needs at least one member: name the sites that run one")
+		}
+	} else {
+		m.storeSites = sites
+	}
+	if n := len(m.storeSites); n > 0 && n%2 == 0 {
+		errs.Warn("scheme.store_sites", "%d store members tolerate no more failures than %d: a partition into two halves leaves no majority", n, n-1)
+	}
+	if p.route == RouteHAProxy && kind != ManagerPatroni {
+		errs.Add("scheme.route", `route = "haproxy" health-checks Patroni's REST API: it needs manager = "patroni"`)
+	}
+}
+
+// readRepmgr reads repmgr's knobs.
+func readRepmgr(s *spec.Spec, o *spec.Options, errs *spec.Errors, p *plan) {
+	m := &managerPlan{kind: ManagerRepmgr}
+	p.manager = m
+	switch p.replication {
+	case Async:
+	case Sync:
+		errs.Add("scheme.replication", "repmgr does not manage synchronous replication (after a failover nothing would make a standby synchronous): use replication = \"async\", or manager = \"patroni\" for synchronous_mode")
+	default:
+		errs.Add("scheme.replication", "manager = \"repmgr\" runs physical streaming replication: use replication = \"async\"")
+	}
+	if p.route == RouteHAProxy {
+		errs.Add("scheme.route", `route = "haproxy" health-checks Patroni's REST API: it needs manager = "patroni"`)
+	}
+	seconds := func(key string, def, lo time.Duration) time.Duration {
+		d := o.Duration(key, def, lo, time.Hour)
+		if d%time.Second != 0 {
+			o.Errorf(key, "repmgr takes whole seconds: write %q", (d + time.Second - 1).Truncate(time.Second).String())
+		}
+		return d
+	}
+	// repmgr 5.3's defaults.
+	m.failover = o.String("failover", "automatic", "automatic", "manual")
+	m.reconnectAttempts = o.Int("reconnect_attempts", 6, 1, 1000)
+	m.reconnectInterval = seconds("reconnect_interval", 10*time.Second, time.Second)
+	m.monitorInterval = seconds("monitor_interval", 2*time.Second, time.Second)
+	loc := o.String("location", "same", "same", "site")
+	m.locationBySite = loc == "site"
+	m.rejoin = o.String("rejoin", "rewind", "rewind", "none")
+	var nodeNames []string
+	for _, n := range s.Nodes {
+		nodeNames = append(nodeNames, n.Name)
+	}
+	m.priority = o.IntTable("priority", 0, 1000000)
+	for name := range m.priority {
+		if s.Node(name) == nil {
+			errs.Add("scheme.priority", "unknown node %q%s; nodes: %s", name, spec.DidYouMean(name, nodeNames), strings.Join(nodeNames, ", "))
+		}
+	}
+	candidates := 0
+	for _, n := range s.Nodes {
+		if n.Role == "standby" {
+			if pr, ok := m.priority[n.Name]; !ok || pr > 0 {
+				candidates++
+			}
+		}
+	}
+	if m.failover == "automatic" && candidates == 0 && len(s.Nodes) > 1 && p.replication == Async {
+		errs.Add("scheme.priority", "every standby has priority 0: repmgr could never promote one")
+	}
+}
+
+// checkManagedNodes checks the nodes of a managed cluster: one primary
+// (the one that bootstraps), standbys of it, nothing Patroni would not run.
+func checkManagedNodes(s *spec.Spec, errs *spec.Errors, p *plan, sc scheme) {
+	if p.manager == nil {
+		return
+	}
+	if sc.standbys != "" {
+		errs.Add("scheme.standbys", "the manager chooses the synchronous standbys itself: leave standbys out (replication = \"sync\" is its synchronous_mode)")
+	}
+	for _, n := range s.Nodes {
+		field := "node." + n.Name
+		if n.Role == "standby" && n.From != "" && !slices.Contains(p.primaries, n.From) {
+			errs.Add(field+".from", "manager %s streams every standby from the primary: cascading (from = %q) is not supported; write from = %q", p.manager.kind, n.From, firstOr(p.primaries, "the primary"))
+		}
+		if n.ApplyDelay > 0 {
+			errs.Add(field+".apply_delay", "a delayed standby under manager %s would be a failover candidate that lags on purpose: leave apply_delay out", p.manager.kind)
+		}
+	}
+	if len(s.Nodes) < 2 {
+		errs.Add("node", "manager %s fails over to a standby: the cluster needs at least one", p.manager.kind)
+	}
+}
+
+func firstOr(list []string, def string) string {
+	if len(list) > 0 {
+		return list[0]
+	}
+	return def
+}
+
+// managerStages are the processes of a managed node that a stage fault
+// can act on besides the whole node: the manager alone, or the server
+// alone (the manager then starts it again).
+func (p *plan) managerStages() []string {
+	if p.manager == nil {
+		return nil
+	}
+	if p.manager.kind == ManagerRepmgr {
+		return []string{"repmgrd", "postgres"}
+	}
+	return []string{p.manager.kind, "postgres"}
+}
+
+// describeManager is the manager's configuration in one line, for lab up.
+func (m *managerPlan) describe() string {
+	sync := "asynchronous"
+	if m.syncMode {
+		sync = "synchronous_mode"
+		if m.syncStrict {
+			sync += " (strict)"
+		}
+	}
+	return fmt.Sprintf("%s: ttl %s, loop_wait %s, retry_timeout %s, maximum_lag_on_failover %d bytes, %s; store: etcd in %s",
+		m.kind, m.ttl, m.loopWait, m.retryTimeout, m.maxLag, sync, strings.Join(m.storeSites, ", "))
+}
