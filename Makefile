@@ -47,6 +47,7 @@ bench: build
 	$(GO) run ./bench/linkem --out bench/results/linkem.json
 	$(GO) run ./bench/driver --out bench/results/driver.json
 	$(GO) run ./bench/pgsetup --out bench/results/pgsetup.json
+	$(GO) run ./bench/spread --out bench/results/spread.json
 	$(GO) run ./bench/check --out bench/results/check.json
 
 fmt:
