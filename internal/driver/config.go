@@ -46,19 +46,19 @@ type Config struct {
 	LagStatement string
 	// Journal, if set, is run inside every writing transaction with
 	// (seq, user), seq counting that user's writing transactions from 1:
-	// it records the commit's key in the verification journal (a table),
+	// it records the commit's key in the acknowledged-commits journal (a table),
 	// and the driver keeps each one's outcome (Result.Journal), so that
 	// what was acknowledged can be looked for at every node afterwards.
-	Journal string
+	AckStatement string
 	// ConnNode, if set, names the node a connection reached: a driver
 	// connection (sql.Conn.Raw's) or an engine.Pipe (the engine's
 	// engine.ConnPlacer). The journal then says which node acknowledged
-	// each commit (UserJournal.Spans).
+	// each commit (UserAcks.Spans).
 	ConnNode func(conn any) string
-	// JournalWriterBase is added to the user's number in the journal's
+	// AckWriterBase is added to the user's number in the journal's
 	// writer column: each measurement of a run journals under writers of
 	// its own.
-	JournalWriterBase int
+	AckWriterBase int
 	// LagEvery tracks every LagEvery-th transaction of each user (1 tracks
 	// all): a stated sample that cuts the probe's extra statement from the
 	// other transactions. 0 chooses it (autoLagEvery): about LagBudget

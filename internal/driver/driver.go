@@ -256,9 +256,9 @@ func (d *run) run(ctx context.Context, pools Pools) (*Result, error) {
 		res.Gaps = append(res.Gaps, Gap{From: g.From - d.start, To: g.To - d.start})
 	}
 	d.rec.mu.Unlock()
-	if d.cfg.Journal != "" {
+	if d.cfg.AckStatement != "" {
 		for _, u := range users {
-			res.Journal = append(res.Journal, u.journal)
+			res.Acks = append(res.Acks, u.acks)
 		}
 	}
 	res.Complete = true

@@ -56,7 +56,7 @@ type Result struct {
 	Series         []Second `json:"-"`
 	// Journal has, per user, the outcome of every writing transaction that
 	// ran the Journal statement, over the whole run (nil without one).
-	Journal []UserJournal `json:"-"`
+	Acks []UserAcks `json:"-"`
 	// Gaps are the stretches of at least GapMin without a commit, in ns
 	// since the driver's start (all phases).
 	Gaps []Gap `json:"-"`
@@ -69,11 +69,11 @@ type Result struct {
 	StartNs int64 `json:"-"`
 }
 
-// UserJournal is what became of one user's journalled transactions, by
+// UserAcks is what became of one user's journalled transactions, by
 // their seq: acknowledged (COMMIT answered OK), or unknown (the COMMIT
 // was sent and no answer came: it may or may not have landed). The others
 // were rolled back or never sent.
-type UserJournal struct {
+type UserAcks struct {
 	Acked   []int64
 	Unknown []int64
 	// With Config.ConnNode: AckedNs[i] is when Acked[i] was acknowledged

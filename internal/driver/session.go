@@ -27,8 +27,8 @@ type user struct {
 	r     *rand.Rand
 	n     int64 // writing transactions started, for the lag sample
 
-	jseq    int64       // the last verification journal seq given out
-	journal UserJournal // outcomes of the journalled transactions
+	ackSeq int64    // the last acknowledged-commits journal seq given out
+	acks   UserAcks // outcomes of the journalled transactions
 
 	// The history (history.go): the user's process number now, the
 	// recorder its attempts get, and a buffer for the micro-operations of
@@ -71,11 +71,11 @@ func (u *user) markSent() {
 
 // userConn is what a user holds of one pool.
 type userConn struct {
-	db   *sql.DB
-	conn *sql.Conn   // for the types run statement by statement; nil if none
-	lag  *sql.Stmt   // the lag stamp there, where writing types run
-	jrn  *sql.Stmt   // the verification journal's insert there
-	pipe engine.Pipe // the pool's pipelined types'; nil if none
+	db      *sql.DB
+	conn    *sql.Conn   // for the types run statement by statement; nil if none
+	lag     *sql.Stmt   // the lag stamp there, where writing types run
+	ackStmt *sql.Stmt   // the acknowledged-commits journal's insert there
+	pipe    engine.Pipe // the pool's pipelined types'; nil if none
 	// node is the node the connection reached (Config.ConnNode), or the
 	// node behind db (Config.NodeOf); "" when unknown. The history and the
 	// HA journal name it.
@@ -96,7 +96,7 @@ type userType struct {
 	auto  engine.AutocommitPipe // the same pipe, for an Autocommit type
 	index map[string]int        // statement name → the pipe's statement
 	lag   int                   // the pipe's lag statement; -1 without one
-	jrn   int                   // the pipe's journal insert; -1 without one
+	jrn   int                   // the pipe's acknowledged-commits insert; -1 without one
 	calls []engine.PipeCall
 	rows  []int64
 	// scratch is the type's Batch's memory for this user (the driver
@@ -154,7 +154,7 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 			ut.pipe, ut.auto, ut.index, ut.lag, ut.jrn, ut.stmts = nil, nil, nil, -1, -1, nil
 		}
 	}
-	c.conn, c.lag, c.jrn, c.pipe = nil, nil, nil, nil
+	c.conn, c.lag, c.ackStmt, c.pipe = nil, nil, nil, nil
 	// The node behind the pool (NodeOf), unless the connection itself says
 	// which server it reached (ConnNode: a route that moves between nodes).
 	c.node = ""
@@ -213,9 +213,9 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 				return fmt.Errorf("prepare lag update: %w", err)
 			}
 		}
-		if d.cfg.Journal != "" && !t.ReadOnly && c.jrn == nil {
-			if c.jrn, err = c.conn.PrepareContext(ctx, d.cfg.Journal); err != nil {
-				return fmt.Errorf("prepare journal insert: %w", err)
+		if d.cfg.AckStatement != "" && !t.ReadOnly && c.ackStmt == nil {
+			if c.ackStmt, err = c.conn.PrepareContext(ctx, d.cfg.AckStatement); err != nil {
+				return fmt.Errorf("prepare the acknowledged-commits insert: %w", err)
 			}
 		}
 	}
@@ -246,10 +246,10 @@ func (d *run) pipe(ctx context.Context, c *userConn, types []*userType) error {
 			}
 			ut.lag = lag
 		}
-		if d.cfg.Journal != "" && !ut.t.ReadOnly {
+		if d.cfg.AckStatement != "" && !ut.t.ReadOnly {
 			if jrn < 0 {
 				jrn = len(sqls)
-				sqls = append(sqls, d.cfg.Journal)
+				sqls = append(sqls, d.cfg.AckStatement)
 			}
 			ut.jrn = jrn
 		}
@@ -459,12 +459,12 @@ func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool, 
 			}
 		}
 	}
-	jseq := u.journalSeq(ut)
-	if err == nil && jseq > 0 {
+	ackSeq := u.ackSeqOf(ut)
+	if err == nil && ackSeq > 0 {
 		var res sql.Result
-		if res, err = tx.StmtContext(ctx, ut.c.jrn).ExecContext(ctx, jseq, u.d.cfg.JournalWriterBase+u.id); err == nil {
+		if res, err = tx.StmtContext(ctx, ut.c.ackStmt).ExecContext(ctx, ackSeq, u.d.cfg.AckWriterBase+u.id); err == nil {
 			if n, rerr := res.RowsAffected(); rerr == nil && n != 1 {
-				err = fmt.Errorf("verification journal insert changed %d rows, want 1", n)
+				err = fmt.Errorf("acknowledged-commits journal insert changed %d rows, want 1", n)
 			}
 		}
 	}
@@ -484,54 +484,54 @@ func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool, 
 	if seq > 0 {
 		u.j.Done(seq, err == nil)
 	}
-	u.journalOutcome(jseq, true, err, ut.c.node)
+	u.ackOutcome(ackSeq, true, err, ut.c.node)
 	if err != nil {
 		return 0, err
 	}
 	return rows, nil
 }
 
-// journalSeq gives a writing transaction its journal seq; 0 without a
+// ackSeqOf gives a writing transaction its journal seq; 0 without a
 // journal.
-func (u *user) journalSeq(ut *userType) int64 {
-	if u.d.cfg.Journal == "" || ut.t.ReadOnly {
+func (u *user) ackSeqOf(ut *userType) int64 {
+	if u.d.cfg.AckStatement == "" || ut.t.ReadOnly {
 		return 0
 	}
-	u.jseq++
-	return u.jseq
+	u.ackSeq++
+	return u.ackSeq
 }
 
-// journalOutcome records what became of journalled transaction jseq once
+// ackOutcome records what became of journalled transaction ackSeq once
 // its COMMIT was sent (sent): acknowledged when it returned no error,
 // unknown otherwise — an error after the COMMIT left may hide a commit
 // that landed (the connection broke before the answer).
-func (u *user) journalOutcome(jseq int64, sent bool, err error, node string) {
-	if jseq == 0 || !sent {
+func (u *user) ackOutcome(ackSeq int64, sent bool, err error, node string) {
+	if ackSeq == 0 || !sent {
 		return
 	}
 	if err == nil {
-		u.journal.Acked = append(u.journal.Acked, jseq)
+		u.acks.Acked = append(u.acks.Acked, ackSeq)
 		if u.d.cfg.ConnNode != nil {
-			u.journal.AckedNs = append(u.journal.AckedNs, u.d.cfg.Now()-u.d.start)
+			u.acks.AckedNs = append(u.acks.AckedNs, u.d.cfg.Now()-u.d.start)
 			if node != "" {
 				u.ackedAt(node)
 			}
 		}
 	} else {
-		u.journal.Unknown = append(u.journal.Unknown, jseq)
+		u.acks.Unknown = append(u.acks.Unknown, ackSeq)
 	}
 }
 
 // ackedAt records that node acknowledged the user's last acknowledged
 // commit, now: it extends the last span, or starts one.
 func (u *user) ackedAt(node string) {
-	i := len(u.journal.Acked) - 1
-	now := u.journal.AckedNs[i]
-	if k := len(u.journal.Spans) - 1; k >= 0 && u.journal.Spans[k].Node == node && u.journal.Spans[k].To == i {
-		u.journal.Spans[k].To, u.journal.Spans[k].LastNs = i+1, now
+	i := len(u.acks.Acked) - 1
+	now := u.acks.AckedNs[i]
+	if k := len(u.acks.Spans) - 1; k >= 0 && u.acks.Spans[k].Node == node && u.acks.Spans[k].To == i {
+		u.acks.Spans[k].To, u.acks.Spans[k].LastNs = i+1, now
 		return
 	}
-	u.journal.Spans = append(u.journal.Spans, AckSpan{Node: node, From: i, To: i + 1, FirstNs: now, LastNs: now})
+	u.acks.Spans = append(u.acks.Spans, AckSpan{Node: node, From: i, To: i + 1, FirstNs: now, LastNs: now})
 }
 
 // attemptBatch runs a transaction type that has a Batch as one pipeline:
@@ -558,10 +558,10 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 	if seq > 0 {
 		pc = append(pc, engine.PipeCall{Stmt: ut.lag, Args: []any{seq, u.id}})
 	}
-	var jseq int64
+	var ackSeq int64
 	if ut.jrn >= 0 {
-		jseq = u.journalSeq(ut)
-		pc = append(pc, engine.PipeCall{Stmt: ut.jrn, Args: []any{jseq, u.d.cfg.JournalWriterBase + u.id}})
+		ackSeq = u.ackSeqOf(ut)
+		pc = append(pc, engine.PipeCall{Stmt: ut.jrn, Args: []any{ackSeq, u.d.cfg.AckWriterBase + u.id}})
 	}
 	ut.calls = pc
 	if cap(ut.rows) < len(pc) {
@@ -579,7 +579,7 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 	if seq > 0 {
 		u.j.Done(seq, u.sending.committed)
 	}
-	u.journalOutcome(jseq, u.sending.sent, err, ut.c.node)
+	u.ackOutcome(ackSeq, u.sending.sent, err, ut.c.node)
 	if err != nil {
 		return 0, err
 	}
@@ -595,8 +595,8 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 	if seq > 0 && counts[len(calls)] != 1 {
 		return 0, u.lagRowErr(counts[len(calls)])
 	}
-	if jseq > 0 && counts[len(pc)-1] != 1 {
-		return 0, fmt.Errorf("verification journal insert changed %d rows, want 1", counts[len(pc)-1])
+	if ackSeq > 0 && counts[len(pc)-1] != 1 {
+		return 0, fmt.Errorf("acknowledged-commits journal insert changed %d rows, want 1", counts[len(pc)-1])
 	}
 	return rows, nil
 }

@@ -381,8 +381,8 @@ type KVClient interface {
 	// Put writes recs in one transaction at the master and commits it.
 	// With stamp.Seq > 0 the same transaction carries the lag probe's
 	// stamp (writer stamp.Writer at stamp.Seq), and stamp.Sending is
-	// called just before the commit leaves; with stamp.JournalSeq > 0 it
-	// also records the verification journal's key (KVJournal). The commit
+	// called just before the commit leaves; with stamp.AckSeq > 0 it
+	// also records the acknowledged-commits journal's key (KVAcks). The commit
 	// is where it landed; its Node is set whenever the put reached a node,
 	// even when it failed. An error wraps ErrNotCommitted when the
 	// transaction certainly did not commit (refused before its commit, or
@@ -403,15 +403,15 @@ type KVRecord struct {
 }
 
 // KVStamp is what a Put carries besides its records: the lag probe's
-// stamp (Seq 0: untracked) and the verification journal's key
-// (JournalSeq 0: none).
+// stamp (Seq 0: untracked) and the acknowledged-commits journal's key
+// (AckSeq 0: none).
 type KVStamp struct {
 	Writer  int
 	Seq     int64
 	Sending func()
 
-	JournalWriter int
-	JournalSeq    int64
+	AckWriter int
+	AckSeq    int64
 }
 
 // KVCommit is where a Put's transaction committed.
@@ -462,12 +462,12 @@ type KVValues struct {
 // certainly did not commit.
 var ErrNotCommitted = errors.New("not committed")
 
-// KVJournal reads back the verification journal's keys that puts recorded
-// (KVStamp.JournalWriter, JournalSeq), at one node.
-type KVJournal interface {
-	// JournalKeys calls f with every key node holds, read from the node's
+// KVAcks reads back the acknowledged-commits journal's keys that puts recorded
+// (KVStamp.AckWriter, AckSeq), at one node.
+type KVAcks interface {
+	// AckKeys calls f with every key node holds, read from the node's
 	// own site.
-	JournalKeys(ctx context.Context, node string, f func(writer int, seq int64)) error
+	AckKeys(ctx context.Context, node string, f func(writer int, seq int64)) error
 }
 
 // Dialecter is an Engine (not a cluster) that speaks SQL: its dialect is

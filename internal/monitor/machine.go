@@ -210,7 +210,7 @@ func summarizeMachine(pts []machinePoint, start, end time.Time, cores int, hz ui
 	s.OtherCores = round3(max(busy/secs*float64(cores)-s.ReplabCores-s.ServerCores, 0))
 	var why []string
 	if busySecs/secs > BoundShare {
-		why = append(why, fmt.Sprintf("every core was at least %.0f %% busy for %.0f of %.0f measured seconds", 100*BusyFull, busySecs, secs))
+		why = append(why, fmt.Sprintf("every core was at least %.0f %% busy for %.1f of %.1f measured seconds", 100*BusyFull, busySecs, secs))
 	}
 	if s.StealMeanPct > 100*StealBound {
 		why = append(why, fmt.Sprintf("the hypervisor took %.1f %% of the cores", s.StealMeanPct))

@@ -55,10 +55,10 @@ func TestSummarizeMachine(t *testing.T) {
 		why         string
 	}{
 		{"a quarter busy is not machine-bound", repeat(150, 10), repeat(0, 10), false, 0, 25, ""},
-		{"every core busy every second is", repeat(4, 10), repeat(0, 10), true, 10, 98, "every core was at least 95 % busy for 10 of 10 measured seconds"},
+		{"every core busy every second is", repeat(4, 10), repeat(0, 10), true, 10, 98, "every core was at least 95 % busy for 10.0 of 10.0 measured seconds"},
 		{"one busy second in ten is not (the share must pass a tenth)",
 			append(repeat(4, 1), repeat(150, 9)...), repeat(0, 10), false, 1, 32.3, ""},
-		{"two busy seconds in ten are", append(repeat(4, 2), repeat(150, 8)...), repeat(0, 10), true, 2, 39.6, "for 2 of 10 measured seconds"},
+		{"two busy seconds in ten are", append(repeat(4, 2), repeat(150, 8)...), repeat(0, 10), true, 2, 39.6, "for 2.0 of 10.0 measured seconds"},
 		{"steal of a tenth of the cores is", repeat(150, 10), repeat(20, 10), true, 0, 25, "the hypervisor took 10.0 % of the cores"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

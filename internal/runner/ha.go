@@ -69,7 +69,7 @@ func (r *run) fillHA(dir *report.Dir) error {
 	if len(r.sum.Faults) == 0 {
 		return nil
 	}
-	in := fault.HAInput{Roles: roles, Acks: r.acks(), Checked: r.found != nil}
+	in := fault.HAInput{Roles: roles, Acks: r.haAcks(), Checked: r.found != nil}
 	order := make([]int, len(r.sum.Faults))
 	for i := range order {
 		order[i] = i
@@ -98,14 +98,14 @@ func (r *run) fillHA(dir *report.Dir) error {
 	return nil
 }
 
-// acks are the measurement's acknowledged commits, each user's in order,
+// haAcks are the measurement's acknowledged commits, each user's in order,
 // on the measure phase's axis, with the node that acknowledged each where
 // the driver could tell.
-func (r *run) acks() []fault.Ack {
+func (r *run) haAcks() []fault.Ack {
 	var out []fault.Ack
 	warm := r.s.Run.Warmup.Seconds()
-	base := r.journalBase()
-	for u, j := range r.res.Journal {
+	base := r.ackWriterBase()
+	for u, j := range r.res.Acks {
 		if len(j.AckedNs) != len(j.Acked) {
 			continue // no times: the cluster cannot place connections
 		}

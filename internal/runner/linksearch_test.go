@@ -38,17 +38,18 @@ func readLinkSearch(t *testing.T, dir string) report.LinkSearch {
 // lab's link with its delay as set at the time: the largest one-way delay
 // that keeps the standby's lag p99 within 180 ms, the fake adding 5 ms of
 // its own, at 200 transactions a second. Every probe's verdict is far from
-// the bound — a lag is at least the delay plus 5 ms, and the watcher's
-// polls and a busy machine add some 20 ms to the p99, so 200 ms misses and
-// 100 ms keeps it with 75 ms to spare — and the probes are exact: the ends,
-// then 200 ms, then 100 ms, which leaves a bracket of the resolution.
+// the bound — a lag is at least the delay plus 5 ms, so 800 ms misses 720;
+// the watcher's polls and a busy machine add to the p99 (20 ms on a quiet
+// one, 234 ms beside a loaded suite), and 400 ms keeps it with 315 ms to
+// spare — and the probes are exact: the ends, then 800 ms, then 400 ms,
+// which leaves a bracket of the resolution.
 func TestFakeLinkSearchFindsTheLargestDelay(t *testing.T) {
 	t.Parallel()
 	sum, out, log, err := fakeRun(t, fakeSpec("", `rate = "200/s"
 search = "link[1].delay"
-search_range = ["0ms", "400ms"]
-search_resolution = "100ms"
-search_max_lag_p99 = "180ms"
+search_range = ["0ms", "1600ms"]
+search_resolution = "400ms"
+search_max_lag_p99 = "720ms"
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ search_max_lag_p99 = "180ms"
 	for _, p := range ls.Probes {
 		t.Logf("probe %s: %s pass %v lag p99 %.1f ms: %s", p.Dir, p.Text, p.Pass, deref(p.LagP99Ms), p.Why)
 	}
-	if want := []float64{0, 400, 200, 100}; !reflect.DeepEqual(values, want) {
+	if want := []float64{0, 1600, 800, 400}; !reflect.DeepEqual(values, want) {
 		t.Fatalf("probes at %v ms, want %v", values, want)
 	}
 	if want := []bool{true, false, false, true}; !reflect.DeepEqual(passes, want) {
@@ -77,14 +78,14 @@ search_max_lag_p99 = "180ms"
 			t.Errorf("probe at %v ms: lag p99 %v, want at least the delay plus the fake's 5 ms", p.Value, p.LagP99Ms)
 		}
 	}
-	if !ls.Complete || ls.Answer == nil || *ls.Answer != 100 || ls.Bracket == nil || *ls.Bracket != 200 || ls.Want != "largest" || ls.Unit != "ms" {
-		t.Errorf("answer %v, bracket %v, complete %v, want %q %q: want 100 within [100, 200)", deref(ls.Answer), deref(ls.Bracket), ls.Complete, ls.Want, ls.Unit)
+	if !ls.Complete || ls.Answer == nil || *ls.Answer != 400 || ls.Bracket == nil || *ls.Bracket != 800 || ls.Want != "largest" || ls.Unit != "ms" {
+		t.Errorf("answer %v, bracket %v, complete %v, want %q %q: want 400 within [400, 800)", deref(ls.Answer), deref(ls.Bracket), ls.Complete, ls.Want, ls.Unit)
 	}
 	// The summary is the answer's probe, with the search in it.
-	if sum["complete"] != true || sum["link_search"] == nil || num(t, sum, "replicas", "s", "lag_ms", "p50") < 105 {
+	if sum["complete"] != true || sum["link_search"] == nil || num(t, sum, "replicas", "s", "lag_ms", "p50") < 405 {
 		t.Errorf("summary: complete %v, lag p50 %v, link_search %v", sum["complete"], num(t, sum, "replicas", "s", "lag_ms", "p50"), sum["link_search"] != nil)
 	}
-	for _, w := range []string{"=== link search probe 4: a<->b delay=100ms", "links: a<->b at delay=0ms until every replica has caught up", "link search: 4 probes measured"} {
+	for _, w := range []string{"=== link search probe 4: a<->b delay=400ms", "links: a<->b at delay=0ms until every replica has caught up", "link search: 4 probes measured"} {
 		if !strings.Contains(log, w) {
 			t.Errorf("the log lacks %q", w)
 		}
@@ -95,9 +96,9 @@ search_max_lag_p99 = "180ms"
 		t.Fatal(err)
 	}
 	report.PrintSummary(&b, s)
-	for _, w := range []string{"link search over link[1].delay (a<->b): the largest value in [0, 400] ms", "100ms", "← answer",
-		"probe 2 (400ms) missed: replication lag p99", "answer: the largest delay that keeps the bounds is 100ms, to within 100ms: 100ms kept them, 200ms did not",
-		"the answer, probe 4 (100ms, probe-04):"} {
+	for _, w := range []string{"link search over link[1].delay (a<->b): the largest value in [0, 1600] ms", "400ms", "← answer",
+		"probe 2 (1600ms) missed: replication lag p99", "answer: the largest delay that keeps the bounds is 400ms, to within 400ms: 400ms kept them, 800ms did not",
+		"the answer, probe 4 (400ms, probe-04):"} {
 		if !strings.Contains(b.String(), w) {
 			t.Errorf("the end-of-run table lacks %q:\n%s", w, b.String())
 		}

@@ -121,8 +121,8 @@ func (r *run) driverConfig() driver.Config {
 	if sc, ok := r.cluster.(engine.SQL); ok && r.s.VerifyOn() {
 		// Journal every writing transaction, under writers of this
 		// measurement's own.
-		cfg.Journal, _ = enginekit.AckInsertSQL(sc.Dialect())
-		cfg.JournalWriterBase = r.journalBase()
+		cfg.AckStatement, _ = enginekit.AckInsertSQL(sc.Dialect())
+		cfg.AckWriterBase = r.ackWriterBase()
 		if cp, ok := r.cluster.(engine.ConnPlacer); ok {
 			cfg.ConnNode = cp.ConnNode // which node acknowledged each commit
 		}

@@ -271,11 +271,11 @@ type run struct {
 	// it (verification); nil when no node was read.
 	found map[enginekit.AckKey]bool
 
-	probeStarted time.Time           // when the probe's lag series begins
-	monStarted   time.Time           // when the monitors' series begin
-	faults       *faults             // this measurement's fault schedule; nil without one
-	conflicts    *conflictCount      // the cluster's own conflict counts; nil without
-	opJournal    *workload.OpJournal // this measurement's key-value puts' journal; nil without
+	probeStarted time.Time        // when the probe's lag series begins
+	monStarted   time.Time        // when the monitors' series begin
+	faults       *faults          // this measurement's fault schedule; nil without one
+	conflicts    *conflictCount   // the cluster's own conflict counts; nil without
+	opAcks       *workload.OpAcks // this measurement's key-value puts' journal; nil without
 
 	lastBytes map[string]uint64 // for the progress line
 	lastAt    time.Time
@@ -495,8 +495,8 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		pools, nodeOf = t, n
 	}
 	if cn, ok := r.wl.(workload.Connector); ok {
-		r.opJournal = r.kvJournal()
-		env := workload.ConnectEnv{Cluster: r.cluster, Nodes: r.nodes, Dial: r.dialer(), Users: r.s.Run.Users, SiteDo: r.siteDo(), Journal: r.opJournal}
+		r.opAcks = r.kvJournal()
+		env := workload.ConnectEnv{Cluster: r.cluster, Nodes: r.nodes, Dial: r.dialer(), Users: r.s.Run.Users, SiteDo: r.siteDo(), Acks: r.opAcks}
 		if err := cn.Connect(ctx, env); err != nil {
 			return r.sum, fmt.Errorf("workload %s: connect from site %s: %w", r.wl.Name(), r.client, err)
 		}
@@ -568,7 +568,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		r.sum.SyncFallbacks = r.fallbacks()
 		r.sum.ReplicationConflicts = r.conflicts.result(ctx, r.res.MeasureSeconds+r.s.Run.Cooldown.Seconds())
 		r.sum.Convergence = r.checkConvergence(ctx, stopped)
-		r.sum.Verification = r.checkJournal(ctx, stopped)
+		r.sum.Verification = r.checkAcks(ctx, stopped)
 	}
 	if err := r.fillHA(dir); err != nil {
 		return r.sum, fmt.Errorf("%s: %w", report.NodeRolesFile, err)

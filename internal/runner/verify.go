@@ -137,11 +137,11 @@ func clipFallbacks(periods []engine.FallbackPeriod, res time.Duration, from, to 
 	return out
 }
 
-// journalWriters is how many journal writers a measurement may use: each
-// measurement journals under writers from journalBase on.
-const journalWriters = 100000
+// ackWriters is how many journal writers a measurement may use: each
+// measurement journals under writers from ackWriterBase on.
+const ackWriters = 100000
 
-func (r *run) journalBase() int { return r.measured * journalWriters }
+func (r *run) ackWriterBase() int { return r.measured * ackWriters }
 
 // maxLostKeys is how many lost keys a node's verification names.
 const maxLostKeys = 20
@@ -168,11 +168,11 @@ func VerifyPlan(s *spec.Spec, eng engine.Engine) string {
 // kvJournal is a new measurement's journal of key-value puts, for the
 // workload's clients (workload.ConnectEnv.Journal): nil unless
 // verification is on and the cluster can read the journal back.
-func (r *run) kvJournal() *workload.OpJournal {
-	if _, ok := r.cluster.(engine.KVJournal); !ok || !r.s.VerifyOn() {
+func (r *run) kvJournal() *workload.OpAcks {
+	if _, ok := r.cluster.(engine.KVAcks); !ok || !r.s.VerifyOn() {
 		return nil
 	}
-	return workload.NewOpJournal(r.s.Run.Users, r.journalBase())
+	return workload.NewOpAcks(r.s.Run.Users, r.ackWriterBase())
 }
 
 // journalReader reads the journal at one node, from the node's own site.
@@ -181,8 +181,8 @@ type journalReader func(ctx context.Context, n engine.Node) (map[enginekit.AckKe
 // journal is this measurement's journal: what became of each journalled
 // transaction (acknowledged or unknown), and how to read the journal at a
 // node; read is nil, with the reason, when there is nothing to verify.
-func (r *run) journal() (acked, unknown map[enginekit.AckKey]bool, read journalReader, why string) {
-	base := r.journalBase()
+func (r *run) acks() (acked, unknown map[enginekit.AckKey]bool, read journalReader, why string) {
+	base := r.ackWriterBase()
 	acked, unknown = map[enginekit.AckKey]bool{}, map[enginekit.AckKey]bool{}
 	add := func(user int, a, u []int64) {
 		for _, s := range a {
@@ -193,10 +193,10 @@ func (r *run) journal() (acked, unknown map[enginekit.AckKey]bool, read journalR
 		}
 	}
 	if sc, ok := r.cluster.(engine.SQL); ok {
-		if r.res == nil || r.res.Journal == nil {
+		if r.res == nil || r.res.Acks == nil {
 			return nil, nil, nil, ""
 		}
-		for u, j := range r.res.Journal {
+		for u, j := range r.res.Acks {
 			add(u, j.Acked, j.Unknown)
 		}
 		return acked, unknown, func(ctx context.Context, n engine.Node) (map[enginekit.AckKey]bool, error) {
@@ -208,31 +208,31 @@ func (r *run) journal() (acked, unknown map[enginekit.AckKey]bool, read journalR
 			return enginekit.ReadAcks(ctx, db)
 		}, ""
 	}
-	kj, ok := r.cluster.(engine.KVJournal)
+	kj, ok := r.cluster.(engine.KVAcks)
 	if !ok {
 		return nil, nil, nil, VerifyPlan(r.s, r.eng)
 	}
-	if !r.opJournal.Used() {
+	if !r.opAcks.Used() {
 		return nil, nil, nil, fmt.Sprintf("acknowledged puts are NOT verified: workload %s does not journal its puts", r.wl.Name())
 	}
-	r.opJournal.Outcomes(add)
+	r.opAcks.Outcomes(add)
 	return acked, unknown, func(ctx context.Context, n engine.Node) (map[enginekit.AckKey]bool, error) {
 		present := map[enginekit.AckKey]bool{}
-		err := kj.JournalKeys(ctx, n.Name, func(writer int, seq int64) {
+		err := kj.AckKeys(ctx, n.Name, func(writer int, seq int64) {
 			present[enginekit.AckKey{Writer: writer, Seq: seq}] = true
 		})
 		return present, err
 	}, ""
 }
 
-// checkJournal looks for every acknowledged commit of this measurement at
+// checkAcks looks for every acknowledged commit of this measurement at
 // every node holding a full copy, once the cluster flows again. A loss is
 // a result, said loudly, not an error.
-func (r *run) checkJournal(ctx context.Context, stopped time.Time) *report.Verification {
+func (r *run) checkAcks(ctx context.Context, stopped time.Time) *report.Verification {
 	if !r.s.VerifyOn() || ctx.Err() != nil {
 		return nil
 	}
-	acked, unknown, read, why := r.journal()
+	acked, unknown, read, why := r.acks()
 	if read == nil {
 		if why != "" {
 			fmt.Fprintf(r.log, "verify: %s\n", why)
@@ -240,7 +240,7 @@ func (r *run) checkJournal(ctx context.Context, stopped time.Time) *report.Verif
 		return nil
 	}
 	v := &report.Verification{Nodes: map[string]*report.NodeVerification{}}
-	base := r.journalBase()
+	base := r.ackWriterBase()
 	v.Acked, v.Unknown = int64(len(acked)), int64(len(unknown))
 	r.found = nil
 	fmt.Fprintf(r.log, "verifying: %d acknowledged commits at every node\n", v.Acked)
@@ -284,7 +284,7 @@ func (r *run) checkJournal(ctx context.Context, stopped time.Time) *report.Verif
 			continue
 		}
 		r.noteFound(present)
-		nv := compareJournal(present, base, acked, unknown)
+		nv := compareAcks(present, base, acked, unknown)
 		v.Nodes[n.Name] = nv
 		v.Lost = max(v.Lost, nv.Lost)
 		if nv.Lost > 0 {
@@ -310,13 +310,13 @@ func (r *run) noteFound(present map[enginekit.AckKey]bool) {
 	}
 }
 
-// compareJournal compares the journal keys present at one node with this
+// compareAcks compares the journal keys present at one node with this
 // measurement's (writers from base on): acknowledged ones missing are
 // lost; present ones neither acknowledged nor unknown are unexpected.
-func compareJournal(present map[enginekit.AckKey]bool, base int, acked, unknown map[enginekit.AckKey]bool) *report.NodeVerification {
+func compareAcks(present map[enginekit.AckKey]bool, base int, acked, unknown map[enginekit.AckKey]bool) *report.NodeVerification {
 	nv := &report.NodeVerification{}
 	for k := range present {
-		if k.Writer < base || k.Writer >= base+journalWriters {
+		if k.Writer < base || k.Writer >= base+ackWriters {
 			continue // another measurement's
 		}
 		nv.Present++

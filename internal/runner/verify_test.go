@@ -69,13 +69,13 @@ func TestClipFallbacks(t *testing.T) {
 // present whose commit was unknown is counted as such, one whose put was
 // refused as unexpected; another measurement's keys are left alone.
 func TestCompareJournal(t *testing.T) {
-	base := 2 * journalWriters
+	base := 2 * ackWriters
 	k := func(w int, s int64) enginekit.AckKey { return enginekit.AckKey{Writer: base + w, Seq: s} }
 	acked := map[enginekit.AckKey]bool{k(0, 1): true, k(0, 2): true, k(1, 1): true, k(1, 3): true}
 	unknown := map[enginekit.AckKey]bool{k(0, 3): true, k(1, 2): true}
 	present := map[enginekit.AckKey]bool{k(0, 1): true, k(1, 1): true, k(0, 3): true, k(1, 9): true,
-		{Writer: base - 1, Seq: 1}: true, {Writer: base + journalWriters, Seq: 1}: true}
-	got := compareJournal(present, base, acked, unknown)
+		{Writer: base - 1, Seq: 1}: true, {Writer: base + ackWriters, Seq: 1}: true}
+	got := compareAcks(present, base, acked, unknown)
 	want := &report.NodeVerification{Present: 4, Lost: 2, LostKeys: []string{"0/2", "1/3"}, UnacknowledgedButPresent: 1, Unexpected: 1}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)

@@ -146,7 +146,7 @@ type ConnectEnv struct {
 	SiteDo func(site string, f func() error) error
 	// Journal, with verification on, journals the puts of clients made
 	// with KVClient (nil: verification off, or an SQL cluster).
-	Journal *OpJournal
+	Acks *OpAcks
 }
 
 // PageReporter is a workload that reads pages: after a measurement it

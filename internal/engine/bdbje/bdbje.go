@@ -4,7 +4,7 @@
 // use against JE from Maven Central), which opens a ReplicatedEnvironment
 // on the node's storage and serves replab's small protocol
 // (docs/bdbje.md) on a second port: puts with the lag probe's stamp and
-// the verification journal's key, reads under a replica consistency
+// the acknowledged-commits journal's key, reads under a replica consistency
 // policy, the stamps and journal keys visible, the node's state, a
 // checksum. The group elects its master; clients follow it.
 package bdbje
@@ -163,7 +163,7 @@ var (
 	_ engine.NodeControl     = (*cluster)(nil)
 	_ engine.Pauser          = (*cluster)(nil)
 	_ engine.KVStore         = (*cluster)(nil)
-	_ engine.KVJournal       = (*cluster)(nil)
+	_ engine.KVAcks          = (*cluster)(nil)
 	_ engine.LagStamps       = (*cluster)(nil)
 	_ engine.BulkLoader      = (*cluster)(nil)
 	_ engine.Checksummer     = (*cluster)(nil)

@@ -60,7 +60,7 @@ func (k *kvClient) drop() {
 
 // Put implements engine.KVClient.
 func (k *kvClient) Put(ctx context.Context, recs []engine.KVRecord, stamp engine.KVStamp) (engine.KVCommit, error) {
-	req := insertReq{recs: recs, writer: -1, jwriter: stamp.JournalWriter, jseq: stamp.JournalSeq}
+	req := insertReq{recs: recs, writer: -1, jwriter: stamp.AckWriter, ackSeq: stamp.AckSeq}
 	if stamp.Seq > 0 {
 		req.writer, req.seq = stamp.Writer, stamp.Seq
 	}
@@ -165,9 +165,9 @@ func (k *kvClient) Close() error {
 	return nil
 }
 
-// JournalKeys implements engine.KVJournal: the keys at node, read from
+// AckKeys implements engine.KVAcks: the keys at node, read from
 // its own site.
-func (c *cluster) JournalKeys(ctx context.Context, node string, f func(writer int, seq int64)) error {
+func (c *cluster) AckKeys(ctx context.Context, node string, f func(writer int, seq int64)) error {
 	n := c.byName[node]
 	if n == nil {
 		return enginekit.NoSuchNode(node, c.Nodes())

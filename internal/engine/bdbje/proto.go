@@ -25,7 +25,7 @@ const (
 	opInsert   = 'I'
 	opGet      = 'G'
 	opRead     = 'Q'
-	opJournal  = 'J'
+	opAcks     = 'J'
 	opLag      = 'L'
 	opResetLag = 'R'
 	opState    = 'S'
@@ -175,13 +175,13 @@ func decodeError(p []byte) error {
 
 // insertReq is one insert: records, and what the same transaction
 // carries — the lag stamp of writer at seq when writer >= 0, the
-// verification journal's key when jseq > 0.
+// acknowledged-commits journal's key when ackSeq > 0.
 type insertReq struct {
 	recs    []engine.KVRecord
 	writer  int
 	seq     int64
 	jwriter int
-	jseq    int64
+	ackSeq  int64
 }
 
 // insert puts req's records in one transaction and returns the commit's
@@ -191,7 +191,7 @@ func (c *conn) insert(ctx context.Context, req insertReq, beforeSend func()) (vl
 	c.u32(req.writer)
 	c.i64(req.seq)
 	c.u32(req.jwriter)
-	c.i64(req.jseq)
+	c.i64(req.ackSeq)
 	c.u32(len(req.recs))
 	for _, r := range req.recs {
 		c.u16(len(r.Key))
@@ -290,9 +290,9 @@ func (c *conn) read(ctx context.Context, req readReq) ([][]byte, error) {
 	return out, nil
 }
 
-// journalEach calls f with every verification journal key the node holds.
+// journalEach calls f with every acknowledged-commits journal key the node holds.
 func (c *conn) journalEach(ctx context.Context, f func(writer int, seq int64)) error {
-	c.begin(opJournal)
+	c.begin(opAcks)
 	p, err := c.call(ctx, nil)
 	if err != nil {
 		return err

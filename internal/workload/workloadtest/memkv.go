@@ -9,7 +9,7 @@ import (
 	"replab/internal/engine"
 )
 
-// MemKV is an in-memory key-value cluster (engine.KVStore, engine.KVJournal)
+// MemKV is an in-memory key-value cluster (engine.KVStore, engine.KVAcks)
 // for the tests of workloads that put and get records: a master, and
 // replicas whose copies are the master's as of the last Sync — so a test
 // decides exactly how stale a replica read is. A read at a replica with
@@ -73,9 +73,9 @@ func (k *MemKV) KVClient(context.Context, func(ctx context.Context, network, add
 	return &memClient{k: k}, nil
 }
 
-// JournalKeys implements engine.KVJournal (every node holds the master's
+// AckKeys implements engine.KVAcks (every node holds the master's
 // journal).
-func (k *MemKV) JournalKeys(_ context.Context, _ string, f func(writer int, seq int64)) error {
+func (k *MemKV) AckKeys(_ context.Context, _ string, f func(writer int, seq int64)) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for j := range k.journal {
@@ -105,8 +105,8 @@ func (c *memClient) Put(_ context.Context, recs []engine.KVRecord, stamp engine.
 		for _, r := range recs {
 			k.data[string(r.Key)] = append([]byte(nil), r.Value...)
 		}
-		if stamp.JournalSeq > 0 {
-			k.journal[[2]int64{int64(stamp.JournalWriter), stamp.JournalSeq}] = true
+		if stamp.AckSeq > 0 {
+			k.journal[[2]int64{int64(stamp.AckWriter), stamp.AckSeq}] = true
 		}
 	}
 	return engine.KVCommit{Node: k.Master, Position: int64(n)}, err

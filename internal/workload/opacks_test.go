@@ -30,8 +30,8 @@ func TestOpJournal(t *testing.T) {
 		}
 		return true, nil
 	}
-	j := workload.NewOpJournal(2, 500)
-	env := workload.ConnectEnv{Cluster: kv, Users: 2, Journal: j}
+	j := workload.NewOpAcks(2, 500)
+	env := workload.ConnectEnv{Cluster: kv, Users: 2, Acks: j}
 	ctx := context.Background()
 	c, err := env.KVClient(ctx, 1)
 	if err != nil {
@@ -52,7 +52,7 @@ func TestOpJournal(t *testing.T) {
 		t.Errorf("user 0 journalled %v", got[0])
 	}
 	present := map[[2]int64]bool{}
-	_ = kv.JournalKeys(ctx, "m", func(w int, s int64) { present[[2]int64{int64(w), s}] = true })
+	_ = kv.AckKeys(ctx, "m", func(w int, s int64) { present[[2]int64{int64(w), s}] = true })
 	if want := map[[2]int64]bool{{501, 1}: true, {501, 3}: true, {501, 5}: true}; !reflect.DeepEqual(present, want) {
 		t.Errorf("journal keys stored %v, want %v", present, want)
 	}
@@ -67,11 +67,11 @@ func TestOpJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	_ = kv.JournalKeys(ctx, "m", func(int, int64) { n++ })
+	_ = kv.AckKeys(ctx, "m", func(int, int64) { n++ })
 	if n != 3 {
 		t.Errorf("a put without a journal added a key: %d keys", n)
 	}
-	var nilJ *workload.OpJournal
+	var nilJ *workload.OpAcks
 	if nilJ.Used() {
 		t.Error("a nil journal says it was used")
 	}

@@ -10,7 +10,7 @@ import (
 	"replab/internal/engine"
 )
 
-// OpJournal is the verification journal of a workload whose operations
+// OpAcks is the acknowledged-commits journal of a workload whose operations
 // are not SQL (TxType.Op) and put records into a key-value cluster. The
 // driver journals SQL transactions itself (driver.Config.Journal) but
 // cannot see inside an Op, so here the client does: every put of a client
@@ -19,37 +19,37 @@ import (
 // outcome here: acknowledged, or unknown (any error but a refusal before
 // the commit, engine.ErrNotCommitted). The runner makes one per
 // measurement and afterwards looks for the acknowledged keys at every
-// node (engine.KVJournal).
-type OpJournal struct {
+// node (engine.KVAcks).
+type OpAcks struct {
 	base  int
-	users []opJournalUser
+	users []opAcksUser
 	used  atomic.Bool
 }
 
-// opJournalUser is one user's journal; its mutex only guards against a
+// opAcksUser is one user's journal; its mutex only guards against a
 // reader while a straggling operation ends after the run.
-type opJournalUser struct {
+type opAcksUser struct {
 	mu      sync.Mutex
 	seq     int64
 	acked   []int64
 	unknown []int64
 }
 
-// NewOpJournal journals the puts of users 0 … users-1 under writers
+// NewOpAcks journals the puts of users 0 … users-1 under writers
 // writerBase + user.
-func NewOpJournal(users, writerBase int) *OpJournal {
-	return &OpJournal{base: writerBase, users: make([]opJournalUser, users)}
+func NewOpAcks(users, writerBase int) *OpAcks {
+	return &OpAcks{base: writerBase, users: make([]opAcksUser, users)}
 }
 
 // Used says whether any client journalled through it: a workload that
 // made its clients otherwise journals nothing.
-func (j *OpJournal) Used() bool { return j != nil && j.used.Load() }
+func (j *OpAcks) Used() bool { return j != nil && j.used.Load() }
 
 // WriterBase is the writer of user 0.
-func (j *OpJournal) WriterBase() int { return j.base }
+func (j *OpAcks) WriterBase() int { return j.base }
 
 // Outcomes calls f with each user's acknowledged and unknown seqs.
-func (j *OpJournal) Outcomes(f func(user int, acked, unknown []int64)) {
+func (j *OpAcks) Outcomes(f func(user int, acked, unknown []int64)) {
 	for i := range j.users {
 		u := &j.users[i]
 		u.mu.Lock()
@@ -69,28 +69,28 @@ func (e ConnectEnv) KVClient(ctx context.Context, user int) (engine.KVClient, er
 	if err != nil {
 		return nil, err
 	}
-	j := e.Journal
+	j := e.Acks
 	if j == nil || user < 0 || user >= len(j.users) {
 		return c, nil
 	}
 	j.used.Store(true)
-	return &journalledKV{KVClient: c, u: &j.users[user], writer: j.base + user}, nil
+	return &ackedKV{KVClient: c, u: &j.users[user], writer: j.base + user}, nil
 }
 
-// journalledKV is a client whose puts journal.
-type journalledKV struct {
+// ackedKV is a client whose puts journal.
+type ackedKV struct {
 	engine.KVClient
-	u      *opJournalUser
+	u      *opAcksUser
 	writer int
 }
 
-func (c *journalledKV) Put(ctx context.Context, recs []engine.KVRecord, stamp engine.KVStamp) (engine.KVCommit, error) {
+func (c *ackedKV) Put(ctx context.Context, recs []engine.KVRecord, stamp engine.KVStamp) (engine.KVCommit, error) {
 	u := c.u
 	u.mu.Lock()
 	u.seq++
 	seq := u.seq
 	u.mu.Unlock()
-	stamp.JournalWriter, stamp.JournalSeq = c.writer, seq
+	stamp.AckWriter, stamp.AckSeq = c.writer, seq
 	commit, err := c.KVClient.Put(ctx, recs, stamp)
 	u.mu.Lock()
 	switch {
