@@ -34,6 +34,10 @@ type ProcStat struct {
 	// waiting for block I/O, in clock ticks; 0 unless the kernel's delay
 	// accounting is on (/proc/sys/kernel/task_delayacct).
 	BlkioTicks uint64
+	// ReadBytes and WriteBytes are what the process (or thread) made the
+	// storage layer fetch and send, since it started: /proc/PID/io's
+	// read_bytes and write_bytes (not socket traffic); 0 when unreadable.
+	ReadBytes, WriteBytes uint64
 }
 
 // statFields is how many fields after the comm ParseStat needs (field 3
@@ -135,7 +139,45 @@ func (r *statReader) read(pid, tid int) (ProcStat, error) {
 	if err != nil {
 		return ProcStat{}, err
 	}
-	return ParseStat(r.buf[:n])
+	st, err := ParseStat(r.buf[:n])
+	if err != nil {
+		return st, err
+	}
+	// The storage I/O it caused, from the io file beside stat.
+	if io, err := os.Open(path[:len(path)-len("stat")] + "io"); err == nil {
+		if n, err := io.Read(r.buf); err == nil {
+			st.ReadBytes, st.WriteBytes = parseIO(r.buf[:n])
+		}
+		io.Close()
+	}
+	return st, nil
+}
+
+// parseIO reads read_bytes and write_bytes from /proc/PID/io.
+func parseIO(b []byte) (read, write uint64) {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		k, v, ok := bytes.Cut(line, []byte(": "))
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+		if err != nil {
+			continue
+		}
+		switch string(k) {
+		case "read_bytes":
+			read = n
+		case "write_bytes":
+			write = n
+		}
+	}
+	return read, write
 }
 
 // atClkTck is the auxiliary vector entry that carries sysconf(_SC_CLK_TCK).

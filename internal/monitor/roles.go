@@ -25,6 +25,12 @@ type RoleSummary struct {
 	// threads of one process (MariaDB, a JVM) the process's resident set
 	// counts once, in its main thread's role; the other roles show 0.
 	RSSPeakBytes int64 `json:"rss_peak_bytes"`
+	// DiskReadBytes and DiskWriteBytes are the storage I/O the role's
+	// processes caused in the phase (/proc/PID/io: what reached or came
+	// from the block layer, not socket traffic or reads from the page
+	// cache).
+	DiskReadBytes  int64 `json:"disk_read_bytes"`
+	DiskWriteBytes int64 `json:"disk_write_bytes"`
 	// Processes is the largest number of the role's processes (or
 	// threads) alive at one sample.
 	Processes int `json:"processes"`
@@ -45,7 +51,7 @@ func (k roleKey) less(o roleKey) bool {
 
 // roleCum is a role's cumulative counters (clock ticks) since the monitor
 // started.
-type roleCum struct{ user, sys, blkio uint64 }
+type roleCum struct{ user, sys, blkio, rbytes, wbytes uint64 }
 
 // roleGauge is a role at one sample: cumulative counters and the processes
 // alive then.
@@ -140,6 +146,8 @@ func (r *roleTracker) observe(t time.Time, procs []engine.Process, read func(pid
 		} else {
 			r.blkioDiscarded++
 		}
+		c.rbytes += sub(st.ReadBytes, ps.last.ReadBytes)
+		c.wbytes += sub(st.WriteBytes, ps.last.WriteBytes)
 		r.cum[k] = c
 		ps.last, ps.seen, ps.at = st, r.n, t
 		g := pt.roles[k]
@@ -230,6 +238,8 @@ func summarizeRoles(pts []rolePoint, start, end time.Time, hz uint64, apply map[
 		rs.CPUS = round(rs.CPUUserS+rs.CPUSysS, 3)
 		rs.IOWaitS = delta(func(c roleCum) uint64 { return c.blkio })
 		rs.CPUCores = round(rs.CPUS/secs, 4)
+		rs.DiskReadBytes = int64(max(at(end, func(c roleCum) uint64 { return c.rbytes })-at(start, func(c roleCum) uint64 { return c.rbytes }), 0))
+		rs.DiskWriteBytes = int64(max(at(end, func(c roleCum) uint64 { return c.wbytes })-at(start, func(c roleCum) uint64 { return c.wbytes }), 0))
 		for _, p := range pts {
 			if p.t.Before(start) || p.t.After(end) {
 				continue
@@ -238,7 +248,7 @@ func summarizeRoles(pts []rolePoint, start, end time.Time, hz uint64, apply map[
 			rs.Processes = max(rs.Processes, g.pids)
 			rs.RSSPeakBytes = max(rs.RSSPeakBytes, g.rss)
 		}
-		if rs.Processes == 0 && rs.CPUS == 0 && rs.IOWaitS == 0 {
+		if rs.Processes == 0 && rs.CPUS == 0 && rs.IOWaitS == 0 && rs.DiskReadBytes == 0 && rs.DiskWriteBytes == 0 {
 			continue
 		}
 		if out[k.node] == nil {

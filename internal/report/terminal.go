@@ -243,19 +243,20 @@ func printMonitors(w io.Writer, s *Summary) {
 		if !s.IOWaitMeasured {
 			io = "io wait (not measured)"
 		}
-		fmt.Fprintf(tw, "\nwhere the time goes\trole\tprocs\tcpu s\tcores\t%s\trss peak MiB\t\n", io)
+		fmt.Fprintf(tw, "\nwhere the time goes\trole\tprocs\tcpu s\tcores\t%s\tdisk read MiB\twritten MiB\trss peak MiB\t\n", io)
 		for _, node := range slices.Sorted(maps.Keys(s.Roles)) {
 			roles := s.Roles[node]
 			names := slices.Sorted(maps.Keys(roles))
 			sort.SliceStable(names, func(i, j int) bool { return roles[names[i]].CPUS > roles[names[j]].CPUS })
 			for _, role := range names {
 				rs := roles[role]
-				if rs.CPUS == 0 && rs.IOWaitS == 0 {
+				if rs.CPUS == 0 && rs.IOWaitS == 0 && rs.DiskReadBytes == 0 && rs.DiskWriteBytes == 0 {
 					continue // idle helpers
 				}
 				p := "roles." + node + "." + role + "."
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", node, role, shown(s, p+"processes", float64(rs.Processes), "%.0f"),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", node, role, shown(s, p+"processes", float64(rs.Processes), "%.0f"),
 					shown(s, p+"cpu_s", rs.CPUS, "%.2f"), shown(s, p+"cpu_cores", rs.CPUCores, "%.2f"), shown(s, p+"io_wait_s", rs.IOWaitS, "%.2f"),
+					shown(s, p+"disk_read_bytes", float64(rs.DiskReadBytes)/(1<<20), "%.1f"), shown(s, p+"disk_write_bytes", float64(rs.DiskWriteBytes)/(1<<20), "%.1f"),
 					shown(s, p+"rss_peak_bytes", float64(rs.RSSPeakBytes)/(1<<20), "%.0f"))
 			}
 		}
