@@ -46,7 +46,7 @@ type Port struct {
 	Name string
 	Addr netip.Addr
 	Dev  Device
-	MTU  int // largest packet the device hands us; 0 = linkem.DefaultMTU
+	MTU  int // the site's MTU (its packets; super-packets are larger); 0 = linkem.DefaultMTU
 }
 
 // Link joins ports A and B (indices into Config.Ports).
