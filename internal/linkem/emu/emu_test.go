@@ -84,6 +84,12 @@ var (
 
 func newTestEmu(t *testing.T, links []Link, n int) (*Emulator, []*chanDev) {
 	t.Helper()
+	return newTestEmuSpan(t, links, n, 0)
+}
+
+// newTestEmuSpan is newTestEmu with Config.Span.
+func newTestEmuSpan(t *testing.T, links []Link, n int, span time.Duration) (*Emulator, []*chanDev) {
+	t.Helper()
 	addrs := []netip.Addr{addrA, addrB, addrC}
 	names := []string{"a", "b", "c"}
 	var ports []Port
@@ -93,7 +99,7 @@ func newTestEmu(t *testing.T, links []Link, n int) (*Emulator, []*chanDev) {
 		devs = append(devs, d)
 		ports = append(ports, Port{Name: names[i], Addr: addrs[i], Dev: d})
 	}
-	e, err := New(Config{Ports: ports, Links: links})
+	e, err := New(Config{Ports: ports, Links: links, Span: span})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -228,11 +228,11 @@ func TestSuperPacketsCrossTheEmulator(t *testing.T) {
 			t.Errorf("counters %+v: want 2 lost, 3 delivered", c)
 		}
 	})
-	t.Run("at 1 Gbit/s a super-packet goes out in pieces, each a super-packet of the segments due by then", func(t *testing.T) {
-		// The model cuts it in pairs (12 µs apart, within the 20 µs
-		// span); a delivering thread that wakes late writes the pieces
-		// due by then as one, so the cut depends on the machine.
-		e, devs := newTestEmu(t, []Link{{A: 0, B: 1, Forward: linkem.Params{RateBps: 1_000_000_000, QueueBytes: 1 << 20}}}, 2)
+	t.Run("at 1 Gbit/s with a 20 µs span a super-packet goes out in pieces, each a super-packet of the segments due by then", func(t *testing.T) {
+		// The model cuts it in pairs (12 µs apart, within the span); a
+		// delivering thread that wakes late writes the pieces due by then
+		// as one, so the cut depends on the machine.
+		e, devs := newTestEmuSpan(t, []Link{{A: 0, B: 1, Forward: linkem.Params{RateBps: 1_000_000_000, QueueBytes: 1 << 20}}}, 2, 20*time.Microsecond)
 		devs[0].inFrames <- fr
 		for next := 0; next < 5; {
 			got := recvFrames(t, devs[1], 1)[0]
@@ -251,6 +251,37 @@ func TestSuperPacketsCrossTheEmulator(t *testing.T) {
 		}
 		if c := e.Stats()[0].Counters; c.DeliveredPackets != 5 {
 			t.Errorf("delivered %d packets, want 5", c.DeliveredPackets)
+		}
+	})
+	t.Run("at 1 Gbit/s with the default span a 5-packet super-packet (60 µs) goes out whole", func(t *testing.T) {
+		e, devs := newTestEmu(t, []Link{{A: 0, B: 1, Forward: linkem.Params{RateBps: 1_000_000_000, QueueBytes: 1 << 20}}}, 2)
+		devs[0].inFrames <- fr
+		if got := recvFrames(t, devs[1], 1); !bytes.Equal(got[0], fr) {
+			t.Error("the super-packet was cut or changed")
+		}
+		if c := e.Stats()[0].Counters; c.DeliveredPackets != 5 {
+			t.Errorf("delivered %d packets, want 5", c.DeliveredPackets)
+		}
+	})
+	t.Run("with no span, segments due at different times go out in order, each frame a run of them", func(t *testing.T) {
+		// 1.2 ms apart: one by one, unless the delivering thread wakes
+		// that late, which writes the segments due by then as one.
+		_, devs := newTestEmuSpan(t, []Link{{A: 0, B: 1, Forward: linkem.Params{RateBps: 10_000_000, QueueBytes: 1 << 20}}}, 2, -1)
+		devs[0].inFrames <- fr
+		for next := 0; next < 5; {
+			got := recvFrames(t, devs[1], 1)[0]
+			f := &frame{buf: got, n: len(got)}
+			if err := f.parse(); err != nil || next+f.segs > 5 {
+				t.Fatalf("frame after segment %d: %v, %d segments", next, err, f.segs)
+			}
+			for j := range f.segs {
+				buf := make([]byte, 2000)
+				k, _ := f.copySegment(buf, j)
+				if !bytes.Equal(buf[:k], segmentRef(fr, next+j)) {
+					t.Errorf("segment %d is not the super-packet's segment %d", j, next+j)
+				}
+			}
+			next += f.segs
 		}
 	})
 	t.Run("segments larger than the link's MTU are dropped", func(t *testing.T) {
