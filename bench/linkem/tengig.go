@@ -132,7 +132,7 @@ func (b *bench) tenGig(ctx context.Context) error {
 			"round_trip_through_the_queue_error": same, "one_way_received": len(p.owdBA.SamplesMs), "one_way_sent": p.owdBA.Sent}})
 	b.r.Add(Figure{Name: "rtt_10gbit_error_p99_ms", Value: rttEquiv.P99Ms, Configured: cfg,
 		Target: "<= 1 ms", TargetMax: benchkit.Ptr(rttP99Target), Note: method})
-	logf("      %d streams: %.2f Gbit/s (%d retransmits, %d queue drops); RTT-equivalent error (ACK direction ×2) mean %.3f p99 %.3f ms; emulator lateness a->b p99 %.0f µs, b->a p99 %.0f µs; bench process %.2f cores, others %.2f",
+	logf("      %d streams: %.2f Gbit/s (%d retransmits after the omitted seconds, %d queue drops in all); RTT-equivalent error (ACK direction ×2) mean %.3f p99 %.3f ms; emulator lateness a->b p99 %.0f µs, b->a p99 %.0f µs; bench process %.2f cores, others %.2f",
 		tenGigStreams, gbps, bulk.Retransmits, whole.DroppedQueuePackets, rttEquiv.MeanMs, rttEquiv.P99Ms,
 		late["a->b"].P99Us, late["b->a"].P99Us, cpu.ProcessCores, cpu.OthersCores)
 	return nil
