@@ -106,7 +106,7 @@ rate = "unlimited"
 	if b.vethBps > 0 {
 		b.r.Add(Figure{
 			Name: "emu_to_veth_ratio", Value: benchkit.Round(res.ReceivedBps/b.vethBps, 3), Configured: cfg,
-			Target: ">= 0.2", TargetMin: benchkit.Ptr(0.2),
+			Target: ">= 0.7", TargetMin: benchkit.Ptr(0.7),
 			Details: map[string]any{"veth_gbps": benchkit.Round(b.vethBps/1e9, 3), "emu_gbps": benchkit.Round(res.ReceivedBps/1e9, 3)},
 		})
 	}

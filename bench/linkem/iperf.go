@@ -47,6 +47,12 @@ func requireIperf() error {
 // addr in srv, cubic, and returns its figures. Both processes end with
 // ctx; the call is bounded by seconds plus a setup margin.
 func iperf(ctx context.Context, srv namespace, addr netip.Addr, cli namespace, seconds int) (iperfResult, error) {
+	return iperfWith(ctx, srv, addr, cli, seconds)
+}
+
+// iperfWith is iperf with more client options (e.g. "-P", "8" for
+// parallel streams, "-O", "3" to leave the first 3 s out of the figures).
+func iperfWith(ctx context.Context, srv namespace, addr netip.Addr, cli namespace, seconds int, clientArgs ...string) (iperfResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+30*time.Second)
 	defer cancel()
 	port := strconv.Itoa(iperfPort)
@@ -76,8 +82,9 @@ func iperf(ctx context.Context, srv namespace, addr netip.Addr, cli namespace, s
 	}
 
 	var out, errOut bytes.Buffer
-	client := boundCommand(ctx, "iperf3", "-c", addr.String(), "-p", port, "-t", strconv.Itoa(seconds),
-		"-C", "cubic", "-J", "--connect-timeout", "5000")
+	args := append([]string{"-c", addr.String(), "-p", port, "-t", strconv.Itoa(seconds),
+		"-C", "cubic", "-J", "--connect-timeout", "5000"}, clientArgs...)
+	client := boundCommand(ctx, "iperf3", args...)
 	client.Stdout, client.Stderr = &out, &errOut
 	if err := cli.Start(client); err != nil {
 		return iperfResult{}, fmt.Errorf("start iperf3 client: %w", err)

@@ -88,6 +88,7 @@ func (b *bench) steps() []step {
 		step{ID: "emu", Title: "emulator throughput: iperf3 cubic 5 s over an unlimited emulated link", Limit: time.Minute, Run: b.emuThroughput},
 		step{ID: "rtt-idle", Title: "RTT idle: 25 ms each way, 1gbit, 500 probes at 10 ms", Limit: time.Minute, Run: b.rttIdle},
 		step{ID: "rtt-loaded", Title: "RTT loaded: 25 ms each way, 1gbit link carrying bulk TCP, 500 probes at 10 ms", Limit: 90 * time.Second, Run: b.rttLoaded},
+		step{ID: "10gbit", Title: fmt.Sprintf("10gbit: 25 ms each way, %d cubic streams, goodput and the RTT probes meanwhile", tenGigStreams), Limit: 90 * time.Second, Run: b.tenGig},
 	)
 	for _, mbit := range goodputRates {
 		s = append(s, step{ID: fmt.Sprintf("goodput-%dmbit", mbit), Title: fmt.Sprintf("goodput at %dmbit: 10 ms each way, cubic, %s after %s warmup", mbit, goodputWindow, goodputWarmup),

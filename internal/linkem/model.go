@@ -66,6 +66,11 @@ import (
 // the serializer's position, the Gilbert-Elliott state and the random
 // streams continue (the streams are reseeded only when Seed changes).
 //
+// A super-packet (the kernel's offloaded TCP segmentation, GSO/TSO) is
+// offered with OfferSegments: each of its MTU-sized segments gets exactly
+// the fate Offer would give it, and the segments are grouped into pieces
+// that a caller hands over in one write each.
+//
 // Offer does not allocate in steady state: the backlog is a ring buffer
 // that grows only when it is full.
 type Direction struct {

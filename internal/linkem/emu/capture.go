@@ -17,7 +17,10 @@ import (
 // moment the emulator hands a packet to the far site (or to the next link
 // of a longer path). Packets the model drops (queue, loss, down, MTU) are
 // not recorded, so a capture shows what a tcpdump at the receiver would
-// see. Timestamps are wall-clock time of that moment.
+// see. A super-packet is recorded as the MTU-sized packets the link
+// carries (the model's packets), with the headers and checksums the
+// kernel's segmentation would give them. Timestamps are wall-clock time of
+// that moment.
 
 // captureRecords bounds the records waiting for the writer: beyond it the
 // packet path drops records (counted) rather than waiting for the disk.
@@ -86,7 +89,7 @@ func (e *Emulator) StartCapture(from, to string, w io.Writer, snapLen int) (*Cap
 	}
 	c := &Capture{
 		From: from, To: to, dir: d,
-		bufSize: min(pw.SnapLen(), e.pool.size-headroom),
+		bufSize: min(pw.SnapLen(), MaxFrame-vnetHdrLen),
 		recs:    make(chan capRecord, captureRecords),
 		free:    make(chan []byte, captureRecords),
 		wall0:   time.Now(),
@@ -101,29 +104,31 @@ func (e *Emulator) StartCapture(from, to string, w io.Writer, snapLen int) (*Cap
 	return c, nil
 }
 
-// record copies the head of each packet of a batch about to be delivered
-// at now. It never blocks on the writer.
-func (c *Capture) record(now int64, batch []*packet) {
+// record copies the head of each packet (segment) of a batch about to be
+// delivered at now. It never blocks on the writer.
+func (c *Capture) record(now int64, batch []piece) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
 		return
 	}
-	for _, p := range batch {
-		var b []byte
-		select {
-		case b = <-c.free:
-		default:
-			if c.allocated == captureRecords {
-				c.dropped.Add(1)
-				continue
+	for _, pc := range batch {
+		for j := pc.first; j < pc.first+pc.n; j++ {
+			var b []byte
+			select {
+			case b = <-c.free:
+			default:
+				if c.allocated == captureRecords {
+					c.dropped.Add(1)
+					continue
+				}
+				b = make([]byte, c.bufSize)
+				c.allocated++
 			}
-			b = make([]byte, c.bufSize)
-			c.allocated++
+			n, orig := pc.f.copySegment(b[:cap(b)], j)
+			// Never blocks: there are no more buffers than places in recs.
+			c.recs <- capRecord{at: now, orig: orig, data: b[:n]}
 		}
-		n := copy(b[:cap(b)], p.data())
-		// Never blocks: there are no more buffers than places in recs.
-		c.recs <- capRecord{at: now, orig: p.n, data: b[:n]}
 	}
 }
 

@@ -1,93 +1,75 @@
 package emu
 
-import "sync"
-
-// packet is one IP packet in flight inside the emulator. buf holds
-// headroom bytes before the packet so TUN writes can prepend the virtio
-// header without copying.
-type packet struct {
-	buf       []byte // headroom + packet
-	n         int    // packet length
-	readAt    int64  // CLOCK_MONOTONIC ns, read from the first site's device
-	deliverAt int64  // CLOCK_MONOTONIC ns
-	dst       int    // final destination port
+// piece is what a direction holds and delivers: segments [first,
+// first+n) of a frame, due at deliverAt (see linkem.OfferSegments). It
+// holds a reference to its frame.
+type piece struct {
+	f         *frame
+	first, n  int
+	bytes     int   // on-wire bytes of its segments
+	deliverAt int64 // CLOCK_MONOTONIC ns
 }
 
-func (p *packet) data() []byte { return p.buf[headroom : headroom+p.n] }
-
-// headroom leaves room for the virtio-net header (10 bytes) in front of
-// every packet.
-const headroom = 16
-
-// packetPool recycles packet buffers of one size (headroom + MTU).
-type packetPool struct {
-	size int
-	pool sync.Pool
-}
-
-func newPacketPool(mtu int) *packetPool {
-	pp := &packetPool{size: headroom + mtu}
-	pp.pool.New = func() any { return &packet{buf: make([]byte, pp.size)} }
-	return pp
-}
-
-func (pp *packetPool) get() *packet  { return pp.pool.Get().(*packet) }
-func (pp *packetPool) put(p *packet) { pp.pool.Put(p) }
-
-// pktQueue is a ring buffer of packets ordered by deliverAt. Without
+// pieceQueue is a ring buffer of pieces ordered by deliverAt. Without
 // reordering, arrivals come in deliverAt order and push is O(1); with
 // reordering, push walks back from the tail, which is short because jitter
-// only displaces packets by a few positions.
-type pktQueue struct {
-	ring       []*packet
+// only displaces pieces by a few positions. It also counts the segments
+// and bytes it holds.
+type pieceQueue struct {
+	ring       []piece
 	head, size int
+	segs       int
+	bytes      int64
 }
 
-func (q *pktQueue) len() int { return q.size }
+func (q *pieceQueue) len() int { return q.size }
 
-func (q *pktQueue) at(i int) *packet { return q.ring[(q.head+i)&(len(q.ring)-1)] }
+func (q *pieceQueue) at(i int) *piece { return &q.ring[(q.head+i)&(len(q.ring)-1)] }
 
-func (q *pktQueue) set(i int, p *packet) { q.ring[(q.head+i)&(len(q.ring)-1)] = p }
-
-func (q *pktQueue) grow() {
+func (q *pieceQueue) grow() {
 	n := len(q.ring) * 2
 	if n == 0 {
 		n = 256
 	}
-	ring := make([]*packet, n)
+	ring := make([]piece, n)
 	for i := 0; i < q.size; i++ {
-		ring[i] = q.at(i)
+		ring[i] = *q.at(i)
 	}
 	q.ring, q.head = ring, 0
 }
 
 // push inserts p keeping the queue sorted by deliverAt (stable: equal times
-// keep arrival order). It reports whether p became the head.
-func (q *pktQueue) push(p *packet) bool {
+// keep arrival order).
+func (q *pieceQueue) push(p piece) {
 	if q.size == len(q.ring) {
 		q.grow()
 	}
 	i := q.size
 	for i > 0 && q.at(i-1).deliverAt > p.deliverAt {
-		q.set(i, q.at(i-1))
+		*q.at(i) = *q.at(i - 1)
 		i--
 	}
-	q.set(i, p)
+	*q.at(i) = p
 	q.size++
-	return i == 0
+	q.segs += p.n
+	q.bytes += int64(p.bytes)
 }
 
-func (q *pktQueue) peek() *packet {
+// peek returns the head, or nil. The pointer is valid until the next push
+// or pop.
+func (q *pieceQueue) peek() *piece {
 	if q.size == 0 {
 		return nil
 	}
-	return q.ring[q.head]
+	return &q.ring[q.head]
 }
 
-func (q *pktQueue) pop() *packet {
+func (q *pieceQueue) pop() piece {
 	p := q.ring[q.head]
-	q.ring[q.head] = nil
+	q.ring[q.head] = piece{}
 	q.head = (q.head + 1) & (len(q.ring) - 1)
 	q.size--
+	q.segs -= p.n
+	q.bytes -= int64(p.bytes)
 	return p
 }

@@ -43,9 +43,9 @@ type DirStats struct {
 	Params   linkem.Params   `json:"params"`
 	Counters linkem.Counters `json:"counters"`
 	Lateness Lateness        `json:"lateness"`          // since start
-	InFlight int             `json:"in_flight_packets"` // accepted, not yet delivered
+	InFlight int             `json:"in_flight_packets"` // accepted, not yet delivered (MTU-sized packets)
 	// OverflowPackets were dropped by the emulator itself: the direction
-	// already held maxInFlight packets (only an unlimited link gets there).
+	// already held maxInFlightBytes (only an unlimited link gets there).
 	OverflowPackets uint64 `json:"overflow_packets"`
 	// Capture counts the running capture's records; nil when none runs.
 	Capture *CaptureStats `json:"capture,omitempty"`
@@ -78,7 +78,7 @@ func (e *Emulator) stats(window bool) []DirStats {
 			To:              e.ports[d.to].Name,
 			Params:          d.model.Params(),
 			Counters:        d.model.Counters(),
-			InFlight:        d.q.len(),
+			InFlight:        d.q.segs,
 			OverflowPackets: d.overflow,
 		}
 		if window {
