@@ -117,6 +117,9 @@ func (p *Probe) Results() map[string]Result {
 		}
 		out[r.name] = r.result(tracked)
 	}
+	for _, r := range *p.preplicas.Load() {
+		out[r.name] = r.result()
+	}
 	return out
 }
 

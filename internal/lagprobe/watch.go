@@ -96,10 +96,8 @@ func (p *Probe) register(name string, skip func(writer int) bool) (*replica, err
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old := *p.replicas.Load()
-	for _, r := range old {
-		if r.name == name {
-			return nil, fmt.Errorf("lag probe: replica %s is already watched", name)
-		}
+	if p.watched(name) {
+		return nil, fmt.Errorf("lag probe: replica %s is already watched", name)
 	}
 	n := len(p.writers)
 	r := &replica{
@@ -443,22 +441,29 @@ func (p *Probe) WaitWatching(ctx context.Context, replicas ...string) error {
 	for {
 		waiting := ""
 		for _, name := range replicas {
-			var r *replica
+			var ready *atomic.Bool
+			var done <-chan struct{}
+			var werr *error
 			for _, x := range *p.replicas.Load() {
 				if x.name == name {
-					r = x
+					ready, done, werr = &x.ready, x.done, &x.err
+				}
+			}
+			for _, x := range *p.preplicas.Load() {
+				if x.name == name {
+					ready, done, werr = &x.ready, x.done, &x.err
 				}
 			}
 			switch {
-			case r == nil:
+			case ready == nil:
 				waiting = name + " (not watched yet)"
-			case r.ready.Load():
+			case ready.Load():
 				continue
 			default:
 				select {
-				case <-r.done:
-					if r.err != nil {
-						return r.err
+				case <-done:
+					if *werr != nil {
+						return *werr
 					}
 					return fmt.Errorf("lag probe: replica %s: watch ended before its first poll", name)
 				default:
@@ -505,6 +510,22 @@ func (p *Probe) WaitCaughtUp(ctx context.Context) error {
 				}
 				if behind == "" {
 					behind = fmt.Sprintf("replica %s shows writer %d at seq %d, want %d", r.name, w, seen, want)
+				}
+			}
+		}
+		for _, r := range *p.preplicas.Load() {
+			if ok, why := r.caughtUp(); !ok {
+				select {
+				case <-r.done:
+					stop := "its context ended"
+					if r.err != nil {
+						stop = r.err.Error()
+					}
+					return fmt.Errorf("lag probe: replica %s stopped being watched (%s): %s", r.name, stop, why)
+				default:
+				}
+				if behind == "" {
+					behind = why
 				}
 			}
 		}
