@@ -59,6 +59,10 @@ func (p *Probe) PosWriter(i int) *PosWriter { return p.pwriters[i] }
 // ID is the writer's number.
 func (w *PosWriter) ID() int { return w.id }
 
+// Next says the writer follows its next transaction: always (a sampling
+// journal in a benchmark may not).
+func (w *PosWriter) Next() bool { return true }
+
 // Sending records that the writer's COMMIT is about to be sent, at time
 // at (Probe.Now).
 func (w *PosWriter) Sending(at int64) {

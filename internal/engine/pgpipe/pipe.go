@@ -66,6 +66,7 @@ func Open(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error) 
 		if err := pc.SyncConn(ctx); err != nil {
 			return err
 		}
+		p.lsn = lookUpInsertLSN(ctx, pc)
 		if p.fd, err = TakeSocket(pc); err != nil {
 			return err
 		}
@@ -148,6 +149,7 @@ type pipe struct {
 	req                     []byte
 	msgs                    wireMsgs
 	yielded                 time.Time // the last runtime.Gosched
+	lsn                     insertLSN // RunPositioned's call (position.go)
 }
 
 type pipeStmt struct {
@@ -158,7 +160,7 @@ type pipeStmt struct {
 
 // Run implements engine.Pipe.
 func (p *pipe) Run(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64) error {
-	return p.run(ctx, calls, beforeSend, rows, true)
+	return p.run(ctx, calls, beforeSend, rows, true, nil)
 }
 
 var _ engine.AutocommitPipe = (*pipe)(nil)
@@ -167,10 +169,13 @@ var _ engine.AutocommitPipe = (*pipe)(nil)
 // a Sync, so each is an implicit transaction of its own, as pgbench's
 // statements are without BEGIN.
 func (p *pipe) RunAutocommit(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64) error {
-	return p.run(ctx, calls, beforeSend, rows, false)
+	return p.run(ctx, calls, beforeSend, rows, false, nil)
 }
 
-func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64, tx bool) error {
+// run sends one request: a transaction (tx) or autocommit calls; with pos,
+// the transaction is followed by the call that reads the commit's position
+// into it (RunPositioned).
+func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64, tx bool, pos *int64) error {
 	if p.fd < 0 {
 		return fmt.Errorf("pipeline connection closed: %w", p.broken)
 	}
@@ -178,13 +183,16 @@ func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func
 	if err != nil {
 		return err // nothing sent
 	}
+	if pos != nil {
+		req = append(req, p.lsn.call...)
+	}
 	p.req = req
 	if beforeSend != nil {
 		beforeSend()
 	}
 	var runErr, ioErr error
 	if tx {
-		runErr, ioErr = p.exchange(ctx, rows, !implicit)
+		runErr, ioErr = p.exchange(ctx, rows, !implicit, pos)
 	} else {
 		runErr, ioErr = p.exchangeAutocommit(ctx, rows)
 	}
@@ -303,7 +311,10 @@ func (p *pipe) Close() error {
 // ReadyForQuery, then rolls back a transaction an error left open. An
 // error after the calls is the commit's. runErr is the server's answer
 // (an error of one statement); ioErr means the connection is unusable.
-func (p *pipe) exchange(ctx context.Context, rows []int64, block bool) (runErr, ioErr error) {
+// With pos, the request ends with the position call, whose reply
+// (FunctionCallResponse, ReadyForQuery) follows the transaction's; pos
+// is left alone when it failed.
+func (p *pipe) exchange(ctx context.Context, rows []int64, block bool, pos *int64) (runErr, ioErr error) {
 	if err := enginekit.SockWrite(ctx, p.fd, p.req); err != nil {
 		return nil, err
 	}
@@ -311,10 +322,25 @@ func (p *pipe) exchange(ctx context.Context, rows []int64, block bool) (runErr, 
 	if block {
 		n = -1
 	}
+	var status byte // the transaction's ReadyForQuery, once read
 	for {
 		typ, body, err := p.msgs.next(ctx)
 		if err != nil {
 			return runErr, err
+		}
+		if status != 0 {
+			// The position call's reply.
+			switch typ {
+			case 'V':
+				if v, ok := p.lsn.decode(body); ok {
+					*pos = v
+				}
+			case 'Z':
+				body[0] = status
+			}
+			if typ != 'Z' {
+				continue // its error leaves the position unknown
+			}
 		}
 		switch typ {
 		case 'C': // CommandComplete
@@ -334,6 +360,10 @@ func (p *pipe) exchange(ctx context.Context, rows []int64, block bool) (runErr, 
 				runErr = pipeError(body, n, len(rows))
 			}
 		case 'Z':
+			if pos != nil && status == 0 {
+				status = body[0]
+				continue
+			}
 			if body[0] == 'I' {
 				return runErr, nil
 			}
@@ -452,10 +482,10 @@ func (r *wireMsgs) next(ctx context.Context) (typ byte, body []byte, err error) 
 						}
 						return 0, nil, fmt.Errorf("server ended the connection: %w", pe)
 					}
-				case 'C', 'I', '2', 'D', 'N', 'S', 'A', 'n', 's':
+				case 'C', 'I', '2', 'D', 'N', 'S', 'A', 'n', 's', 'V':
 					// CommandComplete, EmptyQuery, BindComplete, DataRow,
 					// notices, parameter changes, notifications, NoData,
-					// PortalSuspended.
+					// PortalSuspended, FunctionCallResponse.
 				default:
 					return 0, nil, fmt.Errorf("protocol: unexpected message %q", typ)
 				}

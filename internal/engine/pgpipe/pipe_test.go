@@ -2,6 +2,7 @@ package pgpipe
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -130,5 +131,30 @@ func TestAppendArgPointers(t *testing.T) {
 		req, _, _ = p.encode(req[:0], calls, true)
 	}); n != 0 {
 		t.Errorf("encoding allocates %.0f times per transaction, want 0", n)
+	}
+}
+
+// TestInsertLSN: the position call's message, and its answer taken back
+// over a page header to the boundary a replica's replay position shows.
+func TestInsertLSN(t *testing.T) {
+	if got, want := functionCall(2857), []byte{'F', 0, 0, 0, 14, 0, 0, 0x0b, 0x29, 0, 0, 0, 0, 0, 1}; !bytes.Equal(got, want) {
+		t.Errorf("FunctionCall % x, want % x", got, want)
+	}
+	l := insertLSN{blk: 8192, seg: 16 << 20}
+	const seg = 16 << 20
+	for _, tc := range []struct{ lsn, want int64 }{
+		{3*seg + 5*8192 + 24, 3*seg + 5*8192}, // a page's first record would start here
+		{3*seg + 40, 3 * seg},                 // a segment's
+		{3*seg + 5*8192 + 25, 3*seg + 5*8192 + 25},
+		{3*seg + 5*8192 + 48, 3*seg + 5*8192 + 48},
+	} {
+		body := binary.BigEndian.AppendUint32(nil, 8)
+		body = binary.BigEndian.AppendUint64(body, uint64(tc.lsn))
+		if got, ok := l.decode(body); !ok || got != tc.want {
+			t.Errorf("decode(%X) = %X, %v; want %X", tc.lsn, got, ok, tc.want)
+		}
+	}
+	if _, ok := l.decode([]byte{0xff, 0xff, 0xff, 0xff}); ok {
+		t.Error("a NULL decoded")
 	}
 }
