@@ -71,6 +71,9 @@ type Probe struct {
 	sleep func(ctx context.Context, deadline int64) bool
 	idle  func()
 	onLag func(replica string, writer int, seq, lagNs int64)
+	// onSent sees every lag the position method records with its
+	// transaction's COMMIT-sent time (a test's key across methods).
+	onSent func(replica string, writer int, sent, lagNs int64)
 }
 
 // New creates a probe for cfg.Writers writers.

@@ -372,6 +372,9 @@ func (r *posReplica) sighted(s sighting) {
 	if f := r.p.onLag; f != nil {
 		f(r.name, s.c.writer, s.c.seq, lag)
 	}
+	if f := r.p.onSent; f != nil {
+		f(r.name, s.c.writer, s.c.sent, lag)
+	}
 }
 
 // outstanding says whether a commit is in flight, unread or unseen.

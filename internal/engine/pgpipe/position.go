@@ -13,13 +13,24 @@ import (
 // The commit's position, for the lag probe's position method
 // (engine.PositionPipe). PostgreSQL tells no client where its commit
 // record lies, so the transaction is followed, in the same write, by a
-// call of pg_current_wal_insert_lsn(): the server runs it after the Sync
-// that committed the transaction, so the WAL insert position it returns is
-// at or past the end of the commit record (the record was inserted before
-// the commit returned; other sessions' records may follow it, never
-// precede it). Not pg_current_wal_lsn(), the write position: with
-// synchronous_commit = off the commit record may not be written yet when
-// the commit returns, and the write position would lie before it.
+// call that reads a WAL position: the server runs it after the Sync that
+// committed the transaction, so the position is read after the commit
+// record was inserted — and, unless synchronous_commit is off, flushed.
+//
+//   - With synchronous_commit on (or local, remote_write, remote_apply) the
+//     commit flushed the WAL up to its record's end before it returned, so
+//     pg_current_wal_flush_lsn() is at or past that end. It is the tighter
+//     of the two: a replica can only ever receive flushed WAL, and what
+//     was flushed after the commit went in the same flush or a later one.
+//   - With synchronous_commit = off the commit returns before its record is
+//     flushed (the WAL writer flushes it within wal_writer_delay): the
+//     flush position may lie before the record, and only the insert
+//     position, pg_current_wal_insert_lsn(), is at or past it (it may also
+//     hold other sessions' records inserted since, never only earlier
+//     ones).
+//
+// The setting is the session's when the pipe opens (a pipe runs no session
+// statements, so it stays so).
 //
 // The call is a fast-path function call (the protocol's FunctionCall
 // message, as libpq's PQfn sends it): no parse, plan or portal, cheaper for
@@ -32,7 +43,7 @@ import (
 // page boundary when that record ended there: a position just past a page
 // header is taken back to the boundary, so that a commit whose record
 // ended a page is seen when the replica has replayed it, not only once the
-// next record arrives.
+// next record arrives. (A flush position is a record's end already.)
 
 // RunPositioned implements engine.PositionPipe.
 func (p *pipe) RunPositioned(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64) (int64, error) {
@@ -51,7 +62,7 @@ var _ engine.PositionPipe = (*pipe)(nil)
 
 // insertLSN is the position call, and what it takes to read its answer.
 type insertLSN struct {
-	call     []byte // FunctionCall of pg_current_wal_insert_lsn, binary result; nil: unknown
+	call     []byte // FunctionCall of pg_current_wal_flush_lsn or _insert_lsn, binary result; nil: unknown
 	blk, seg int64  // wal_block_size, wal_segment_size in bytes
 }
 
@@ -63,11 +74,12 @@ const (
 	longPageHeader  = 40
 )
 
-// lookUpInsertLSN finds pg_current_wal_insert_lsn's OID and the WAL's page
-// and segment sizes on pc; the zero insertLSN (no positions) when it
-// cannot.
+// lookUpInsertLSN finds the position function for the session's
+// synchronous_commit and the WAL's page and segment sizes on pc; the zero
+// insertLSN (no positions) when it cannot.
 func lookUpInsertLSN(ctx context.Context, pc *pgconn.PgConn) insertLSN {
-	rs, err := pc.Exec(ctx, `SELECT 'pg_current_wal_insert_lsn()'::regprocedure::oid, current_setting('wal_block_size'), (SELECT setting FROM pg_settings WHERE name = 'wal_segment_size')`).ReadAll()
+	rs, err := pc.Exec(ctx, `SELECT CASE current_setting('synchronous_commit') WHEN 'off' THEN 'pg_current_wal_insert_lsn()' ELSE 'pg_current_wal_flush_lsn()' END::regprocedure::oid,
+		current_setting('wal_block_size'), (SELECT setting FROM pg_settings WHERE name = 'wal_segment_size')`).ReadAll()
 	if err != nil || len(rs) != 1 || len(rs[0].Rows) != 1 || len(rs[0].Rows[0]) != 3 {
 		return insertLSN{}
 	}
