@@ -170,6 +170,15 @@ type Replica struct {
 	LagMinMs        float64           `json:"lag_min_ms"` // exact, like lag_ms.max
 	NotVisibleAtEnd int64             `json:"not_visible_at_end"`
 	Tracked         int64             `json:"tracked"`
+	// LagMethod is how the lag was measured: "positions" (every
+	// transaction's commit position against the replica's applied
+	// position, LagPosition: "WAL replay LSN", …) or "stamps" (a tracked
+	// sample's stamps read back here). Results written before it had stamps.
+	LagMethod   string `json:"lag_method,omitempty"`
+	LagPosition string `json:"lag_position,omitempty"`
+	// Unpositioned counts, by position, the measured transactions that
+	// committed with no position to compare: they have no lag.
+	Unpositioned int64 `json:"unpositioned,omitempty"`
 	// SampleEvery: every SampleEvery-th transaction of each user was
 	// tracked in the measure phase (1 = all of them). Sample says who set
 	// it: "fixed" (lag_sample = N) or "auto" (the driver, for at most
@@ -625,7 +634,7 @@ func fewLagSamples(s *Summary) string {
 	var few []string
 	for _, n := range slices.Sorted(maps.Keys(s.Replicas)) {
 		r := s.Replicas[n]
-		if r != nil && r.SampleEvery > 1 && r.LagMs.Count < minLagSamples {
+		if r != nil && r.SampleEvery > 1 && r.LagMethod != "positions" && r.LagMs.Count < minLagSamples {
 			few = append(few, fmt.Sprintf("%s (%d)", n, r.LagMs.Count))
 		}
 	}
@@ -660,17 +669,53 @@ func catchUpNote(s *Summary) string {
 	return "caught up after the measurement (its last tracked commit visible): " + strings.Join(parts, ", ")
 }
 
-// LagSampleNote says which transactions the lag figures come from when
-// they are a sample ("" when every transaction was tracked): "lag tracked
-// for every 11th transaction of each user (auto: ≤ 10 tracked/s at the
-// warmup's rate)".
+// LagSampleNote says how the lag figures were measured: by commit
+// position, every transaction ("lag of every transaction, by commit
+// position (WAL replay LSN)"), and by stamps when they are a sample ("lag
+// tracked for every 11th transaction of each user (auto: ≤ 10 tracked/s
+// at the warmup's rate)"); with both, at which replicas. "" when every
+// transaction was stamped.
 func LagSampleNote(s *Summary) string {
-	var r *Replica
+	var byPos, stamped []string
+	var r *Replica // the first stamped replica: the sample is the same at all
+	position := ""
 	for _, n := range slices.Sorted(maps.Keys(s.Replicas)) {
-		if r = s.Replicas[n]; r != nil {
-			break
+		x := s.Replicas[n]
+		switch {
+		case x == nil:
+		case x.LagMethod == "positions":
+			byPos = append(byPos, n)
+			if position == "" || position == x.LagPosition {
+				position = x.LagPosition
+			} else {
+				position = "each replica's applied position"
+			}
+		default:
+			stamped = append(stamped, n)
+			if r == nil {
+				r = x
+			}
 		}
 	}
+	if len(byPos) == 0 {
+		return stampNote(s, r)
+	}
+	note := "lag of every transaction, by commit position"
+	if position != "" {
+		note += " (" + position + ")"
+	}
+	if len(stamped) == 0 {
+		return note
+	}
+	note += " at " + strings.Join(byPos, ", ") + "; by stamps at " + strings.Join(stamped, ", ")
+	if sn := stampNote(s, r); sn != "" {
+		note += ": " + sn
+	}
+	return note
+}
+
+// stampNote is LagSampleNote for stamped replicas, r the first.
+func stampNote(s *Summary, r *Replica) string {
 	if r == nil {
 		return ""
 	}
