@@ -289,4 +289,3 @@ replication = "async"
 		t.Errorf("lag by position at least %.3f ms, below the link's 10 ms", pos.LagMinMs)
 	}
 }
-
