@@ -149,7 +149,7 @@ type pipe struct {
 	req                     []byte
 	msgs                    wireMsgs
 	yielded                 time.Time // the last runtime.Gosched
-	lsn                     insertLSN // RunPositioned's call (position.go)
+	lsn                     insertLSN // RunPositioned's statement (position.go)
 }
 
 type pipeStmt struct {
@@ -172,19 +172,20 @@ func (p *pipe) RunAutocommit(ctx context.Context, calls []engine.PipeCall, befor
 	return p.run(ctx, calls, beforeSend, rows, false, nil)
 }
 
-// run sends one request: a transaction (tx) or autocommit calls; with pos,
-// the transaction is followed by the call that reads the commit's position
-// into it (RunPositioned).
+// run sends one request: a transaction (tx) or autocommit calls. With
+// pos, the transaction is positioned: between BEGIN and COMMIT, the
+// position statement after the COMMIT, its answer read into pos.
 func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64, tx bool, pos *int64) error {
 	if p.fd < 0 {
 		return fmt.Errorf("pipeline connection closed: %w", p.broken)
 	}
-	req, implicit, err := p.encode(p.req[:0], calls, tx)
+	var after []byte
+	if pos != nil {
+		after = p.lsn.sel
+	}
+	req, implicit, err := p.encode(p.req[:0], calls, tx, after)
 	if err != nil {
 		return err // nothing sent
-	}
-	if pos != nil {
-		req = append(req, p.lsn.call...)
 	}
 	p.req = req
 	if beforeSend != nil {
@@ -219,7 +220,9 @@ func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func
 }
 
 // encode appends the request for calls to req: as one transaction (tx),
-// or each call a transaction of its own (Sync after each). A transaction
+// or each call a transaction of its own (Sync after each); after, when
+// set, is sent after the transaction's COMMIT and before its Sync, which
+// makes it a BEGIN … COMMIT transaction. A transaction
 // whose statements are all plain DML (see plainDML) is sent as the
 // protocol's implicit transaction — the calls and one Sync: the server
 // runs everything before a Sync as one transaction and commits it there,
@@ -229,8 +232,8 @@ func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func
 // update, one UPDATE a transaction (bench/README.md). Other transactions
 // are wrapped in BEGIN and COMMIT, for statements that need a
 // transaction block (LOCK, SAVEPOINT, SET LOCAL, DECLARE).
-func (p *pipe) encode(req []byte, calls []engine.PipeCall, tx bool) (_ []byte, implicit bool, err error) {
-	implicit = tx
+func (p *pipe) encode(req []byte, calls []engine.PipeCall, tx bool, after []byte) (_ []byte, implicit bool, err error) {
+	implicit = tx && after == nil
 	for _, cl := range calls {
 		if i := cl.Stmt + pipeBuiltin; cl.Stmt < 0 || i >= len(p.stmts) || !p.stmts[i].dml {
 			implicit = false
@@ -250,6 +253,7 @@ func (p *pipe) encode(req []byte, calls []engine.PipeCall, tx bool) (_ []byte, i
 	if tx {
 		if !implicit {
 			req = append(req, p.commit...)
+			req = append(req, after...)
 		}
 		req = append(req, 'S', 0, 0, 0, 4)
 	}
@@ -311,9 +315,8 @@ func (p *pipe) Close() error {
 // ReadyForQuery, then rolls back a transaction an error left open. An
 // error after the calls is the commit's. runErr is the server's answer
 // (an error of one statement); ioErr means the connection is unusable.
-// With pos, the request ends with the position call, whose reply
-// (FunctionCallResponse, ReadyForQuery) follows the transaction's; pos
-// is left alone when it failed.
+// With pos, the position statement's row after the COMMIT goes there
+// (left alone when the statement failed).
 func (p *pipe) exchange(ctx context.Context, rows []int64, block bool, pos *int64) (runErr, ioErr error) {
 	if err := enginekit.SockWrite(ctx, p.fd, p.req); err != nil {
 		return nil, err
@@ -322,25 +325,10 @@ func (p *pipe) exchange(ctx context.Context, rows []int64, block bool, pos *int6
 	if block {
 		n = -1
 	}
-	var status byte // the transaction's ReadyForQuery, once read
 	for {
 		typ, body, err := p.msgs.next(ctx)
 		if err != nil {
 			return runErr, err
-		}
-		if status != 0 {
-			// The position call's reply.
-			switch typ {
-			case 'V':
-				if v, ok := p.lsn.decode(body); ok {
-					*pos = v
-				}
-			case 'Z':
-				body[0] = status
-			}
-			if typ != 'Z' {
-				continue // its error leaves the position unknown
-			}
 		}
 		switch typ {
 		case 'C': // CommandComplete
@@ -355,15 +343,17 @@ func (p *pipe) exchange(ctx context.Context, rows []int64, block bool, pos *int6
 			n++
 		case 'I': // EmptyQueryResponse
 			n++
+		case 'D': // DataRow: only the position statement's
+			if pos != nil && n == len(rows)+1 {
+				if v, ok := p.lsn.decode(body); ok {
+					*pos = v
+				}
+			}
 		case 'E':
-			if runErr == nil {
+			if runErr == nil && n <= len(rows) {
 				runErr = pipeError(body, n, len(rows))
 			}
 		case 'Z':
-			if pos != nil && status == 0 {
-				status = body[0]
-				continue
-			}
 			if body[0] == 'I' {
 				return runErr, nil
 			}
@@ -482,10 +472,10 @@ func (r *wireMsgs) next(ctx context.Context) (typ byte, body []byte, err error) 
 						}
 						return 0, nil, fmt.Errorf("server ended the connection: %w", pe)
 					}
-				case 'C', 'I', '2', 'D', 'N', 'S', 'A', 'n', 's', 'V':
+				case 'C', 'I', '2', 'D', 'N', 'S', 'A', 'n', 's':
 					// CommandComplete, EmptyQuery, BindComplete, DataRow,
 					// notices, parameter changes, notifications, NoData,
-					// PortalSuspended, FunctionCallResponse.
+					// PortalSuspended.
 				default:
 					return 0, nil, fmt.Errorf("protocol: unexpected message %q", typ)
 				}

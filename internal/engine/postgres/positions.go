@@ -40,16 +40,19 @@ func (c *cluster) PositionMethod(node string) string {
 func (c *cluster) CommitPositions() engine.CommitPositions { return engine.PipeCommits }
 
 // PositionReader implements engine.Positions: pg_last_wal_replay_lsn()
-// over a connection from the standby's own site, taken over from pgx and
-// called with the protocol's FunctionCall (no parse, plan or portal: the
-// cheapest poll a standby answers). A failed poll drops the connection;
-// the next one makes a new one.
+// over the standby's Unix socket (beside it: no link crossed), taken over
+// from pgx and called with the protocol's FunctionCall (no parse, plan or
+// portal). Both choices make the poll, made every millisecond whatever the
+// load, as cheap as a standby answers one: over TCP a poll cost this
+// process about 57 µs of CPU here (the kernel delivers each segment in the
+// sender's time), a SELECT the standby 43 µs, its FunctionCall 27 µs.
+// A failed poll drops the connection; the next one makes a new one.
 func (c *cluster) PositionReader(ctx context.Context, node string) (engine.PositionReader, error) {
 	n := c.byName[node]
 	if n == nil {
 		return nil, fmt.Errorf("no node %q", node)
 	}
-	cfg, err := c.connConfig(node, n.Site)
+	cfg, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=postgres", n.sockDir, n.addr.Port(), Superuser))
 	if err != nil {
 		return nil, err
 	}
