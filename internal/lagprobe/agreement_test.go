@@ -11,8 +11,10 @@ import (
 
 	"replab/internal/driver"
 	"replab/internal/engine"
+	"replab/internal/engine/mariadb"
 	"replab/internal/engine/postgres/pgtest"
 	"replab/internal/enginekit"
+	"replab/internal/labtest"
 	"replab/internal/testkit"
 	"replab/internal/workload"
 )
@@ -285,6 +287,44 @@ replication = "async"
 	defer cancel()
 	agreeTable(t, ctx, c, engine.Postgres)
 	_, pos := agreement(t, ctx, c, "p1", "e1", agreeTx(engine.Postgres))
+	if pos.LagMinMs < 10 {
+		t.Errorf("lag by position at least %.3f ms, below the link's 10 ms", pos.LagMinMs)
+	}
+}
+
+// TestPositionsAgreeWithStampsMariaDB: an asynchronous GTID replica 10 ms
+// away applying in parallel (as the bench's, so that it keeps up), 4
+// users updating statement by statement.
+func TestPositionsAgreeWithStampsMariaDB(t *testing.T) {
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.MariaDB)
+	_, c := labtest.Cluster(t, mariadb.Engine{}, "lagagm", `
+[lab]
+name = "NAME"
+[site.primary]
+[site.eu]
+[[link]]
+sites = ["primary", "eu"]
+delay = "10ms"
+rate = "1gbit"
+[engine]
+kind = "mariadb"
+[node.m1]
+site = "primary"
+role = "primary"
+[node.r1]
+site = "eu"
+role = "replica"
+from = "m1"
+[scheme]
+replication = "async"
+parallel_threads = 4
+parallel_mode = "optimistic"
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	agreeTable(t, ctx, c, engine.MySQL)
+	_, pos := agreement(t, ctx, c, "m1", "r1", agreeTx(engine.MySQL))
 	if pos.LagMinMs < 10 {
 		t.Errorf("lag by position at least %.3f ms, below the link's 10 ms", pos.LagMinMs)
 	}
