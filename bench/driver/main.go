@@ -85,6 +85,8 @@ func (b *bench) steps() []step {
 			Limit: 8 * time.Minute, Run: b.lagOverhead},
 		{ID: "lag-mariadb", Title: fmt.Sprintf("lag probe on MariaDB: %d users, primary + async GTID replica %s away, auto ×%d (3 every), %s + %s each, on and off in 2 s slices", lagUsers, lagDelay, lagReps, lagWarmup, lagMeasure),
 			Limit: 8 * time.Minute, Run: b.lagOverheadMariaDB},
+		{ID: "lag-all", Title: fmt.Sprintf("lag of every transaction by position: %d users, primary + standby %s away, ×%d, %s + %s each, on and off in 2 s slices", lagUsers, lagDelay, lagAllReps, lagWarmup, lagMeasure),
+			Limit: 8 * time.Minute, Run: b.lagAllOverhead},
 		{ID: "history", Title: fmt.Sprintf("history recording: %d users, the lag step's lab and UPDATE, ×%d, %s + %s each, on and off in 2 s slices", lagUsers, historyReps, lagWarmup, lagMeasure),
 			Limit: 8 * time.Minute, Run: b.historyOverhead},
 		{ID: "diagnose", Title: "not run by default: where the driver's CPU goes (pgbench, driver, driver at GOMAXPROCS = CPUs, bare pgx 3 round trips, bare pgx pipelined)",
@@ -93,7 +95,7 @@ func (b *bench) steps() []step {
 }
 
 // defaultSteps are run when -only is not given.
-var defaultSteps = []string{"compare", "pipelined", "scripts", "lag", "lag-mariadb", "history"}
+var defaultSteps = []string{"compare", "pipelined", "scripts", "lag", "lag-mariadb", "lag-all", "history"}
 
 func run(out, only, clientSite, cpuProfile string) int {
 	if err := lab.Preflight(); err != nil {

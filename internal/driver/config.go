@@ -44,6 +44,15 @@ type Config struct {
 	// inside every tracked writing transaction with (seq, user).
 	Lag          func(user int) LagJournal
 	LagStatement string
+	// LagPositions, if set, gives user i's position journal: the lag
+	// probe's position method follows every writing transaction, its
+	// COMMIT-sent time and, once it committed, its commit's position, read
+	// with the commit itself: a pipe's RunPositioned (engine.PositionPipe),
+	// or, statement by statement, Positions on the user's connection.
+	LagPositions func(user int) PositionJournal
+	// Positions reads commit positions on connections of Targets' pools
+	// (the engine's engine.SessionPositions); nil: none there.
+	Positions engine.SessionPositions
 	// Journal, if set, is run inside every writing transaction with
 	// (seq, user), seq counting that user's writing transactions from 1:
 	// it records the commit's key in the acknowledged-commits journal (a table),
@@ -117,6 +126,19 @@ type LagJournal interface {
 	Next() int64
 	Sending(seq int64, at int64, measured bool)
 	Done(seq int64, ok bool)
+}
+
+// PositionJournal is the lag probe's record of one user's commits for
+// the position method (lagprobe.PosWriter).
+type PositionJournal interface {
+	// Next says whether the user's next writing transaction is followed
+	// (its commit's position read, at some cost to the server).
+	Next() bool
+	// Sending: the followed transaction's COMMIT leaves at at.
+	Sending(at int64)
+	// Done: it returned, committed (ok) at position pos (0: unknown), or
+	// not.
+	Done(ok bool, pos int64, measured bool)
 }
 
 // Progress is the live view printed during a run.

@@ -24,6 +24,7 @@ type user struct {
 	conns []*userConn // one per pool, in the order the types name them
 	types []*userType // per transaction type
 	j     LagJournal
+	pj    PositionJournal // positions.go
 	r     *rand.Rand
 	n     int64 // writing transactions started, for the lag sample
 
@@ -56,6 +57,7 @@ type user struct {
 // COMMIT was sent and whether it committed.
 type sending struct {
 	seq       int64 // its lag stamp; 0 when untracked
+	pos       bool  // the position journal follows it
 	measured  bool
 	sent      bool
 	committed bool
@@ -64,8 +66,14 @@ type sending struct {
 // markSent is Pipe.Run's beforeSend: the COMMIT is about to leave.
 func (u *user) markSent() {
 	u.sending.sent = true
-	if u.sending.seq > 0 {
-		u.j.Sending(u.sending.seq, u.d.cfg.Now(), u.sending.measured)
+	if u.sending.seq > 0 || u.sending.pos {
+		now := u.d.cfg.Now()
+		if u.sending.seq > 0 {
+			u.j.Sending(u.sending.seq, now, u.sending.measured)
+		}
+		if u.sending.pos {
+			u.pj.Sending(now)
+		}
 	}
 }
 
@@ -83,6 +91,10 @@ type userConn struct {
 	// down: the connection broke (or a reconnection failed) and was
 	// dropped; the user reconnects before its next transaction here.
 	down bool
+
+	// pos reads the last commit's position on conn (Config.Positions);
+	// nil: unknown.
+	pos func() int64
 }
 
 // userType is a transaction type as one user runs it: statement by
@@ -138,6 +150,9 @@ func (d *run) newUser(ctx context.Context, id int, pools Pools) (_ *user, err er
 	if d.cfg.Lag != nil {
 		u.j = d.cfg.Lag(id)
 	}
+	if d.cfg.LagPositions != nil {
+		u.pj = d.cfg.LagPositions(id)
+	}
 	u.beforeSend = u.markSent
 	return u, nil
 }
@@ -154,7 +169,7 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 			ut.pipe, ut.auto, ut.index, ut.lag, ut.jrn, ut.stmts = nil, nil, nil, -1, -1, nil
 		}
 	}
-	c.conn, c.lag, c.ackStmt, c.pipe = nil, nil, nil, nil
+	c.conn, c.lag, c.ackStmt, c.pipe, c.pos = nil, nil, nil, nil, nil
 	// The node behind the pool (NodeOf), unless the connection itself says
 	// which server it reached (ConnNode: a route that moves between nodes).
 	c.node = ""
@@ -189,6 +204,9 @@ func (u *user) connect(ctx context.Context, c *userConn) (err error) {
 					}
 					return nil
 				})
+			}
+			if err := d.sessionPositions(ctx, c); err != nil {
+				return err
 			}
 		}
 		for _, q := range t.Session {
@@ -475,14 +493,24 @@ func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool, 
 		}
 		return 0, err
 	}
-	if seq > 0 {
-		u.j.Sending(seq, u.d.cfg.Now(), measured)
+	follow := u.follows(ut)
+	if seq > 0 || follow {
+		now := u.d.cfg.Now()
+		if seq > 0 {
+			u.j.Sending(seq, now, measured)
+		}
+		if follow {
+			u.pj.Sending(now)
+		}
 	}
 	u.sending.sent = true
 	err = tx.Commit()
 	u.sending.committed = err == nil
 	if seq > 0 {
 		u.j.Done(seq, err == nil)
+	}
+	if follow {
+		u.pj.Done(err == nil, ut.c.commitPosition(err), measured)
 	}
 	u.ackOutcome(ackSeq, true, err, ut.c.node)
 	if err != nil {
@@ -568,16 +596,20 @@ func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track b
 		ut.rows = make([]int64, len(pc))
 	}
 	counts := ut.rows[:len(pc)]
-	u.sending = sending{seq: seq, measured: measured}
+	u.sending = sending{seq: seq, measured: measured, pos: ut.auto == nil && u.follows(ut)}
 	var err error
+	var pos int64
 	if ut.auto != nil {
 		err = ut.auto.RunAutocommit(ctx, pc, u.beforeSend, counts) // read-only: never tracked
 	} else {
-		err = ut.pipe.Run(ctx, pc, u.beforeSend, counts)
+		pos, err = runPipe(ctx, ut.pipe, u.sending.pos, pc, u.beforeSend, counts)
 	}
 	u.sending.committed = u.sending.sent && err == nil
 	if seq > 0 {
 		u.j.Done(seq, u.sending.committed)
+	}
+	if u.sending.pos {
+		u.pj.Done(u.sending.committed, pos, measured)
 	}
 	u.ackOutcome(ackSeq, u.sending.sent, err, ut.c.node)
 	if err != nil {

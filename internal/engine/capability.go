@@ -147,6 +147,70 @@ type LagReader interface {
 	Close() error
 }
 
+// Positions is a cluster whose replicas apply its sources' commits in the
+// order of a position the source gives each commit — PostgreSQL's WAL LSN,
+// the sequence number of a MariaDB GTID in its domain, Galera's seqno —, so
+// that a commit is visible at such a replica once the position the replica
+// has applied is at or past the commit's. The lag probe's position method
+// rests on it: every transaction timed, for one poll per replica and
+// interval whatever the load, where stamps cost a statement and about ten
+// polls per tracked transaction. Clients learn their commits' positions
+// without a round trip of their own, in the way CommitPositions says.
+type Positions interface {
+	// PositionMethod says what node's applied position is, in a few words
+	// ("WAL replay LSN"), or "" when node's lag cannot be read from
+	// positions: it applies changes in an order of its own or only some of
+	// them (a logical or partial replica, a snapshot), or its sources
+	// number their commits apart.
+	PositionMethod(node string) string
+	// PositionReader connects to node from its own site (a poll must not
+	// cross a WAN link).
+	PositionReader(ctx context.Context, node string) (PositionReader, error)
+	// CommitPositions says which commits learn their position: PipeCommits
+	// (pipelined transactions, PositionPipe), SessionCommits (every commit
+	// on a connection of Open's pools, SessionPositions), PutCommits (a
+	// KVClient's puts, KVCommit.Position).
+	CommitPositions() CommitPositions
+}
+
+// CommitPositions are the commits whose position a client learns.
+type CommitPositions int
+
+// The ways clients learn their commits' positions.
+const (
+	PipeCommits CommitPositions = iota + 1
+	SessionCommits
+	PutCommits
+)
+
+// PositionReader reads one replica's applied position; one goroutine uses
+// it.
+type PositionReader interface {
+	// Applied is the position up to which node has applied its sources'
+	// commits and shows them to readers.
+	Applied(ctx context.Context) (int64, error)
+	Close() error
+}
+
+// PositionPipe is a Pipe that learns a transaction's commit position in
+// the same round trip as its commit.
+type PositionPipe interface {
+	// RunPositioned is Run, and returns for a transaction that committed a
+	// position at or past its commit's: the transaction is visible at a
+	// replica that has applied it (0 when the server did not say).
+	RunPositioned(ctx context.Context, calls []PipeCall, beforeSend func(), rows []int64) (int64, error)
+}
+
+// SessionPositions is a cluster whose servers tell each commit's position
+// in the commit's own reply (MariaDB's session tracking).
+type SessionPositions interface {
+	// CommitPositionsOf sets conn, a connection of one of Open's pools, up to
+	// receive them, and returns what reads the position of the latest
+	// commit on conn (0 when none is known). One goroutine uses conn and
+	// the function.
+	CommitPositionsOf(ctx context.Context, conn *sql.Conn) (func() int64, error)
+}
+
 // NodeControl stops, starts, kills and restarts nodes: what faults do to
 // servers.
 type NodeControl interface {

@@ -220,7 +220,8 @@ loss = "2%"
 // kernel takes every piece (no write errors), the model's losses reach TCP
 // (it retransmits), and the flow goes on.
 func TestSuperPacketsCutByLossReachTCP(t *testing.T) {
-	requireLab(t)
+	t.Parallel()
+	testkit.Need(t, testkit.Lab)
 	s := specFrom(t, "gso", `
 [lab]
 name = "NAME"

@@ -1,10 +1,13 @@
 // Package lagprobe measures replication lag per transaction and per
-// replica. Every tracked transaction bumps its writer's sequence number
-// (the engine's lag stamps: for SQL engines the table replab_lag); a
-// watcher per replica reads the stamps from the replica's own site on a
-// precise timer while a tracked transaction could have become visible
-// there, and a change's lag is the end of the first read that sees it
-// minus the time its COMMIT was sent.
+// replica, by one of two methods. With stamps, every tracked transaction
+// bumps its writer's sequence number (the engine's lag stamps: for SQL
+// engines the table replab_lag), and a watcher per replica reads the
+// stamps from the replica's own site on a precise timer while a tracked
+// transaction could have become visible there. With positions (where the
+// engine has them, engine.Positions), every transaction's commit position
+// is recorded as its COMMIT returns, and a watcher per replica polls the
+// position the replica has applied. Either way a change's lag is the end
+// of the first read that shows it minus the time its COMMIT was sent.
 package lagprobe
 
 import (
@@ -53,9 +56,12 @@ type Probe struct {
 	always   bool
 	start    int64
 	writers  []*Writer
+	pwriters []*PosWriter
+	keep     int // polls a position watcher remembers (0: defaultKeep)
 
-	mu       sync.Mutex // serialises registration
-	replicas atomic.Pointer[[]*replica]
+	mu        sync.Mutex // serialises registration
+	replicas  atomic.Pointer[[]*replica]
+	preplicas atomic.Pointer[[]*posReplica]
 
 	// Test hooks: sleep waits for a deadline on now's clock (false when
 	// ctx ended); idle runs when a watcher has nothing to look for, just
@@ -65,6 +71,9 @@ type Probe struct {
 	sleep func(ctx context.Context, deadline int64) bool
 	idle  func()
 	onLag func(replica string, writer int, seq, lagNs int64)
+	// onSent sees every lag the position method records with its
+	// transaction's COMMIT-sent time (a test's key across methods).
+	onSent func(replica string, writer int, sent, lagNs int64)
 }
 
 // New creates a probe for cfg.Writers writers.
@@ -88,7 +97,12 @@ func New(cfg Config) *Probe {
 	for i := range p.writers {
 		p.writers[i] = &Writer{p: p, id: i, curIdx: -1}
 	}
+	p.pwriters = make([]*PosWriter, cfg.Writers)
+	for i := range p.pwriters {
+		p.pwriters[i] = &PosWriter{p: p, id: i, sent: -1, curIdx: -1}
+	}
 	p.replicas.Store(&[]*replica{})
+	p.preplicas.Store(&[]*posReplica{})
 	if f := cfg.OnLag; f != nil {
 		p.onLag = func(r string, _ int, _, lag int64) { f(r, lag) }
 	}

@@ -9,9 +9,14 @@ import (
 // Result is one replica's lag over the run. For measured transactions that
 // committed, once the writers have stopped and unless Forgotten > 0:
 //
-//	Tracked = LagMs.Count + NotVisibleAtEnd + VisibleBeforeWatch
+//	Tracked = LagMs.Count + NotVisibleAtEnd + VisibleBeforeWatch + Unpositioned + Truncated
 type Result struct {
 	Replica string `json:"replica"`
+	// Method is how the lags were measured: MethodStamps (tracked
+	// transactions' stamps read back at the replica) or MethodPositions
+	// (every transaction's commit position against the replica's applied
+	// position).
+	Method string `json:"method"`
 	// LagMs summarises the lags: percentiles with HdrHistogram's 3
 	// significant digits, Max exact; LagMinMs is the exact minimum.
 	LagMs    stats.Percentiles `json:"lag_ms"`
@@ -28,6 +33,13 @@ type Result struct {
 	// Forgotten counts seqs the journal had released before this replica
 	// reached them (only when a watcher starts after the writers).
 	Forgotten int64 `json:"forgotten,omitempty"`
+	// Unpositioned counts, with positions, the measured transactions that
+	// committed without a position to compare (the server did not say):
+	// they have no lag. Truncated counts those whose position the replica
+	// had reached before the oldest poll still remembered when the commit
+	// returned (it took longer than the polls kept): no lag either.
+	Unpositioned int64 `json:"unpositioned,omitempty"`
+	Truncated    int64 `json:"truncated,omitempty"`
 	// FailedVisible counts transactions whose COMMIT was reported failed
 	// but whose change reached this replica.
 	FailedVisible int64 `json:"failed_visible"`
@@ -77,6 +89,12 @@ type Result struct {
 	CatchUpNs int64 `json:"-"`
 }
 
+// The methods of Result.Method.
+const (
+	MethodStamps    = "stamps"
+	MethodPositions = "positions"
+)
+
 // SecondStats is one second of a replica's lag series.
 type SecondStats struct {
 	Second int64   `json:"second"` // since Config.Start
@@ -99,6 +117,9 @@ func (p *Probe) Results() map[string]Result {
 		}
 		out[r.name] = r.result(tracked)
 	}
+	for _, r := range *p.preplicas.Load() {
+		out[r.name] = r.result()
+	}
 	return out
 }
 
@@ -108,18 +129,16 @@ func (r *replica) result(tracked int64) Result {
 	r.resolve()
 	res := Result{
 		Replica:            r.name,
+		Method:             MethodStamps,
 		Tracked:            tracked,
 		VisibleBeforeWatch: r.before,
 		Forgotten:          r.forgotten,
 		FailedVisible:      r.failedVisible,
-		Polls:              r.polls,
-		PollErrors:         r.pollErrs,
-		LastError:          r.lastErr,
 		Stale:              r.stale,
 		Regressions:        r.regressions,
-		Histogram:          hdrhistogram.Import(r.lag.Export()),
 		CatchUpNs:          max(r.advancedAt-r.lastSent, 0),
 	}
+	r.fill(&res)
 	for w, wr := range r.p.writers {
 		if r.skip[w] {
 			continue
@@ -133,23 +152,7 @@ func (r *replica) result(tracked int64) Result {
 	if res.NotVisibleAtEnd > 0 {
 		res.CatchUpNs = -1
 	}
-	if n := r.lag.TotalCount(); n > 0 {
-		h := r.lag
-		res.LagMs = stats.FromMicros(h)
-		res.LagMs.Max = nsToMs(r.maxNs)
-		res.LagMinMs = nsToMs(r.minNs)
-	}
-	if r.gapN > 0 {
-		res.ResolutionMs = nsToMs(r.gapSum) / float64(r.gapN)
-		res.IntervalP99Ms = usToMs(r.pollGap.ValueAtQuantile(99))
-	}
 	res.FloorMs, res.WindowHits, res.IdleWaits = nsToMs(r.floor), r.hits, r.waits
-	if r.polls > 0 {
-		res.PollP50Ms = usToMs(r.pollDur.ValueAtQuantile(50))
-		res.PollP99Ms = usToMs(r.pollDur.ValueAtQuantile(99))
-		res.PollMaxMs = nsToMs(r.pollMax)
-		res.Series = append(append([]SecondStats(nil), r.series...), r.second())
-	}
 	return res
 }
 

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
 	"replab/internal/clock"
 )
 
@@ -65,24 +63,9 @@ type replica struct {
 	polled  bool
 	pending []pendingTx
 
-	advancedAt   int64                   // the end of the last poll that saw a measured transaction
-	lastSent     int64                   // the latest COMMIT-sent time among the measured transactions seen
-	lag          *hdrhistogram.Histogram // µs
-	minNs, maxNs int64
-	sec          *hdrhistogram.Histogram // µs, the current second
-	secMaxNs     int64
-	curSec       int64
-	series       []SecondStats
-
-	pollDur  *hdrhistogram.Histogram // µs
-	pollGap  *hdrhistogram.Histogram // µs between chained poll starts
-	gapSum   int64                   // ns, over chained polls
-	gapN     int64
-	polls    int64
-	pollErrs int64
-	pollMax  int64 // ns
-	lastErr  string
-	last     int64 // start of the last successful poll
+	advancedAt int64 // the end of the last poll that saw a measured transaction
+	lastSent   int64 // the latest COMMIT-sent time among the measured transactions seen
+	lagStats
 
 	before, failedVisible, stale, regressions, forgotten int64
 
@@ -113,25 +96,19 @@ func (p *Probe) register(name string, skip func(writer int) bool) (*replica, err
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old := *p.replicas.Load()
-	for _, r := range old {
-		if r.name == name {
-			return nil, fmt.Errorf("lag probe: replica %s is already watched", name)
-		}
+	if p.watched(name) {
+		return nil, fmt.Errorf("lag probe: replica %s is already watched", name)
 	}
 	n := len(p.writers)
 	r := &replica{
-		name:    name,
-		p:       p,
-		low:     make([]atomic.Int64, n),
-		seen:    make([]atomic.Int64, n),
-		done:    make(chan struct{}),
-		wake:    make(chan struct{}, 1),
-		vis:     make([]int64, n),
-		lag:     hdrhistogram.New(histLowUs, histHighUs, 3),
-		sec:     hdrhistogram.New(histLowUs, histHighUs, 2),
-		pollDur: hdrhistogram.New(histLowUs, histHighUs, 2),
-		pollGap: hdrhistogram.New(histLowUs, histHighUs, 2),
-		minNs:   -1,
+		name:     name,
+		p:        p,
+		low:      make([]atomic.Int64, n),
+		seen:     make([]atomic.Int64, n),
+		done:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		vis:      make([]int64, n),
+		lagStats: newLagStats(p.start),
 	}
 	r.skip = make([]bool, n)
 	for w := range r.skip {
@@ -297,8 +274,7 @@ func (r *replica) window() (int64, bool) {
 
 func (r *replica) failed(err error) {
 	r.mu.Lock()
-	r.pollErrs++
-	r.lastErr = err.Error()
+	r.lagStats.failed(err)
 	r.mu.Unlock()
 }
 
@@ -314,16 +290,7 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	prev, floor := r.last, r.floor // as this poll was scheduled
-	if r.polls > 0 && chained {
-		recordUs(r.pollGap, start-r.last)
-		r.gapSum += start - r.last
-		r.gapN++
-	}
-	r.polls++
-	r.last = start
-	recordUs(r.pollDur, end-start)
-	r.pollMax = max(r.pollMax, end-start)
-	r.roll(end)
+	r.countPoll(start, end, chained)
 	r.resolve()
 	first := !r.polled
 	r.polled = true
@@ -459,47 +426,10 @@ func (r *replica) record(w int, seq int64, e uint64, at int64, first bool) {
 		return
 	}
 	lag := max(at-int64(e>>timeShift), 0) // at > sent unless the clock is not monotonic
-	recordUs(r.lag, lag)
-	recordUs(r.sec, lag)
-	if r.minNs < 0 || lag < r.minNs {
-		r.minNs = lag
-	}
-	r.maxNs = max(r.maxNs, lag)
-	r.secMaxNs = max(r.secMaxNs, lag)
+	r.add(lag)
 	if f := r.p.onLag; f != nil {
 		f(r.name, w, seq, lag)
 	}
-}
-
-// roll closes the seconds of Series before the one holding t.
-func (r *replica) roll(t int64) {
-	sec := max(t-r.p.start, 0) / int64(time.Second)
-	if r.polls == 1 {
-		r.curSec = sec
-		return
-	}
-	for r.curSec < sec {
-		r.series = append(r.series, r.second())
-		r.sec.Reset()
-		r.secMaxNs = 0
-		r.curSec++
-	}
-}
-
-func (r *replica) second() SecondStats {
-	s := SecondStats{Second: r.curSec, Count: r.sec.TotalCount()}
-	if s.Count > 0 {
-		s.P50Ms = usToMs(r.sec.ValueAtQuantile(50))
-		s.P99Ms = usToMs(r.sec.ValueAtQuantile(99))
-		s.MaxMs = nsToMs(r.secMaxNs)
-	}
-	return s
-}
-
-// recordUs adds a duration in ns to a µs histogram, clamped to its range.
-func recordUs(h *hdrhistogram.Histogram, ns int64) {
-	us := min(max(ns/1000, 0), histHighUs)
-	_ = h.RecordValue(us)
 }
 
 // WaitWatching waits until each named replica's watcher has made its first
@@ -511,22 +441,29 @@ func (p *Probe) WaitWatching(ctx context.Context, replicas ...string) error {
 	for {
 		waiting := ""
 		for _, name := range replicas {
-			var r *replica
+			var ready *atomic.Bool
+			var done <-chan struct{}
+			var werr *error
 			for _, x := range *p.replicas.Load() {
 				if x.name == name {
-					r = x
+					ready, done, werr = &x.ready, x.done, &x.err
+				}
+			}
+			for _, x := range *p.preplicas.Load() {
+				if x.name == name {
+					ready, done, werr = &x.ready, x.done, &x.err
 				}
 			}
 			switch {
-			case r == nil:
+			case ready == nil:
 				waiting = name + " (not watched yet)"
-			case r.ready.Load():
+			case ready.Load():
 				continue
 			default:
 				select {
-				case <-r.done:
-					if r.err != nil {
-						return r.err
+				case <-done:
+					if *werr != nil {
+						return *werr
 					}
 					return fmt.Errorf("lag probe: replica %s: watch ended before its first poll", name)
 				default:
@@ -573,6 +510,22 @@ func (p *Probe) WaitCaughtUp(ctx context.Context) error {
 				}
 				if behind == "" {
 					behind = fmt.Sprintf("replica %s shows writer %d at seq %d, want %d", r.name, w, seen, want)
+				}
+			}
+		}
+		for _, r := range *p.preplicas.Load() {
+			if ok, why := r.caughtUp(); !ok {
+				select {
+				case <-r.done:
+					stop := "its context ended"
+					if r.err != nil {
+						stop = r.err.Error()
+					}
+					return fmt.Errorf("lag probe: replica %s stopped being watched (%s): %s", r.name, stop, why)
+				default:
+				}
+				if behind == "" {
+					behind = why
 				}
 			}
 		}

@@ -214,7 +214,7 @@ var foldRules = []struct {
 	{"measure_s", sum}, {"transactions", sum}, {"transactions_done", sum}, {"transactions_target", same}, {"rows_changed", sum}, {"errors", sum}, {"retries", sum},
 	{"conflicts", sum}, {"skipped", sum}, {"types.*.errors.*", sum}, {"types.*.retries", sum}, {"types.*.conflicts", sum},
 	{"replicas.*.not_visible_at_end", sum}, {"replicas.*.tracked", sum}, {"replicas.*.polls", sum},
-	{"replicas.*.window_hits", sum}, {"replicas.*.visible_before_watch", sum},
+	{"replicas.*.window_hits", sum}, {"replicas.*.visible_before_watch", sum}, {"replicas.*.unpositioned", sum},
 	{"verification.acked", sum}, {"verification.unknown", sum}, {"verification.lost", sum},
 	{"verification.nodes.*.present", sum}, {"verification.nodes.*.lost", sum},
 	{"verification.nodes.*.unacknowledged_but_present", sum}, {"verification.nodes.*.unexpected", sum},

@@ -19,7 +19,7 @@ func fewLagSamples(s *Summary) string {
 	var few []string
 	for _, n := range slices.Sorted(maps.Keys(s.Replicas)) {
 		r := s.Replicas[n]
-		if r != nil && r.SampleEvery > 1 && r.LagMs.Count < minLagSamples {
+		if r != nil && r.SampleEvery > 1 && r.LagMethod != "positions" && r.LagMs.Count < minLagSamples {
 			few = append(few, fmt.Sprintf("%s (%d)", n, r.LagMs.Count))
 		}
 	}
@@ -54,17 +54,53 @@ func catchUpNote(s *Summary) string {
 	return "caught up after the measurement (its last tracked commit visible): " + strings.Join(parts, ", ")
 }
 
-// LagSampleNote says which transactions the lag figures come from when
-// they are a sample ("" when every transaction was tracked): "lag tracked
-// for every 11th transaction of each user (auto: ≤ 10 tracked/s at the
-// warmup's rate)".
+// LagSampleNote says how the lag figures were measured: by commit
+// position, every transaction ("lag of every transaction, by commit
+// position (WAL replay LSN)"), and by stamps when they are a sample ("lag
+// tracked for every 11th transaction of each user (auto: ≤ 10 tracked/s
+// at the warmup's rate)"); with both, at which replicas. "" when every
+// transaction was stamped.
 func LagSampleNote(s *Summary) string {
-	var r *Replica
+	var byPos, stamped []string
+	var r *Replica // the first stamped replica: the sample is the same at all
+	position := ""
 	for _, n := range slices.Sorted(maps.Keys(s.Replicas)) {
-		if r = s.Replicas[n]; r != nil {
-			break
+		x := s.Replicas[n]
+		switch {
+		case x == nil:
+		case x.LagMethod == "positions":
+			byPos = append(byPos, n)
+			if position == "" || position == x.LagPosition {
+				position = x.LagPosition
+			} else {
+				position = "each replica's applied position"
+			}
+		default:
+			stamped = append(stamped, n)
+			if r == nil {
+				r = x
+			}
 		}
 	}
+	if len(byPos) == 0 {
+		return stampNote(s, r)
+	}
+	note := "lag of every transaction, by commit position"
+	if position != "" {
+		note += " (" + position + ")"
+	}
+	if len(stamped) == 0 {
+		return note
+	}
+	note += " at " + strings.Join(byPos, ", ") + "; by stamps at " + strings.Join(stamped, ", ")
+	if sn := stampNote(s, r); sn != "" {
+		note += ": " + sn
+	}
+	return note
+}
+
+// stampNote is LagSampleNote for stamped replicas, r the first.
+func stampNote(s *Summary, r *Replica) string {
 	if r == nil {
 		return ""
 	}

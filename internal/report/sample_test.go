@@ -26,6 +26,13 @@ func TestLagSampleNote(t *testing.T) {
 			"lag tracked for every 4th transaction of each user (lag_sample = 4)"},
 		{"fixed, from before the sample field", Summary{Replicas: two(Replica{SampleEvery: 2})},
 			"lag tracked for every 2nd transaction of each user (lag_sample = 2)"},
+		{"every transaction by position", Summary{Replicas: two(Replica{LagMethod: "positions", LagPosition: "WAL replay LSN", SampleEvery: 1, Sample: "all"})},
+			"lag of every transaction, by commit position (WAL replay LSN)"},
+		{"by position and by stamps", Summary{Mode: "closed", Replicas: map[string]*Replica{
+			"e1": {LagMethod: "positions", LagPosition: "WAL replay LSN", SampleEvery: 1, Sample: "all"},
+			"l1": {LagMethod: "stamps", SampleEvery: 7, Sample: "auto", SampleBudgetPerS: 10},
+			"a1": {LagMethod: "positions", LagPosition: "WAL replay LSN", SampleEvery: 1, Sample: "all"}}},
+			"lag of every transaction, by commit position (WAL replay LSN) at a1, e1; by stamps at l1: lag tracked for every 7th transaction of each user (auto: ≤ 10 tracked/s at the warmup's rate)"},
 		{"repetitions that chose different N", Summary{Kind: "repetitions",
 			Replicas:    two(Replica{Sample: "auto", SampleBudgetPerS: 500}),
 			Repetitions: []Repetition{{LagSampleEvery: 12}, {LagSampleEvery: 11}, {}, {LagSampleEvery: 13}}},

@@ -168,6 +168,15 @@ type Replica struct {
 	LagMinMs        float64           `json:"lag_min_ms"` // exact, like lag_ms.max
 	NotVisibleAtEnd int64             `json:"not_visible_at_end"`
 	Tracked         int64             `json:"tracked"`
+	// LagMethod is how the lag was measured: "positions" (every
+	// transaction's commit position against the replica's applied
+	// position, LagPosition: "WAL replay LSN", …) or "stamps" (a tracked
+	// sample's stamps read back here). Results written before it had stamps.
+	LagMethod   string `json:"lag_method,omitempty"`
+	LagPosition string `json:"lag_position,omitempty"`
+	// Unpositioned counts, by position, the measured transactions that
+	// committed with no position to compare: they have no lag.
+	Unpositioned int64 `json:"unpositioned,omitempty"`
 	// SampleEvery: every SampleEvery-th transaction of each user was
 	// tracked in the measure phase (1 = all of them). Sample says who set
 	// it: "fixed" (lag_sample = N) or "auto" (the driver, for at most

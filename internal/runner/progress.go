@@ -142,6 +142,7 @@ func (r *run) driverConfig() driver.Config {
 		cfg.Lag = func(i int) driver.LagJournal { return r.probe.Writer(i) }
 		cfg.LagStatement = r.stampSQL
 	}
+	r.lagConfig(&cfg)
 	if r.opt.live != nil {
 		cfg.Observer = r.opt.live
 	}

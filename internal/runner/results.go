@@ -11,6 +11,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"replab/internal/driver"
+	"replab/internal/lagprobe"
 	"replab/internal/report"
 	"replab/internal/spec"
 )
@@ -39,8 +40,12 @@ func (r *run) fillDriver() {
 	s.TPM, s.TPS, s.Transactions, s.RowsChanged = res.TPM, res.TPS, res.Transactions, res.RowsChanged
 	s.Errors, s.Retries, s.Conflicts, s.CommitLatency, s.Types = res.Errors, res.Retries, res.Conflicts, res.CommitLatency, res.Types
 	s.BehindScheduleMs, s.Skipped, s.SkippedLatencyMs = res.BehindScheduleMs, res.Skipped, res.SkippedLatencyMs
-	// The lag sample actually used (chosen by the driver when automatic).
+	// The stamps' sample actually used (chosen by the driver when
+	// automatic); by position every transaction is measured.
 	for _, rep := range s.Replicas {
+		if rep.LagMethod == lagprobe.MethodPositions {
+			continue
+		}
 		rep.SampleEvery = res.LagSampleEvery
 		if res.LagSampleAuto {
 			rep.SampleBudgetPerS = res.LagBudgetPerS
@@ -48,13 +53,17 @@ func (r *run) fillDriver() {
 	}
 }
 
-// newReplica is a replica's summary before the driver ran: the lag
-// sample as the spec states it (SampleEvery 0 until an automatic one is
-// chosen).
-func (r *run) newReplica(site string) *report.Replica {
-	rep := &report.Replica{Site: site, SampleEvery: r.s.Run.LagSample, Sample: "fixed"}
-	if r.s.Run.LagSample == spec.LagSampleAuto {
-		rep.Sample, rep.SampleBudgetPerS = "auto", driver.DefaultLagBudget
+// newReplica is a replica's summary before the driver ran: its lag
+// method and, for stamps, the sample as the spec states it (SampleEvery
+// 0 until an automatic one is chosen).
+func (r *run) newReplica(name, site string) *report.Replica {
+	method, position := r.lagMethodOf(name)
+	rep := &report.Replica{Site: site, LagMethod: method, LagPosition: position, SampleEvery: r.s.Run.LagSample, Sample: "fixed"}
+	switch {
+	case method == lagprobe.MethodPositions:
+		rep.SampleEvery, rep.Sample = 1, "all"
+	case r.s.Run.LagSample == spec.LagSampleAuto || r.s.Run.LagSample == spec.LagSampleAll:
+		rep.SampleEvery, rep.Sample, rep.SampleBudgetPerS = 0, "auto", driver.DefaultLagBudget
 	}
 	return rep
 }
@@ -74,6 +83,7 @@ func (r *run) fillLag() {
 		rep.PollP99Ms = lr.PollP99Ms
 		rep.Polls, rep.FloorMs, rep.WindowHits = lr.Polls, lr.FloorMs, lr.WindowHits
 		rep.VisibleBeforeWatch = lr.VisibleBeforeWatch
+		rep.Unpositioned = lr.Unpositioned + lr.Truncated
 		switch {
 		case lr.CatchUpNs < 0:
 			waited := r.catchUpTimeout().Seconds()

@@ -263,6 +263,10 @@ type run struct {
 	env      report.Environment
 	measured int // measurements so far
 
+	// byPosition: the replicas whose lag is measured by commit position,
+	// with what their position is (lagmethod.go); the others read stamps.
+	byPosition map[string]string
+
 	probe   *lagprobe.Probe
 	mon     *monitor.Monitor // this measurement's monitors, until stopMonitor
 	res     *driver.Result
@@ -334,6 +338,7 @@ func (r *run) prepare(ctx context.Context, start time.Time) (err error) {
 		}
 		r.stamps = nil
 	}
+	r.chooseLagMethods()
 	if err := r.createSchema(ctx); err != nil {
 		return err
 	}
@@ -547,7 +552,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	// Replicas catch up; then stop watching.
 	r.opt.live.Phase("catch-up")
 	defer r.opt.live.Phase("done")
-	if len(r.replicas) > 0 && r.stamps != nil && ctx.Err() == nil {
+	if len(r.replicas) > 0 && (r.stamps != nil || len(r.byPosition) > 0) && ctx.Err() == nil {
 		fmt.Fprintf(r.log, "waiting for replicas to catch up\n")
 		cctx, cancel := context.WithTimeout(ctx, r.catchUpTimeout())
 		if err := r.probe.WaitCaughtUp(cctx); err != nil {
@@ -589,7 +594,9 @@ func (r *run) watch(ctx context.Context) (stop func() error, err error) {
 	var mu sync.Mutex
 	var errs []error
 	var readers []engine.LagReader
-	var watched []string // readers[i] watches watched[i]
+	var stamped []string // readers[i] watches stamped[i]
+	var preaders []engine.PositionReader
+	var watched []string
 	var once sync.Once
 	var joined error
 	stop = func() error {
@@ -597,26 +604,43 @@ func (r *run) watch(ctx context.Context) (stop func() error, err error) {
 			cancel()
 			wg.Wait()
 			for i, rd := range readers {
-				if lc := lagClock(rd); lc != nil && r.sum.Replicas[watched[i]] != nil {
-					r.sum.Replicas[watched[i]].LagClock = lc
+				if lc := lagClock(rd); lc != nil && r.sum.Replicas[stamped[i]] != nil {
+					r.sum.Replicas[stamped[i]].LagClock = lc
 				}
 				_ = rd.Close()
+			}
+			for _, pr := range preaders {
+				_ = pr.Close()
 			}
 			joined = errors.Join(errs...)
 		})
 		return joined
 	}
-	if r.stamps == nil {
-		return stop, nil
+	for _, n := range r.replicas {
+		if r.byPosition[n.Name] == "" {
+			continue
+		}
+		r.sum.Replicas[n.Name] = r.newReplica(n.Name, n.Site)
+		pr, err := r.watchPositions(ctx, wctx, n, &wg, func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() })
+		if err != nil {
+			_ = stop()
+			return nil, err
+		}
+		preaders = append(preaders, pr)
+		watched = append(watched, n.Name)
 	}
 	for _, n := range r.replicas {
+		if r.stamps == nil || r.byPosition[n.Name] != "" {
+			continue
+		}
 		rd, err := r.stamps.LagReader(ctx, n.Name)
 		if err != nil {
 			_ = stop()
 			return nil, fmt.Errorf("lag reader at %s: %w", n.Name, err)
 		}
 		readers = append(readers, rd)
-		r.sum.Replicas[n.Name] = r.newReplica(n.Site)
+		stamped = append(stamped, n.Name)
+		r.sum.Replicas[n.Name] = r.newReplica(n.Name, n.Site)
 		opts := lagprobe.WatchOptions{Skip: r.ownWriters(n.Name)}
 		wg.Add(1)
 		go func() {

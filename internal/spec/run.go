@@ -22,7 +22,7 @@ var (
 func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 	s.Run = Run{Users: DefaultUsers, Warmup: DefaultWarmup, Duration: DefaultDuration, Cooldown: DefaultCooldown,
 		Arrival: "poisson", Seed: s.Lab.Seed, MaxErrorPct: DefaultMaxErrorPct, LagInterval: DefaultLagInterval,
-		Repetitions: 1, MaxRepetitions: DefaultMaxRepetitions, LagSample: LagSampleAuto, Provision: ProvisionAuto}
+		Repetitions: 1, MaxRepetitions: DefaultMaxRepetitions, LagSample: LagSampleAll, Provision: ProvisionAuto}
 	if v, present := root["workload"]; present {
 		p := path{"workload"}
 		c.remember(s, p)
@@ -194,7 +194,7 @@ func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 	}
 }
 
-// lagSample reads lag_sample: "auto" or a whole number N ≥ 1.
+// lagSample reads lag_sample: "all", "auto" or a whole number N ≥ 1.
 func (c *decoder) lagSample(s *Spec, p path, m map[string]any) {
 	v, present := m["lag_sample"]
 	if !present {
@@ -202,18 +202,21 @@ func (c *decoder) lagSample(s *Spec, p path, m map[string]any) {
 	}
 	kp := p.child("lag_sample")
 	c.remember(s, kp)
-	const accepted = `"auto" (replab chooses N) or a whole number N of 1 or more (track every Nth transaction of each user; 1 = all)`
+	const accepted = `"all" (every transaction, by commit position where the engine can), "auto" (stamps, replab chooses N) or a whole number N of 1 or more (stamp every Nth transaction of each user; 1 = all)`
 	switch x := v.(type) {
 	case string:
-		if strings.TrimSpace(x) == "auto" {
+		switch strings.TrimSpace(x) {
+		case "all":
+			s.Run.LagSample = LagSampleAll
+		case "auto":
 			s.Run.LagSample = LagSampleAuto
-		} else {
+		default:
 			c.fail(kp, v, "want %s", accepted)
 		}
 	case int64:
 		switch {
 		case x < 1:
-			c.fail(kp, v, `want 1 (every transaction) or more, or "auto"`)
+			c.fail(kp, v, `want 1 (every transaction) or more, "all" or "auto"`)
 		case x > MaxLagSample:
 			c.fail(kp, v, "at most %d", MaxLagSample)
 		default:

@@ -13,19 +13,20 @@ func TestLagSample(t *testing.T) {
 		want    int
 		wantErr string
 	}{
-		{"", LagSampleAuto, ""},
+		{"", LagSampleAll, ""},
+		{`"all"`, LagSampleAll, ""},
 		{`"auto"`, LagSampleAuto, ""},
 		{`" auto "`, LagSampleAuto, ""},
 		{"1", 1, ""},
 		{"10", 10, ""},
 		{"1000000", 1000000, ""},
-		{"0", 0, line + `0: want 1 (every transaction) or more, or "auto"`},
-		{"-1", 0, line + `-1: want 1 (every transaction) or more, or "auto"`},
+		{"0", 0, line + `0: want 1 (every transaction) or more, "all" or "auto"`},
+		{"-1", 0, line + `-1: want 1 (every transaction) or more, "all" or "auto"`},
 		{"1000001", 0, line + `1000001: at most 1000000`},
-		{`"sometimes"`, 0, line + `"sometimes": want "auto" (replab chooses N) or a whole number N of 1 or more (track every Nth transaction of each user; 1 = all)`},
-		{`"10"`, 0, line + `"10": want "auto" (replab chooses N) or a whole number N of 1 or more`},
-		{"1.5", 0, line + `1.5: want "auto" (replab chooses N) or a whole number N of 1 or more`},
-		{"true", 0, line + `true: want "auto"`},
+		{`"sometimes"`, 0, line + `"sometimes": want "all" (every transaction, by commit position where the engine can), "auto" (stamps, replab chooses N) or a whole number N of 1 or more (stamp every Nth transaction of each user; 1 = all)`},
+		{`"10"`, 0, line + `"10": want "all" (every transaction, by commit position where the engine can), "auto"`},
+		{"1.5", 0, line + `1.5: want "all"`},
+		{"true", 0, line + `true: want "all"`},
 	} {
 		t.Run(tc.value, func(t *testing.T) {
 			src := sweepBase
@@ -68,7 +69,7 @@ func TestLagSampleSweeps(t *testing.T) {
 	if pts[0].Label != `run.lag_sample="auto"` {
 		t.Errorf("label %q", pts[0].Label)
 	}
-	if _, err := mustParse(t, sweepBase+"[sweep]\n\"run.lag_sample\" = [\"often\"]\n").Points(); err == nil || !strings.Contains(err.Error(), `run.lag_sample = "often": want "auto"`) {
+	if _, err := mustParse(t, sweepBase+"[sweep]\n\"run.lag_sample\" = [\"often\"]\n").Points(); err == nil || !strings.Contains(err.Error(), `run.lag_sample = "often": want "all"`) {
 		t.Errorf("a bad swept value: %v", err)
 	}
 }

@@ -236,10 +236,14 @@ type Run struct {
 	LagInterval time.Duration // how often each replica's watcher looks
 	// Metrics, when set, is where live metrics are served ("host:port").
 	Metrics string
-	// LagSample tracks every LagSample-th transaction of each user for
-	// replication lag (1 = every transaction). LagSampleAuto (0, the
-	// default, lag_sample = "auto") lets the driver choose N for a bounded
-	// number of tracked transactions per second (driver.Config.LagEvery).
+	// LagSample says which transactions replication lag is measured for.
+	// LagSampleAll (the default, lag_sample = "all"): every transaction,
+	// by its commit position, at each replica where the engine has
+	// positions (engine.Positions); elsewhere as LagSampleAuto. Otherwise
+	// every replica reads stamps: every LagSample-th transaction of each
+	// user is stamped (1 = every transaction), or with LagSampleAuto
+	// (lag_sample = "auto") the driver chooses N for a bounded number of
+	// stamped transactions per second (driver.Config.LagEvery).
 	LagSample int
 
 	// Verify journals every writing transaction's key and looks for every
@@ -318,8 +322,10 @@ const (
 	// Jain's formula decides how many more a confidence target needs.
 	DefaultPilot          = 3
 	DefaultMaxRepetitions = 30
-	// LagSampleAuto is Run.LagSample for lag_sample = "auto".
+	// LagSampleAuto is Run.LagSample for lag_sample = "auto", LagSampleAll
+	// for "all".
 	LagSampleAuto = 0
+	LagSampleAll  = -1
 	MaxLagSample  = 1000000
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"io"
+	"sync/atomic"
 )
 
 // The fake's database/sql driver: a connector per node (sql.OpenDB, no
@@ -30,6 +31,9 @@ func (drv) Open(string) (driver.Conn, error) {
 type conn struct {
 	n  *node
 	tx *tx
+	// last is the origin seq of the connection's last commit: its
+	// position (positions.go).
+	last atomic.Int64
 }
 
 var (
@@ -148,6 +152,7 @@ func (t *tx) commit() error {
 	}
 	n.mu.Lock()
 	n.commitLocked(t.ops)
+	t.c.last.Store(n.seq)
 	n.mu.Unlock()
 	return nil
 }

@@ -152,6 +152,7 @@ type node struct {
 	wake  chan struct{}
 
 	applied atomic.Int64 // changes applied from upstreams
+	pos     atomic.Int64 // the primary's last change applied here (positions.go)
 	tid     atomic.Int64 // the applier's OS thread
 }
 
@@ -300,6 +301,7 @@ func (n *node) applier() {
 		n.forward(q.ch)
 		n.mu.Unlock()
 		n.applied.Add(1)
+		n.appliedPos(q.ch)
 	}
 }
 

@@ -197,6 +197,11 @@ func scramble(salt []byte, pw string) []byte {
 // query sends a COM_QUERY packet and reads its reply to the end: an OK,
 // an error, or a result set whose rows of (int, int) go to row.
 func (r *wireReader) query(ctx context.Context, req []byte, row func(int32, int64)) error {
+	return r.queryRows(ctx, req, func(p []byte) error { return textRow(p, row) })
+}
+
+// queryRows is query with each row's packet handed to row as it is.
+func (r *wireReader) queryRows(ctx context.Context, req []byte, row func(p []byte) error) error {
 	if err := enginekit.SockWrite(ctx, r.fd, req); err != nil {
 		return err
 	}
@@ -229,7 +234,7 @@ func (r *wireReader) query(ctx context.Context, req []byte, row func(int32, int6
 			case state == rows && isEOF(p):
 				done = true
 			case state == rows:
-				err = textRow(p, row)
+				err = row(p)
 			}
 			r.buf = r.buf[:copy(r.buf, r.buf[4+n:])]
 			if err != nil {

@@ -99,6 +99,9 @@ type cluster struct {
 	closeOnce sync.Once
 	markerMu  sync.Mutex
 	markerSeq int64
+	// tracked: the pools' connections by server address and connection id
+	// (positions.go).
+	tracked sync.Map
 }
 
 // Up implements engine.Engine: every node is installed and started at

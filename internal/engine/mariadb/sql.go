@@ -44,7 +44,7 @@ func (c *cluster) clientConfig(name, fromSite string) (*mysql.Config, error) {
 		return nil, fmt.Errorf("no site %q", fromSite)
 	}
 	cfg := n.tcpConfig()
-	cfg.DialFunc = site.DialContext
+	cfg.DialFunc = c.trackDial(site.DialContext)
 	return cfg, nil
 }
 

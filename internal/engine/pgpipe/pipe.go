@@ -74,6 +74,7 @@ func Open(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error) 
 			len(res) == 1 && len(res[0].Rows) == 1 && len(res[0].Rows[0]) == 1 {
 			p.server = string(res[0].Rows[0][0])
 		}
+		p.lsn = lookUpInsertLSN(ctx, pc)
 		if p.fd, err = TakeSocket(pc); err != nil {
 			return err
 		}
@@ -158,6 +159,7 @@ type pipe struct {
 	req                     []byte
 	msgs                    wireMsgs
 	yielded                 time.Time // the last runtime.Gosched
+	lsn                     insertLSN // RunPositioned's statement (position.go)
 }
 
 type pipeStmt struct {
@@ -168,7 +170,7 @@ type pipeStmt struct {
 
 // Run implements engine.Pipe.
 func (p *pipe) Run(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64) error {
-	return p.run(ctx, calls, beforeSend, rows, true)
+	return p.run(ctx, calls, beforeSend, rows, true, nil)
 }
 
 var _ engine.AutocommitPipe = (*pipe)(nil)
@@ -177,14 +179,21 @@ var _ engine.AutocommitPipe = (*pipe)(nil)
 // a Sync, so each is an implicit transaction of its own, as pgbench's
 // statements are without BEGIN.
 func (p *pipe) RunAutocommit(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64) error {
-	return p.run(ctx, calls, beforeSend, rows, false)
+	return p.run(ctx, calls, beforeSend, rows, false, nil)
 }
 
-func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64, tx bool) error {
+// run sends one request: a transaction (tx) or autocommit calls. With
+// pos, the transaction is positioned: between BEGIN and COMMIT, the
+// position statement after the COMMIT, its answer read into pos.
+func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func(), rows []int64, tx bool, pos *int64) error {
 	if p.fd < 0 {
 		return fmt.Errorf("pipeline connection closed: %w", p.broken)
 	}
-	req, implicit, err := p.encode(p.req[:0], calls, tx)
+	var after []byte
+	if pos != nil {
+		after = p.lsn.sel
+	}
+	req, implicit, err := p.encode(p.req[:0], calls, tx, after)
 	if err != nil {
 		return err // nothing sent
 	}
@@ -194,7 +203,7 @@ func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func
 	}
 	var runErr, ioErr error
 	if tx {
-		runErr, ioErr = p.exchange(ctx, rows, !implicit)
+		runErr, ioErr = p.exchange(ctx, rows, !implicit, pos)
 	} else {
 		runErr, ioErr = p.exchangeAutocommit(ctx, rows)
 	}
@@ -221,7 +230,9 @@ func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func
 }
 
 // encode appends the request for calls to req: as one transaction (tx),
-// or each call a transaction of its own (Sync after each). A transaction
+// or each call a transaction of its own (Sync after each); after, when
+// set, is sent after the transaction's COMMIT and before its Sync, which
+// makes it a BEGIN … COMMIT transaction. A transaction
 // whose statements are all plain DML (see plainDML) is sent as the
 // protocol's implicit transaction — the calls and one Sync: the server
 // runs everything before a Sync as one transaction and commits it there,
@@ -231,8 +242,8 @@ func (p *pipe) run(ctx context.Context, calls []engine.PipeCall, beforeSend func
 // update, one UPDATE a transaction (bench/README.md). Other transactions
 // are wrapped in BEGIN and COMMIT, for statements that need a
 // transaction block (LOCK, SAVEPOINT, SET LOCAL, DECLARE).
-func (p *pipe) encode(req []byte, calls []engine.PipeCall, tx bool) (_ []byte, implicit bool, err error) {
-	implicit = tx
+func (p *pipe) encode(req []byte, calls []engine.PipeCall, tx bool, after []byte) (_ []byte, implicit bool, err error) {
+	implicit = tx && after == nil
 	for _, cl := range calls {
 		if i := cl.Stmt + pipeBuiltin; cl.Stmt < 0 || i >= len(p.stmts) || !p.stmts[i].dml {
 			implicit = false
@@ -252,6 +263,7 @@ func (p *pipe) encode(req []byte, calls []engine.PipeCall, tx bool) (_ []byte, i
 	if tx {
 		if !implicit {
 			req = append(req, p.commit...)
+			req = append(req, after...)
 		}
 		req = append(req, 'S', 0, 0, 0, 4)
 	}
@@ -321,7 +333,9 @@ func (p *pipe) Close() error {
 // ReadyForQuery, then rolls back a transaction an error left open. An
 // error after the calls is the commit's. runErr is the server's answer
 // (an error of one statement); ioErr means the connection is unusable.
-func (p *pipe) exchange(ctx context.Context, rows []int64, block bool) (runErr, ioErr error) {
+// With pos, the position statement's row after the COMMIT goes there
+// (left alone when the statement failed).
+func (p *pipe) exchange(ctx context.Context, rows []int64, block bool, pos *int64) (runErr, ioErr error) {
 	if err := enginekit.SockWrite(ctx, p.fd, p.req); err != nil {
 		return nil, err
 	}
@@ -347,8 +361,14 @@ func (p *pipe) exchange(ctx context.Context, rows []int64, block bool) (runErr, 
 			n++
 		case 'I': // EmptyQueryResponse
 			n++
+		case 'D': // DataRow: only the position statement's
+			if pos != nil && n == len(rows)+1 {
+				if v, ok := p.lsn.decode(body); ok {
+					*pos = v
+				}
+			}
 		case 'E':
-			if runErr == nil {
+			if runErr == nil && n <= len(rows) {
 				runErr = pipeError(body, n, len(rows))
 			}
 		case 'Z':

@@ -2,6 +2,8 @@ package pgpipe
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -61,7 +63,7 @@ func TestEncode(t *testing.T) {
 		{"autocommit", []engine.PipeCall{update, update}, false, false, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, implicit, err := p.encode(nil, tc.calls, tc.tx)
+			req, implicit, err := p.encode(nil, tc.calls, tc.tx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +77,7 @@ func TestEncode(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := p.encode(nil, []engine.PipeCall{{Stmt: 5}}, true); err == nil {
+	if _, _, err := p.encode(nil, []engine.PipeCall{{Stmt: 5}}, true, nil); err == nil {
 		t.Error("no statement 5, yet encoded")
 	}
 }
@@ -121,14 +123,55 @@ func TestAppendArgPointers(t *testing.T) {
 	}
 	p.stmts = []pipeStmt{{name: "b"}, {name: "c"}, {name: "r"}, {name: "u", oids: []uint32{pgtype.TextOID, pgtype.Int4OID}, dml: true}}
 	calls := []engine.PipeCall{{Stmt: 0, Args: []any{&text, &id}}}
-	req, _, err := p.encode(nil, calls, true)
+	req, _, err := p.encode(nil, calls, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := testing.AllocsPerRun(100, func() {
 		id++
-		req, _, _ = p.encode(req[:0], calls, true)
+		req, _, _ = p.encode(req[:0], calls, true, nil)
 	}); n != 0 {
 		t.Errorf("encoding allocates %.0f times per transaction, want 0", n)
+	}
+}
+
+// TestInsertLSN: the position statement's answer, taken back over a page
+// header to the boundary a replica's replay position shows; a positioned
+// transaction is BEGIN, the calls, COMMIT, the statement, one Sync.
+func TestInsertLSN(t *testing.T) {
+	l := insertLSN{blk: 8192, seg: 16 << 20}
+	const seg = 16 << 20
+	row := func(s string) []byte {
+		b := []byte{0, 1}
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		return append(b, s...)
+	}
+	for _, tc := range []struct{ lsn, want int64 }{
+		{3*seg + 5*8192 + 24, 3*seg + 5*8192}, // a page's first record would start here
+		{3*seg + 40, 3 * seg},                 // a segment's
+		{3*seg + 5*8192 + 25, 3*seg + 5*8192 + 25},
+		{0x16_B374D848, 0x16_B374D848},
+	} {
+		text := fmt.Sprintf("%X/%X", tc.lsn>>32, tc.lsn&0xffffffff)
+		if got, ok := l.decode(row(text)); !ok || got != tc.want {
+			t.Errorf("decode(%s) = %X, %v; want %X", text, got, ok, tc.want)
+		}
+	}
+	if _, ok := l.decode([]byte{0, 1, 0xff, 0xff, 0xff, 0xff}); ok {
+		t.Error("a NULL decoded")
+	}
+	p := &pipe{}
+	for i, q := range []string{"BEGIN", "COMMIT", "ROLLBACK", "UPDATE t SET n = n + 1 WHERE id = $1"} {
+		p.stmts = append(p.stmts, pipeStmt{name: pipeStmtName + string(rune('0'+i)), oids: make([]uint32, bytes.Count([]byte(q), []byte("$"))), dml: i >= pipeBuiltin && plainDML(q)})
+	}
+	p.begin, p.commit = p.appendBindExecute(nil, 0), p.appendBindExecute(nil, 1)
+	sel := []byte("<the position statement>")
+	req, implicit, err := p.encode(nil, []engine.PipeCall{{Stmt: 0, Args: []any{int64(7)}}}, true, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(append(append([]byte(nil), p.commit...), sel...), 'S', 0, 0, 0, 4)
+	if implicit || !bytes.HasPrefix(req, p.begin) || !bytes.HasSuffix(req, want) || bytes.Count(req, []byte{'S', 0, 0, 0, 4}) != 1 {
+		t.Errorf("positioned request %q (implicit %v): want BEGIN … COMMIT, the statement, one Sync", req, implicit)
 	}
 }
