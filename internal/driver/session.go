@@ -59,13 +59,17 @@ type sending struct {
 	measured  bool
 	sent      bool
 	committed bool
+	// at is when the COMMIT was sent (cfg.Now's clock), for the
+	// history's commit_ns; 0 when not known.
+	at int64
 }
 
 // markSent is Pipe.Run's beforeSend: the COMMIT is about to leave.
 func (u *user) markSent() {
 	u.sending.sent = true
+	u.sending.at = u.d.cfg.Now()
 	if u.sending.seq > 0 {
-		u.j.Sending(u.sending.seq, u.d.cfg.Now(), u.sending.measured)
+		u.j.Sending(u.sending.seq, u.sending.at, u.sending.measured)
 	}
 }
 
@@ -396,9 +400,15 @@ func (u *user) stamp(track bool) int64 {
 func (u *user) attemptOp(ctx context.Context, ut *userType, measured, track bool, rec *workload.Recorder) (int64, error) {
 	call := workload.OpCall{User: u.id, Rec: rec}
 	if !ut.t.ReadOnly {
-		if seq := u.stamp(track); seq > 0 {
+		seq := u.stamp(track)
+		if seq > 0 || rec != nil {
 			call.Seq = seq
-			call.Sending = func() { u.j.Sending(seq, u.d.cfg.Now(), measured) }
+			call.Sending = func() {
+				u.sending.at = u.d.cfg.Now()
+				if seq > 0 {
+					u.j.Sending(seq, u.sending.at, measured)
+				}
+			}
 		}
 	}
 	u.sending.sent = true // whether the commit left is the Op's to know
@@ -455,8 +465,9 @@ func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool, 
 		}
 		return 0, err
 	}
+	u.sending.at = u.d.cfg.Now()
 	if seq > 0 {
-		u.j.Sending(seq, u.d.cfg.Now(), measured)
+		u.j.Sending(seq, u.sending.at, measured)
 	}
 	u.sending.sent = true
 	err = tx.Commit()
