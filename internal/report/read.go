@@ -50,6 +50,9 @@ type Results struct {
 	// Anomalies anomalies.csv, when the run recorded its history.
 	Check     *check.Result
 	Anomalies []AnomalyRow
+	// Stale is stale_reads.csv: every stale read, when the run computed
+	// them.
+	Stale []StaleRow
 	// WarmupS is resolved-spec.json's warmup, when it is there: where the
 	// measure phase began when series.csv cannot tell.
 	WarmupS *float64
@@ -149,6 +152,7 @@ func load(dir string, depth int) (*Results, error) {
 	r.readFaults()
 	r.readCheck()
 	r.Anomalies = readRows(r, AnomaliesFile, parseAnomaly)
+	r.Stale = readRows(r, StaleReadsFile, parseStale)
 	r.readWarmup()
 	if depth == 0 {
 		r.readReps()

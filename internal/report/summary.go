@@ -100,6 +100,10 @@ type Summary struct {
 	// Consistency: what the check of the run's history found ([run]
 	// history; check.json has every detail).
 	Consistency *Consistency `json:"consistency,omitempty"`
+	// StaleReads: what reads at each node saw of the writes acknowledged
+	// before them, and what the replicas' lag predicts (issue 32;
+	// stale_reads.csv lists each stale read).
+	StaleReads *StaleReads `json:"stale_reads,omitempty"`
 
 	// With repetitions: a confidence interval for every headline figure
 	// ("tpm", "commit_latency_ms.p99", "replicas.e1.lag_ms.p50", …), tpm's

@@ -1,0 +1,76 @@
+package runner
+
+import (
+	"fmt"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	hcheck "replab/internal/check"
+	"replab/internal/history"
+	"replab/internal/report"
+)
+
+// Stale reads (issue 32, docs/metrics.md stale_reads): once the history
+// is checked, each node's reads of the measure phase against the writes
+// acknowledged before them, and at each replica the prediction from the
+// lag the probe measured there (its results' histogram).
+
+// staleReads fills the summary's stale_reads from dir's history and
+// writes stale_reads.csv. Nothing here fails the run.
+func (r *run) staleReads(dir *report.Dir) {
+	st := &report.StaleReads{Roles: map[string]string{}}
+	ops, _, err := history.Read(dir.File(history.FileName))
+	if err != nil {
+		st.Error = err.Error()
+		r.sum.StaleReads = st
+		return
+	}
+	from := r.res.StartNs + r.s.Run.Warmup.Nanoseconds()
+	to := from + int64(r.res.MeasureSeconds*1e9)
+	opts := hcheck.StaleOptions{From: from, To: to, Origin: r.res.StartNs, Lag: map[string]hcheck.LagDist{}}
+	for _, n := range r.replicas {
+		if h := r.lagHist["lag_"+n.Name]; h != nil && h.TotalCount() > 0 {
+			opts.Lag[n.Name] = lagDist(h)
+		}
+	}
+	res := hcheck.StaleReads(ops, opts)
+	st.Nodes, st.Unlisted = res.Nodes, res.Unlisted
+	for _, n := range r.sources {
+		st.Roles[n.Name] = "source"
+	}
+	for _, n := range r.replicas {
+		if _, src := st.Roles[n.Name]; !src {
+			st.Roles[n.Name] = "replica"
+		}
+	}
+	for n := range st.Nodes {
+		if st.Roles[n] == "" {
+			st.Roles[n] = "other"
+		}
+	}
+	for n := range st.Roles {
+		if st.Nodes[n] == nil {
+			delete(st.Roles, n)
+		}
+	}
+	if len(opts.Lag) > 0 {
+		st.LagSampleEvery = r.res.LagSampleEvery
+	}
+	r.sum.StaleReads = st
+	if err := dir.WriteStaleReads(res.Reads); err != nil {
+		fmt.Fprintf(r.log, "warning: %s: %v\n", report.StaleReadsFile, err)
+	}
+}
+
+// lagDist is a replica's lag distribution from the probe's histogram (µs):
+// each bucket's highest equivalent value, in ns, with its count.
+func lagDist(h *hdrhistogram.Histogram) *hcheck.Weighted {
+	var vals, counts []int64
+	for _, b := range h.Distribution() {
+		if b.Count > 0 {
+			vals = append(vals, b.To*1000)
+			counts = append(counts, b.Count)
+		}
+	}
+	return hcheck.NewWeighted(vals, counts)
+}
