@@ -16,7 +16,7 @@ func staleSummary(stale int64, share, predicted float64) *Summary {
 			"p1": {Reads: 5000, AfterWrite: 4800},
 			"s1": {Reads: 10000, AfterWrite: 9600, Stale: stale, StaleShare: share, RYWViolations: 12, RYWPer10k: 12, MonotonicPer10k: 3,
 				StalenessMs: check.Dist{Count: stale, P50: 21.5, P90: 35, P99: 40.2, Max: 44.9},
-				Predicted: &check.Prediction{Share: predicted, ShareFromAck: 2 * predicted, Agree: true, SafeWindowMs: 42.5, SafeShare: 0.999, LagP999Ms: 45.1}},
+				Predicted:   &check.Prediction{Share: predicted, ShareFromAck: 2 * predicted, Agree: true, SafeWindowMs: 42.5, SafeShare: 0.999, LagP999Ms: 45.1}},
 		}}
 	return s
 }
