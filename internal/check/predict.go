@@ -130,7 +130,27 @@ type Prediction struct {
 	SafeWindowMs float64 `json:"safe_window_ms"`
 	SafeShare    float64 `json:"safe_share"`
 	LagP999Ms    float64 `json:"lag_p99_9_ms"`
+	// LagBiasMs was taken off every lag first: how far the probe's lags
+	// lie above the truth on average (StaleOptions.LagBias).
+	LagBiasMs float64 `json:"lag_bias_ms"`
 }
+
+// Shifted is d with every value less bias (ns); d itself when bias is 0.
+func Shifted(d LagDist, bias int64) LagDist {
+	if bias == 0 {
+		return d
+	}
+	return shifted{d, bias}
+}
+
+type shifted struct {
+	d    LagDist
+	bias int64
+}
+
+func (s shifted) Exceeds(ns int64) float64 { return s.d.Exceeds(ns + s.bias) }
+func (s shifted) Quantile(q float64) int64 { return max(s.d.Quantile(q)-s.bias, 0) }
+func (s shifted) Samples() int64           { return s.d.Samples() }
 
 // AgreeRelative is the relative difference within which measured and
 // predicted agree whatever the counts.

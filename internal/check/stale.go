@@ -39,6 +39,11 @@ type StaleOptions struct {
 	// Lag is each node's lag distribution (the lag probe's): a node with
 	// one gets a prediction. A node without one (the source) gets none.
 	Lag map[string]LagDist
+	// LagBias is how far each node's lags lie above the truth on average
+	// (ns): the probe dates a change at the end of the first poll that
+	// sees it, half an interval plus a poll late on average. The
+	// prediction compares gaps with lags less this.
+	LagBias map[string]int64
 	// MaxListed bounds StaleResult.Reads; 0 means DefaultMaxListed.
 	MaxListed int
 	// SafeShare is the share of reads that must see a write for the
@@ -396,13 +401,13 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 		}
 	}
 	for node, ns := range res.Nodes {
-		ns.finish(opts.Lag[node], opts.SafeShare)
+		ns.finish(opts.Lag[node], opts.LagBias[node], opts.SafeShare)
 	}
 	return res
 }
 
 // finish computes a node's shares, rates, distributions and prediction.
-func (ns *NodeStale) finish(lag LagDist, safe float64) {
+func (ns *NodeStale) finish(lag LagDist, bias int64, safe float64) {
 	if ns.Reads > 0 {
 		ns.StaleShare = ratio(ns.Stale, ns.Reads)
 		ns.RYWPer10k = round3(float64(ns.RYWViolations) * 1e4 / float64(ns.Reads))
@@ -414,7 +419,8 @@ func (ns *NodeStale) finish(lag LagDist, safe float64) {
 	ns.StalenessMs = distOf(ns.staleness)
 	ns.GapMs = distOf(slices.Clone(ns.gapsAck))
 	if lag != nil && lag.Samples() > 0 {
-		ns.Predicted = Predict(lag, ns.gapsCommit, ns.gapsAck, ns.offsets, ns.Reads, ns.Stale, safe)
+		ns.Predicted = Predict(Shifted(lag, bias), ns.gapsCommit, ns.gapsAck, ns.offsets, ns.Reads, ns.Stale, safe)
+		ns.Predicted.LagBiasMs = msOf(bias)
 		ns.Predicted.GapsFromCommit = ns.fromCommit
 	}
 }

@@ -161,6 +161,9 @@ func TestWeighted(t *testing.T) {
 			t.Errorf("Quantile(%v) = %d, want %d", q, got, want)
 		}
 	}
+	if s := Shifted(d, 5); s.Exceeds(5) != d.Exceeds(10) || s.Quantile(1) != 25 || s.Samples() != 4 {
+		t.Error("a distribution shifted by 5 is not the same less 5")
+	}
 	if e := NewWeighted(nil, nil); e.Exceeds(5) != 0 || e.Quantile(0.5) != 0 {
 		t.Error("an empty distribution predicts something")
 	}

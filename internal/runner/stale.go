@@ -27,10 +27,15 @@ func (r *run) staleReads(dir *report.Dir) {
 	}
 	from := r.res.StartNs + r.s.Run.Warmup.Nanoseconds()
 	to := from + int64(r.res.MeasureSeconds*1e9)
-	opts := hcheck.StaleOptions{From: from, To: to, Origin: r.res.StartNs, Lag: map[string]hcheck.LagDist{}}
+	opts := hcheck.StaleOptions{From: from, To: to, Origin: r.res.StartNs, Lag: map[string]hcheck.LagDist{}, LagBias: map[string]int64{}}
+	results := r.probe.Results()
 	for _, n := range r.replicas {
 		if h := r.lagHist["lag_"+n.Name]; h != nil && h.TotalCount() > 0 {
 			opts.Lag[n.Name] = lagDist(h)
+			// The probe's lags are upper bounds: on average half an
+			// interval plus a poll above the truth (lagprobe.Result).
+			lr := results[n.Name]
+			opts.LagBias[n.Name] = int64((lr.ResolutionMs/2 + lr.PollP50Ms) * 1e6)
 		}
 	}
 	res := hcheck.StaleReads(ops, opts)
