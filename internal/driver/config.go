@@ -80,6 +80,12 @@ type Config struct {
 	// NodeOf names the node behind a pool that Targets gave, for the
 	// history; nil names none.
 	NodeOf func(*sql.DB) string
+	// Fence, when set, takes a commit position after every writing
+	// transaction, at its source, and makes the reads of types with
+	// WaitOwnWrites wait until their node has applied it (readafter.go);
+	// FenceTimeout bounds such a wait (default DefaultFenceTimeout).
+	Fence        engine.ReadFence
+	FenceTimeout time.Duration
 }
 
 // History is where the driver records operations: a *history.Writer.

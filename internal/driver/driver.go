@@ -115,6 +115,11 @@ type run struct {
 	histOps, histMeasure, histInfo atomic.Int64
 	histErr                        atomic.Pointer[string]
 	cancel                         context.CancelFunc
+
+	// Reads after writes (readafter.go): commit positions that could not
+	// be taken, and the first such error.
+	fenceErrors atomic.Int64
+	fenceErr    atomic.Pointer[string]
 }
 
 func (d *run) phaseAt(t int64) string {
@@ -247,6 +252,10 @@ func (d *run) run(ctx context.Context, targets Targets) (*Result, error) {
 	}
 	res.Reconnects = d.reconnects.Load()
 	res.History = d.historyCount()
+	res.FenceErrors = d.fenceErrors.Load()
+	if e := d.fenceErr.Load(); e != nil {
+		res.FenceError = *e
+	}
 	res.StartNs = d.start
 	if d.cfg.Transactions > 0 {
 		res.TransactionsTarget, res.TransactionsDone = d.cfg.Transactions, min(d.finished.Load(), d.cfg.Transactions)

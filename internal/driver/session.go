@@ -30,6 +30,12 @@ type user struct {
 	jseq    int64       // the last verification journal seq given out
 	journal UserJournal // outcomes of the journalled transactions
 
+	// Reads after writes (readafter.go): when the user's last writing
+	// transaction was acknowledged (cfg.Now's clock; 0: none yet), and
+	// the commit position taken after it (Config.Fence; "" when none).
+	lastAck int64
+	lastPos string
+
 	// The history (history.go): the user's process number now, the
 	// recorder its attempts get, and a buffer for the micro-operations of
 	// an attempt that did not commit.
@@ -281,6 +287,11 @@ func (u *user) close() {
 func (u *user) do(ctx context.Context, from int64) {
 	ti := workload.Pick(u.d.types, u.r)
 	ut := u.types[ti]
+	if paused, ok := u.readDelay(ctx, ut); !ok {
+		return
+	} else if paused {
+		from = max(from, u.d.cfg.Now()) // the pause is the application's, not latency
+	}
 	phase := u.d.phaseAt(from)
 	measured := phase == Measure
 	track := false
@@ -317,6 +328,9 @@ func (u *user) do(ctx context.Context, from int64) {
 			rows, err = u.attemptBatch(ctx, ut, measured, track, rec)
 		} else {
 			rows, err = u.attempt(ctx, ut, measured, track, rec)
+		}
+		if err == nil && !ut.t.ReadOnly {
+			u.wrote(ctx, ut)
 		}
 		now := u.d.cfg.Now()
 		gone := err != nil && ut.c != nil && connLost(err)
@@ -425,6 +439,9 @@ func autocommit(t *workload.TxType) bool { return t.Autocommit && t.ReadOnly }
 // attempt runs the transaction once, statement by statement; a tracked
 // one adds the lag probe's update before its COMMIT.
 func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool, rec *workload.Recorder) (int64, error) {
+	if err := u.waitOwnWrites(ctx, ut); err != nil {
+		return 0, err
+	}
 	if autocommit(ut.t) {
 		u.sending.sent = true // each statement commits on its own
 		t := workload.NewTx(u.id, nil, ut.stmts)
@@ -514,6 +531,9 @@ func (u *user) journalOutcome(jseq int64, sent bool, err error) {
 // pipelines would. The COMMIT is sent with the rest, so the lag journal
 // records it as sent just before the write.
 func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track bool, rec *workload.Recorder) (int64, error) {
+	if err := u.waitOwnWrites(ctx, ut); err != nil {
+		return 0, err
+	}
 	ut.scratch.Rec = rec
 	calls := ut.t.Batch(u.id, u.r, &ut.scratch)
 	pc := ut.calls[:0]

@@ -493,6 +493,9 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		defer cn.Close()
 	}
 	cfg := r.driverConfig()
+	if err := r.readFence(&cfg, types); err != nil {
+		return r.sum, err
+	}
 	hist, err := r.startHistory(dir, &cfg, nodeOf)
 	if err != nil {
 		return r.sum, err
@@ -524,6 +527,9 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		return r.sum, err
 	}
 	r.fillDriver()
+	if r.res.FenceErrors > 0 {
+		fmt.Fprintf(r.log, "warning: %d writes without a commit position for the reads after them to wait for; the first: %s\n", r.res.FenceErrors, r.res.FenceError)
+	}
 	if pr, ok := r.wl.(workload.PageReporter); ok {
 		r.phaseMu.Lock()
 		from, to := r.phaseFrom, r.phaseTo

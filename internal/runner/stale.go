@@ -6,8 +6,11 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	hcheck "replab/internal/check"
+	"replab/internal/driver"
+	"replab/internal/engine"
 	"replab/internal/history"
 	"replab/internal/report"
+	"replab/internal/workload"
 )
 
 // Stale reads (issue 32, docs/metrics.md stale_reads): once the history
@@ -78,4 +81,23 @@ func lagDist(h *hdrhistogram.Histogram) *hcheck.Weighted {
 		}
 	}
 	return hcheck.NewWeighted(vals, counts)
+}
+
+// readFence gives the driver the cluster's engine.ReadFence when a
+// transaction type waits for its user's own writes (read_wait =
+// "own-writes"); an engine without one cannot run such a workload.
+func (r *run) readFence(cfg *driver.Config, types []workload.TxType) error {
+	need := false
+	for _, t := range types {
+		need = need || t.WaitOwnWrites
+	}
+	if !need {
+		return nil
+	}
+	f, ok := r.cluster.(engine.ReadFence)
+	if !ok {
+		return fmt.Errorf("workload %s waits at replicas for each user's own writes (read_wait = \"own-writes\"), and engine %s cannot (no commit positions to wait for): leave read_wait out", r.wl.Name(), r.eng.Kind())
+	}
+	cfg.Fence = f
+	return nil
 }

@@ -70,3 +70,44 @@ func TestFakeStaleReadsAtAReplica(t *testing.T) {
 		_ = os.Rename(out, os.Getenv("KEEP"))
 	}
 }
+
+// TestFakeReadDelayPassesTheLag: reads of the keys a user just wrote, at
+// a standby 5 ms behind: without a pause many miss the write; held 30 ms
+// after it, none does — unless a lag passed 30 ms (a busy machine can hold
+// the fake's applier back), and then only by less than that lag.
+func TestFakeReadDelayPassesTheLag(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		delay string
+		stale bool
+	}{{"0s", true}, {"30ms", false}} {
+		t.Run("read_delay "+c.delay, func(t *testing.T) {
+			t.Parallel()
+			text := strings.Replace(fakeSpec("", ""), "kind = \"kv-insert\"",
+				"kind = \"list-append\"\nkeys = 20\nops_per_txn = [1, 2]\nread_share = 0.6\nreads_at = \"replica\"\nread_keys = \"own\"\nread_delay = \""+c.delay+"\"", 1)
+			text = strings.Replace(text, "users = 2", "users = 1", 1)
+			_, out, log, err := fakeRun(t, text)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log)
+			}
+			var sum report.Summary
+			b, _ := os.ReadFile(filepath.Join(out, "summary.json"))
+			if err := json.Unmarshal(b, &sum); err != nil {
+				t.Fatal(err)
+			}
+			s := sum.StaleReads.Nodes["s"]
+			if s == nil || s.OwnReads < 10 {
+				t.Fatalf("standby: %+v", s)
+			}
+			lagMax := sum.Replicas["s"].LagMs.Max
+			if late := !c.stale && s.Stale > 0 && lagMax > 30; late {
+				t.Logf("%d stale reads after a 30 ms pause: the longest lag was %.1f ms", s.Stale, lagMax)
+			} else if (s.Stale > 0) != c.stale {
+				t.Errorf("%d stale of %d reads (%d of the user's own writes, lag max %.1f ms); want stale reads: %v", s.Stale, s.Reads, s.OwnReads, sum.Replicas["s"].LagMs.Max, c.stale)
+			}
+			if s.OwnReads != s.Reads {
+				t.Errorf("read_keys = \"own\": %d of %d reads of the user's own last write", s.OwnReads, s.Reads)
+			}
+		})
+	}
+}
