@@ -270,6 +270,10 @@ type Convergence struct {
 	// names each with the checksums per node ("p1 81736…, p2 -2231…").
 	DivergedTables int               `json:"diverged_tables"`
 	Diverged       map[string]string `json:"diverged,omitempty"`
+	// DivergedRows counts the rows (by primary key) that are not the same
+	// at every node, for workloads that can list their rows
+	// (workload.RowLister); absent otherwise.
+	DivergedRows *int64 `json:"diverged_rows,omitempty"`
 	// CheckedAfterS is how long after the driver stopped the checksums
 	// were taken: the cluster had to be flowing (every change everywhere).
 	CheckedAfterS float64 `json:"checked_after_s"`
