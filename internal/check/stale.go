@@ -99,9 +99,10 @@ type NodeStale struct {
 	// StalenessMs: for each stale read, how long after the oldest write
 	// it missed was acknowledged the read began.
 	StalenessMs Dist `json:"staleness_ms"`
-	// GapMs: for every read after a write, how long after the key's last
-	// acknowledged write the read began (what the prediction is taken
-	// over).
+	// GapMs: for every read after a write made at another node, how long
+	// after the key's last acknowledged write the read began (what the
+	// prediction is taken over; a read whose key was last written at its
+	// own node counts as never stale there).
 	GapMs Dist `json:"gap_ms"`
 	// Predicted: what the node's lag predicts; nil without its lag.
 	Predicted *Prediction `json:"predicted,omitempty"`
@@ -110,6 +111,7 @@ type NodeStale struct {
 	gapsAck    []int64 // from its acknowledgement
 	offsets    []int64 // its acknowledgement minus its COMMIT sent
 	fromCommit int64   // reads whose gap was measured from a COMMIT sent
+	local      int64   // reads whose key's last write was made at this node
 	staleness  []int64
 }
 
@@ -170,6 +172,7 @@ type staleWrite struct {
 	acked    bool  // an ok operation's
 	opIndex  int
 	register bool
+	node     string // where it was written
 }
 
 // StaleReads finds the stale reads of ops (a history in file order).
@@ -203,7 +206,7 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 				continue
 			}
 			w := staleWrite{value: m.Value, process: op.Process, invoke: op.InvokeNs, ack: op.CompleteNs, commit: op.CommitNs,
-				acked: op.Type == history.OK, opIndex: op.Index, register: m.Fn == history.FnWrite}
+				acked: op.Type == history.OK, opIndex: op.Index, register: m.Fn == history.FnWrite, node: op.Node}
 			writer[kv{m.Key, m.Value}] = w
 			if m.Fn == history.FnAppend {
 				listKey[m.Key] = true
@@ -347,7 +350,7 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 			own, ownMissed := false, false
 			lastAck, lastCommit := int64(math.MinInt64), int64(math.MinInt64)
 			var lastOffset int64
-			lastSent := false
+			lastSent, lastHere := false, false
 			for _, w := range ws[:n] {
 				if w.ack > lastAck {
 					lastAck = w.ack
@@ -357,7 +360,7 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 					c = w.ack
 				}
 				if c > lastCommit {
-					lastCommit, lastOffset, lastSent = c, w.ack-c, w.commit != 0
+					lastCommit, lastOffset, lastSent, lastHere = c, w.ack-c, w.commit != 0, w.node == op.Node
 				}
 				mine := w.process == op.Process
 				own = own || mine
@@ -368,11 +371,17 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 					ownMissed = ownMissed || mine
 				}
 			}
-			ns.gapsAck = append(ns.gapsAck, t-lastAck)
-			ns.gapsCommit = append(ns.gapsCommit, t-lastCommit)
-			ns.offsets = append(ns.offsets, lastOffset)
-			if lastSent {
-				ns.fromCommit++
+			if lastHere {
+				// Written at the node read: it has it, whatever the lag
+				// elsewhere (a master reading its own writes).
+				ns.local++
+			} else {
+				ns.gapsAck = append(ns.gapsAck, t-lastAck)
+				ns.gapsCommit = append(ns.gapsCommit, t-lastCommit)
+				ns.offsets = append(ns.offsets, lastOffset)
+				if lastSent {
+					ns.fromCommit++
+				}
 			}
 			if own {
 				ns.OwnReads++

@@ -304,3 +304,17 @@ func sortOps(h hist) {
 		h[i].Index = i
 	}
 }
+
+// TestPredictionLeavesOutAMastersOwnWrites: at a master, a read of a key
+// last written there has it whatever the lag: the prediction counts it as
+// never stale; a read of a key last written at the other master counts.
+func TestPredictionLeavesOutAMastersOwnWrites(t *testing.T) {
+	t.Parallel()
+	h := hist{}.ok(0, 0, 10, ap(1, 10)).at("a", 9).ok(1, 0, 10, ap(2, 20)).at("b", 9).
+		ok(2, 20, 21, rl(1, 10), rl(2)).at("a", 0)
+	res := StaleReads(h, StaleOptions{Lag: map[string]LagDist{"a": NewWeighted([]int64{100e6}, nil)}})
+	a := res.Nodes["a"]
+	if a.Reads != 2 || a.AfterWrite != 2 || a.Stale != 1 || a.GapMs.Count != 1 || a.Predicted == nil || a.Predicted.Share != 0.5 {
+		t.Errorf("at a: %+v, predicted %+v; want 2 reads, 1 stale, 1 gap (the other master's write), a predicted share of 0.5", a, a.Predicted)
+	}
+}

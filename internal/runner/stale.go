@@ -32,7 +32,9 @@ func (r *run) staleReads(dir *report.Dir) {
 	to := from + int64(r.res.MeasureSeconds*1e9)
 	opts := hcheck.StaleOptions{From: from, To: to, Origin: r.res.StartNs, Lag: map[string]hcheck.LagDist{}, LagBias: map[string]int64{}}
 	results := r.probe.Results()
-	for _, n := range r.replicas {
+	for _, n := range r.nodes {
+		// Every node watched for lag (replicas; in multi-master, the
+		// masters, for the other masters' writes).
 		if h := r.lagHist["lag_"+n.Name]; h != nil && h.TotalCount() > 0 {
 			opts.Lag[n.Name] = lagDist(h)
 			// The probe's lags are upper bounds: on average half an
