@@ -44,6 +44,9 @@ type StaleOptions struct {
 	// sees it, half an interval plus a poll late on average. The
 	// prediction compares gaps with lags less this.
 	LagBias map[string]int64
+	// GroupOf names the group of the process that read (a [[client]]
+	// group), for StaleResult.Groups; nil or "": none.
+	GroupOf func(process int) string
 	// MaxListed bounds StaleResult.Reads; 0 means DefaultMaxListed.
 	MaxListed int
 	// SafeShare is the share of reads that must see a write for the
@@ -61,6 +64,9 @@ const (
 type StaleResult struct {
 	// Nodes has one entry per node that served a counted read.
 	Nodes map[string]*NodeStale `json:"nodes"`
+	// Groups has one per group of readers (StaleOptions.GroupOf), without
+	// predictions (a group may read at several nodes).
+	Groups map[string]*NodeStale `json:"groups,omitempty"`
 	// Reads lists every stale read (up to MaxListed), in the order their
 	// transactions completed; Unlisted counts those left out.
 	Reads    []StaleRead `json:"-"`
@@ -221,7 +227,7 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 		byKey[k] = ws
 	}
 
-	res := &StaleResult{Nodes: map[string]*NodeStale{}}
+	res := &StaleResult{Nodes: map[string]*NodeStale{}, Groups: map[string]*NodeStale{}}
 	type pk struct {
 		p int
 		k int64
@@ -245,7 +251,7 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 		}
 		count := (opts.From == 0 && opts.To == 0) || (op.InvokeNs >= opts.From && op.InvokeNs < opts.To)
 		t := op.InvokeNs
-		var ns *NodeStale
+		var ns, gs *NodeStale // the node's and the reading process's group's
 		clear(wrote)
 		clear(readKeys)
 		opStale := false
@@ -317,13 +323,27 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 					ns = &NodeStale{}
 					res.Nodes[op.Node] = ns
 				}
+				if opts.GroupOf != nil {
+					if g := opts.GroupOf(op.Process); g != "" {
+						if gs = res.Groups[g]; gs == nil {
+							gs = &NodeStale{}
+							res.Groups[g] = gs
+						}
+					}
+				}
 			}
 			counted = true
 			ns.Reads++
+			if gs != nil {
+				gs.Reads++
+			}
 			// Monotonic reads: against the process's previous read of the
 			// key.
 			if prev.has {
 				ns.MonotonicReads++
+				if gs != nil {
+					gs.MonotonicReads++
+				}
 				older := false
 				switch {
 				case isList:
@@ -338,6 +358,9 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 				}
 				if older {
 					ns.MonotonicViolations++
+					if gs != nil {
+						gs.MonotonicViolations++
+					}
 				}
 			}
 			ws := byKey[m.Key]
@@ -346,6 +369,9 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 				continue // nothing acknowledged before it: it cannot be stale
 			}
 			ns.AfterWrite++
+			if gs != nil {
+				gs.AfterWrite++
+			}
 			var oldest int64 = -1
 			own, ownMissed := false, false
 			lastAck, lastCommit := int64(math.MinInt64), int64(math.MinInt64)
@@ -388,6 +414,12 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 				if ownMissed {
 					ns.RYWViolations++
 				}
+				if gs != nil {
+					gs.OwnReads++
+					if ownMissed {
+						gs.RYWViolations++
+					}
+				}
 			}
 			if oldest < 0 {
 				continue
@@ -395,6 +427,10 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 			ns.Stale++
 			opStale = true
 			ns.staleness = append(ns.staleness, t-oldest)
+			if gs != nil {
+				gs.Stale++
+				gs.staleness = append(gs.staleness, t-oldest)
+			}
 			if len(res.Reads) < opts.MaxListed {
 				res.Reads = append(res.Reads, StaleRead{Second: secondOf(t, opts.Origin), Node: op.Node, Index: op.Index,
 					Process: op.Process, Key: m.Key, StalenessNs: t - oldest, Own: ownMissed})
@@ -407,10 +443,19 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 			if opStale {
 				ns.StaleTxns++
 			}
+			if gs != nil {
+				gs.ReadTxns++
+				if opStale {
+					gs.StaleTxns++
+				}
+			}
 		}
 	}
 	for node, ns := range res.Nodes {
 		ns.finish(opts.Lag[node], opts.LagBias[node], opts.SafeShare)
+	}
+	for _, gs := range res.Groups {
+		gs.finish(nil, 0, opts.SafeShare)
 	}
 	return res
 }

@@ -318,3 +318,17 @@ func TestPredictionLeavesOutAMastersOwnWrites(t *testing.T) {
 		t.Errorf("at a: %+v, predicted %+v; want 2 reads, 1 stale, 1 gap (the other master's write), a predicted share of 0.5", a, a.Predicted)
 	}
 }
+
+func TestStaleReadsByGroup(t *testing.T) {
+	t.Parallel()
+	h := hist{}.ok(0, 0, 10, ap(1, 10)).at("p", 9).
+		ok(1, 20, 21, rl(1)).at("r", 0).     // group east: stale
+		ok(2, 20, 21, rl(1, 10)).at("r", 0). // group west: fresh
+		ok(3, 22, 23, rl(1, 10)).at("p", 0)  // group west
+	group := map[int]string{0: "east", 1: "east", 2: "west", 3: "west"}
+	res := StaleReads(h, StaleOptions{GroupOf: func(p int) string { return group[p] }})
+	e, w := res.Groups["east"], res.Groups["west"]
+	if e == nil || w == nil || e.Reads != 1 || e.Stale != 1 || w.Reads != 2 || w.Stale != 0 || e.Predicted != nil {
+		t.Errorf("east %+v\nwest %+v", e, w)
+	}
+}

@@ -127,6 +127,12 @@ func (u *user) recordAttempt(ctx context.Context, ut *userType, rec *workload.Re
 	if typ == history.Info {
 		d.histInfo.Add(1)
 		u.proc = int(d.procs.Add(1)) - 1 // the transaction in doubt keeps the old one
+		d.procMu.Lock()
+		for len(d.procUser) <= u.proc {
+			d.procUser = append(d.procUser, -1)
+		}
+		d.procUser[u.proc] = u.id
+		d.procMu.Unlock()
 	}
 }
 

@@ -36,6 +36,11 @@ type user struct {
 	lastAck int64
 	lastPos string
 
+	// The types the user runs (groups.go): mine are they, runs[i] the
+	// index in the run's types of mine[i]; nil runs: every type.
+	mine []workload.TxType
+	runs []int
+
 	// The history (history.go): the user's process number now, the
 	// recorder its attempts get, and a buffer for the micro-operations of
 	// an attempt that did not commit.
@@ -119,13 +124,31 @@ func (d *run) newUser(ctx context.Context, id int, targets Targets) (_ *user, er
 		}
 	}()
 	byDB := map[*sql.DB]*userConn{}
+	if d.cfg.Runs != nil {
+		for i := range d.types {
+			if d.cfg.Runs(id, &d.types[i]) {
+				u.mine, u.runs = append(u.mine, d.types[i]), append(u.runs, i)
+			}
+		}
+		if len(u.runs) == 0 {
+			return nil, fmt.Errorf("user %d runs none of the workload's transaction types", id)
+		}
+	}
 	for i := range d.types {
 		t := &d.types[i]
 		if t.Op != nil {
 			u.types = append(u.types, &userType{t: t, lag: -1, jrn: -1}) // the workload holds its connections
 			continue
 		}
-		db, err := targets(id, 0, t.At)
+		if u.runs != nil && !slices.Contains(u.runs, i) {
+			u.types = append(u.types, &userType{t: t, lag: -1, jrn: -1}) // never run by this user
+			continue
+		}
+		at := t.At
+		if d.cfg.Place != nil {
+			at = d.cfg.Place(id, t)
+		}
+		db, err := targets(id, 0, at)
 		if err != nil {
 			return nil, fmt.Errorf("user %d: transaction %s: %w", id, t.Name, err)
 		}
@@ -285,7 +308,7 @@ func (u *user) close() {
 // do runs one transaction (with retries) whose latency counts from
 // `from` (the intended start in open loop).
 func (u *user) do(ctx context.Context, from int64) {
-	ti := workload.Pick(u.d.types, u.r)
+	ti := u.pick()
 	ut := u.types[ti]
 	if paused, ok := u.readDelay(ctx, ut); !ok {
 		return
@@ -306,7 +329,7 @@ func (u *user) do(ctx context.Context, from int64) {
 	if c := ut.c; c != nil && c.down {
 		if err := u.reconnect(ctx, c); err != nil {
 			if ctx.Err() == nil {
-				u.d.rec.fail(ti, measured, u.d.cfg.Now(), ErrConnect, err, 0, 0)
+				u.fail(ti, measured, u.d.cfg.Now(), ErrConnect, err, 0, 0)
 			}
 			return
 		}
@@ -349,6 +372,7 @@ func (u *user) do(ctx context.Context, from int64) {
 		}
 		if err == nil {
 			u.d.rec.commit(ti, measured, now, now-from, rows, retries, conflicts)
+			u.d.groups.commit(u.id, ti, measured, now-from)
 			if u.d.rateHalf(now) {
 				u.d.warmupCommits.Add(1)
 			}
@@ -371,13 +395,13 @@ func (u *user) do(ctx context.Context, from int64) {
 				if ctx.Err() != nil {
 					return
 				}
-				u.d.rec.fail(ti, measured, u.d.cfg.Now(), ErrConnect, rerr, retries, conflicts)
+				u.fail(ti, measured, u.d.cfg.Now(), ErrConnect, rerr, retries, conflicts)
 				return
 			}
 			if class.Code == "" || class.Code == "other" {
 				class.Code = ErrConnection
 			}
-			u.d.rec.fail(ti, measured, now, class.Code, err, retries, conflicts)
+			u.fail(ti, measured, now, class.Code, err, retries, conflicts)
 			return
 		}
 		if class.Unavailable && ut.c != nil {
@@ -385,7 +409,7 @@ func (u *user) do(ctx context.Context, from int64) {
 			// transaction, as a client with a list of nodes would.
 			ut.c.drop()
 			u.lost()
-			u.d.rec.fail(ti, measured, now, class.Code, err, retries, conflicts)
+			u.fail(ti, measured, now, class.Code, err, retries, conflicts)
 			return
 		}
 		if class.Conflict {
@@ -395,7 +419,7 @@ func (u *user) do(ctx context.Context, from int64) {
 			retries++
 			continue
 		}
-		u.d.rec.fail(ti, measured, now, class.Code, err, retries, conflicts)
+		u.fail(ti, measured, now, class.Code, err, retries, conflicts)
 		return
 	}
 }

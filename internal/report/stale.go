@@ -267,3 +267,25 @@ func staleChart(id string, r *Results) chart {
 	addFaultMarks(lc, r, false)
 	return chart{fig: lc.figure()}
 }
+
+// printClients is the terminal's block of [[client]] groups: each one's
+// place, throughput, commit latency (overall and per type) and stale
+// reads.
+func printClients(w io.Writer, s *Summary) {
+	if len(s.Clients) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n  %-10s  %-10s  %5s  %8s  %9s  %9s  %-30s  %s\n", "client", "site", "users", "tps", "p50 ms", "p99 ms", "per type p50 ms", "stale reads")
+	for _, n := range sortedKeys(s.Clients) {
+		c := s.Clients[n]
+		var types []string
+		for _, t := range sortedKeys(c.Types) {
+			types = append(types, fmt.Sprintf("%s %s", t, ms(c.Types[t].P50)))
+		}
+		stale := "—"
+		if sr := c.StaleReads; sr != nil && sr.Reads > 0 {
+			stale = fmt.Sprintf("%s of %s reads (%s %%), RYW %.1f/10k", group(float64(sr.Stale)), group(float64(sr.Reads)), sharePct(sr.StaleShare), sr.RYWPer10k)
+		}
+		fmt.Fprintf(w, "  %-10s  %-10s  %5d  %8.1f  %9s  %9s  %-30s  %s\n", n, c.Site, c.Users, c.TPS, ms(c.CommitLatency.P50), ms(c.CommitLatency.P99), strings.Join(types, ", "), stale)
+	}
+}

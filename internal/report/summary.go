@@ -3,6 +3,7 @@ package report
 import (
 	"time"
 
+	"replab/internal/check"
 	"replab/internal/driver"
 	"replab/internal/fault"
 	"replab/internal/monitor"
@@ -97,6 +98,10 @@ type Summary struct {
 	// every page).
 	Pages *pagestats.Summary `json:"pages,omitempty"`
 
+	// Clients: each [[client]] group's figures over the measure phase
+	// (issue 32: users in several regions), by group name.
+	Clients map[string]*ClientSummary `json:"clients,omitempty"`
+
 	// Consistency: what the check of the run's history found ([run]
 	// history; check.json has every detail).
 	Consistency *Consistency `json:"consistency,omitempty"`
@@ -122,6 +127,23 @@ type Summary struct {
 	// conditions applied when the measurement started).
 	Provision   string      `json:"provision,omitempty"`
 	Environment Environment `json:"environment"`
+}
+
+// ClientSummary is one [[client]] group's measure phase: where it runs,
+// writes and reads, its throughput and commit latency (overall and per
+// transaction type), and what its reads saw (stale_reads, counted by the
+// group of the process that read).
+type ClientSummary struct {
+	Site          string                       `json:"site"`
+	Writes        string                       `json:"writes"`
+	Reads         string                       `json:"reads"`
+	Users         int                          `json:"users"`
+	Transactions  int64                        `json:"transactions"`
+	TPS           float64                      `json:"tps"`
+	Errors        int64                        `json:"errors"`
+	CommitLatency stats.Percentiles            `json:"commit_latency_ms"`
+	Types         map[string]stats.Percentiles `json:"types,omitempty"`
+	StaleReads    *check.NodeStale             `json:"stale_reads,omitempty"`
 }
 
 // MonitorInfo describes the monitors themselves: the sampling interval,

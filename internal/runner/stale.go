@@ -43,7 +43,24 @@ func (r *run) staleReads(dir *report.Dir) {
 			opts.LagBias[n.Name] = int64((lr.ResolutionMs/2 + lr.PollP50Ms) * 1e6)
 		}
 	}
+	if len(r.s.Clients) > 0 {
+		procUser := r.res.ProcUser
+		opts.GroupOf = func(p int) string {
+			if p < 0 || p >= len(procUser) || procUser[p] < 0 {
+				return ""
+			}
+			if cl := r.s.ClientOf(procUser[p]); cl != nil {
+				return cl.Name
+			}
+			return ""
+		}
+	}
 	res := hcheck.StaleReads(ops, opts)
+	for name, g := range res.Groups {
+		if cs := r.sum.Clients[name]; cs != nil {
+			cs.StaleReads = g
+		}
+	}
 	st.Nodes, st.Unlisted = res.Nodes, res.Unlisted
 	for _, n := range r.sources {
 		st.Roles[n.Name] = "source"
