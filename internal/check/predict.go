@@ -133,6 +133,34 @@ type Prediction struct {
 	// LagBiasMs was taken off every lag first: how far the probe's lags
 	// lie above the truth on average (StaleOptions.LagBias).
 	LagBiasMs float64 `json:"lag_bias_ms"`
+	// ShareLow and ShareHigh bound the prediction by what the probe
+	// knows of each lag: taken LagSlackMs less (an interval and a poll at
+	// their worst: the truth is no lower) and as measured (the truth is no
+	// higher). InBand says whether the measured share lies in the band
+	// widened by the tolerance; Agree is true then too.
+	ShareLow   float64 `json:"share_low"`
+	ShareHigh  float64 `json:"share_high"`
+	LagSlackMs float64 `json:"lag_slack_ms"`
+	InBand     bool    `json:"in_band"`
+}
+
+// band fills ShareLow, ShareHigh and InBand from the lags as measured
+// (lag) and less slack.
+func (p *Prediction) band(lag LagDist, slack int64, gaps []int64, reads, stale int64) {
+	if reads <= 0 {
+		return
+	}
+	low := Shifted(lag, slack)
+	var lo, hi float64
+	for _, g := range gaps {
+		lo += low.Exceeds(g)
+		hi += lag.Exceeds(g)
+	}
+	n := float64(reads)
+	p.ShareLow, p.ShareHigh, p.LagSlackMs = round6(lo/n), round6(hi/n), msOf(slack)
+	m := float64(stale) / n
+	p.InBand = m >= p.ShareLow-p.Tolerance && m <= p.ShareHigh+p.Tolerance
+	p.Agree = p.Agree || p.InBand
 }
 
 // Shifted is d with every value less bias (ns); d itself when bias is 0.

@@ -44,6 +44,11 @@ type StaleOptions struct {
 	// sees it, half an interval plus a poll late on average. The
 	// prediction compares gaps with lags less this.
 	LagBias map[string]int64
+	// LagSlack is how far above the truth a node's lag can lie (ns): an
+	// interval and a poll at their worst (the probe's p99s). The band
+	// [Prediction.ShareLow, ShareHigh] takes every lag less this, and
+	// every lag as measured.
+	LagSlack map[string]int64
 	// GroupOf names the group of the process that read (a [[client]]
 	// group), for StaleResult.Groups; nil or "": none.
 	GroupOf func(process int) string
@@ -452,16 +457,16 @@ func StaleReads(ops []history.Op, opts StaleOptions) *StaleResult {
 		}
 	}
 	for node, ns := range res.Nodes {
-		ns.finish(opts.Lag[node], opts.LagBias[node], opts.SafeShare)
+		ns.finish(opts.Lag[node], opts.LagBias[node], opts.LagSlack[node], opts.SafeShare)
 	}
 	for _, gs := range res.Groups {
-		gs.finish(nil, 0, opts.SafeShare)
+		gs.finish(nil, 0, 0, opts.SafeShare)
 	}
 	return res
 }
 
 // finish computes a node's shares, rates, distributions and prediction.
-func (ns *NodeStale) finish(lag LagDist, bias int64, safe float64) {
+func (ns *NodeStale) finish(lag LagDist, bias, slack int64, safe float64) {
 	if ns.Reads > 0 {
 		ns.StaleShare = ratio(ns.Stale, ns.Reads)
 		ns.RYWPer10k = round3(float64(ns.RYWViolations) * 1e4 / float64(ns.Reads))
@@ -475,6 +480,7 @@ func (ns *NodeStale) finish(lag LagDist, bias int64, safe float64) {
 	if lag != nil && lag.Samples() > 0 {
 		ns.Predicted = Predict(Shifted(lag, bias), ns.gapsCommit, ns.gapsAck, ns.offsets, ns.Reads, ns.Stale, safe)
 		ns.Predicted.LagBiasMs = msOf(bias)
+		ns.Predicted.band(lag, max(slack, bias), ns.gapsCommit, ns.Reads, ns.Stale)
 		ns.Predicted.GapsFromCommit = ns.fromCommit
 	}
 }

@@ -332,3 +332,33 @@ func TestStaleReadsByGroup(t *testing.T) {
 		t.Errorf("east %+v\nwest %+v", e, w)
 	}
 }
+
+// TestPredictionBandHoldsAnInstrumentsOvershoot: commits that return only
+// once the replica applied them (remote_apply) leave no stale read; a
+// probe whose lags overshoot by up to 3 ms still predicts some for reads
+// right after the ack, and the band (lags less their slack) says that
+// none is within what it knows.
+func TestPredictionBandHoldsAnInstrumentsOvershoot(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	h := hist{}
+	var lags []int64
+	for i := range 500 {
+		sent := int64(i+1) * 20e6
+		h = append(h, history.Op{Process: 0, Node: "p", Type: ok, F: history.FTxn, InvokeNs: sent - 1e6, CompleteNs: sent + 10e6, CommitNs: sent, Value: []history.Mop{ap(1, int64(i+1))}})
+		lags = append(lags, 9e6+r.Int64N(3e6)) // applied 9 ms after the COMMIT, seen up to 3 ms later
+		read := sent + 10e6 + r.Int64N(1e6)
+		l := make([]int64, i+1)
+		for j := range l {
+			l[j] = int64(j + 1)
+		}
+		h = append(h, history.Op{Process: 1, Node: "r", Type: ok, F: history.FTxn, InvokeNs: read, CompleteNs: read + 1e5, Value: []history.Mop{rl(1, l...)}})
+	}
+	sortOps(h)
+	res := StaleReads(h, StaleOptions{Lag: map[string]LagDist{"r": NewWeighted(lags, nil)}, LagBias: map[string]int64{"r": 1.5e6}, LagSlack: map[string]int64{"r": 3e6}})
+	ns := res.Nodes["r"]
+	p := ns.Predicted
+	if ns.Stale != 0 || p.ShareHigh <= 0 || p.ShareLow != 0 || !p.InBand || !p.Agree {
+		t.Errorf("stale %d; predicted %+v: want none stale, some predicted from the raw lags, none from the lags less their slack, and agreement through the band", ns.Stale, p)
+	}
+}

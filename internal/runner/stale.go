@@ -30,7 +30,7 @@ func (r *run) staleReads(dir *report.Dir) {
 	}
 	from := r.res.StartNs + r.s.Run.Warmup.Nanoseconds()
 	to := from + int64(r.res.MeasureSeconds*1e9)
-	opts := hcheck.StaleOptions{From: from, To: to, Origin: r.res.StartNs, Lag: map[string]hcheck.LagDist{}, LagBias: map[string]int64{}}
+	opts := hcheck.StaleOptions{From: from, To: to, Origin: r.res.StartNs, Lag: map[string]hcheck.LagDist{}, LagBias: map[string]int64{}, LagSlack: map[string]int64{}}
 	results := r.probe.Results()
 	for _, n := range r.nodes {
 		// Every node watched for lag (replicas; in multi-master, the
@@ -41,6 +41,7 @@ func (r *run) staleReads(dir *report.Dir) {
 			// interval plus a poll above the truth (lagprobe.Result).
 			lr := results[n.Name]
 			opts.LagBias[n.Name] = int64((lr.ResolutionMs/2 + lr.PollP50Ms) * 1e6)
+			opts.LagSlack[n.Name] = int64((lr.IntervalP99Ms + lr.PollP99Ms) * 1e6)
 		}
 	}
 	if len(r.s.Clients) > 0 {
