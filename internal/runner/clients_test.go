@@ -77,3 +77,31 @@ reads = "nearest"
 		t.Errorf("the terminal summary has no clients block:\n%s", buf.String())
 	}
 }
+
+// TestFakeTwoMastersLoseAndDivergeRows: read-modify-write appends on two
+// keys at two masters of the fake, which applies each other's rows over
+// its own: the history shows lost updates, and the copies diverge row by
+// row (convergence.diverged_rows).
+func TestFakeTwoMastersLoseAndDivergeRows(t *testing.T) {
+	t.Parallel()
+	text := strings.NewReplacer("role = \"primary\"", "role = \"master\"", "role = \"standby\"\nfrom = \"p\"", "role = \"master\"",
+		"[scheme]\n", "[scheme]\nreplication = \"multimaster\"\n",
+		"kind = \"kv-insert\"", "kind = \"list-append\"\nkeys = 2\nops_per_txn = 1\nread_share = 0\nread_before_write = true\nappends_per_key = 100000").Replace(fakeSpec("", ""))
+	_, out, log, err := fakeRun(t, text)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	var sum report.Summary
+	b, _ := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	c, conv := sum.Consistency, sum.Convergence
+	if c == nil || c.Anomalies["lost-update"] == 0 {
+		t.Errorf("anomalies %v: want lost updates", c)
+	}
+	if conv == nil || conv.Converged || conv.DivergedRows == nil || *conv.DivergedRows == 0 || *conv.DivergedRows > 2 {
+		t.Fatalf("convergence %+v: want 1 or 2 of the 2 rows diverged", conv)
+	}
+	t.Logf("lost updates %d, anomalies %v, rows diverged %d", c.Anomalies["lost-update"], c.Anomalies, *conv.DivergedRows)
+}

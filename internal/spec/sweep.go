@@ -126,7 +126,7 @@ func (c *decoder) sweepCases(p path, arr []any) bool {
 			if _, err := splitSweepPath(k); err != nil {
 				c.failAt(p, "case %q: %v", name, err)
 				ok = false
-			} else if k == "lab.name" || k == SweepNodes || k == SweepCase {
+			} else if k == "lab.name" || k == SweepCase {
 				c.failAt(p, "case %q: %s cannot be set by a case", name, k)
 				ok = false
 			}
@@ -217,6 +217,12 @@ func (s *Spec) PointsForCheck() ([]Point, error) {
 				values[sp.Path] = name
 				label = append(label, sp.Path+"="+showValue(name))
 				for _, k := range keys {
+					if k == SweepNodes {
+						if err := s.keepNodes(root, m[k]); err != nil && setErr == nil {
+							setErr = &Error{File: s.name, Line: sp.Line, Field: "sweep.case", Msg: fmt.Sprintf("case %q: %v", name, err)}
+						}
+						continue
+					}
 					if err := setPath(root, k, m[k]); err != nil && setErr == nil {
 						setErr = &Error{File: s.name, Line: sp.Line, Field: "sweep.case", Msg: fmt.Sprintf("case %q: %v", name, err)}
 					}

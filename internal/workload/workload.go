@@ -138,6 +138,14 @@ type OpCall struct {
 	Sending func()
 }
 
+// RowLister is a workload whose rows can be compared node by node after a
+// run (how many rows a multi-master scheme left diverged): per table, a
+// query returning each row's key and its content, in columns that scan
+// as text, in every dialect.
+type RowLister interface {
+	RowQueries() map[string]string
+}
+
 // Connector is a workload whose operations are not SQL (TxType.Op): it
 // makes its own connections before the driver starts and closes them
 // after, once per measurement.

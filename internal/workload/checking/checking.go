@@ -90,6 +90,11 @@ type Config struct {
 	ReadDelay time.Duration
 	ReadKeys  string // ReadRandom or ReadOwn
 	ReadWait  string // WaitNone or WaitOwnWrites
+	// ReadBeforeWrite makes every write the second half of a
+	// read-modify-write: a transaction reads each key before it first
+	// writes it (read_before_write), so that two transactions that
+	// overwrite each other's write show as a lost update.
+	ReadBeforeWrite bool
 	// Stride lays the values out: user u's n-th value (n from 1) is
 	// n*Stride + u, so every user's are its own. It is the most users
 	// the run has (its search's largest step included).
@@ -114,6 +119,9 @@ func ReadOptions(o *workload.Options, kind, perKey string) Config {
 	c.ReadDelay = o.Duration("read_delay", 0, 0, MaxReadDelay)
 	c.ReadKeys = o.String("read_keys", ReadRandom, ReadRandom, ReadOwn)
 	c.ReadWait = o.String("read_wait", WaitNone, WaitNone, WaitOwnWrites)
+	if b := o.Bool("read_before_write"); b != nil {
+		c.ReadBeforeWrite = *b
+	}
 	if c.ReadWait == WaitOwnWrites && c.ReadsAt == AtSource && o.Has("read_wait") {
 		o.Errorf("read_wait", "read_wait = %q waits at a replica, and reads_at = %q reads at the source: read at a replica (reads_at = \"replica\" or \"any\")", WaitOwnWrites, AtSource)
 	}
@@ -333,12 +341,25 @@ func (g *Gen) Txn(user int, r *rand.Rand, write bool, fn history.Fn, buf []histo
 		u.n++
 		v := u.n*g.cfg.Stride + int64(user)
 		k := g.key(s, true)
+		if g.cfg.ReadBeforeWrite && !readOrWrote(buf, k) {
+			buf = append(buf, history.ReadNull(k))
+		}
 		buf = append(buf, history.Mop{Fn: fn, Key: k, Value: v})
 		if !slices.Contains(u.wrote, k) {
 			u.wrote = append(u.wrote, k)
 		}
 	}
 	return buf, nil
+}
+
+// readOrWrote reports whether the transaction so far touched key k.
+func readOrWrote(ms []history.Mop, k int64) bool {
+	for _, m := range ms {
+		if m.Key == k {
+			return true
+		}
+	}
+	return false
 }
 
 // slot chooses an active key's position.
