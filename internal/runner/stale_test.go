@@ -1,13 +1,20 @@
 package runner
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"replab/internal/engine/postgres/pgtest"
 	"replab/internal/report"
+	"replab/internal/workload"
+	"replab/internal/workload/listappend"
 )
 
 // TestFakeStaleReadsAtAReplica: list-append with half its reads at a
@@ -107,6 +114,118 @@ func TestFakeReadDelayPassesTheLag(t *testing.T) {
 			}
 			if s.OwnReads != s.Reads {
 				t.Errorf("read_keys = \"own\": %d of %d reads of the user's own last write", s.OwnReads, s.Reads)
+			}
+		})
+	}
+}
+
+// The readers' question on real servers (issue 32): a PostgreSQL primary
+// and a standby 40 ms away (each way), users beside the standby writing
+// at the primary and reading their own last write at the standby. Without
+// a wait some reads miss it; waiting for the write's LSN at the standby
+// none does. Asserted whatever the load: no stale read at the primary,
+// no stale read staler than the longest lag measured, a prediction from
+// the same run's lag, and with the wait no read-your-writes violation.
+const staleSpec = `
+[lab]
+name = "%%s"
+[site.london]
+[site.frankfurt]
+[[link]]
+sites = ["london", "frankfurt"]
+delay = "40ms"
+rate = "1gbit"
+[engine]
+kind = "postgres"
+[node.p1]
+site = "london"
+role = "primary"
+[node.s1]
+site = "frankfurt"
+role = "standby"
+from = "p1"
+[workload]
+kind = "list-append"
+keys = 32
+ops_per_txn = [1, 2]
+read_share = 0.6
+isolation = "repeatable read"
+reads_at = "replica"
+read_keys = "own"
+read_wait = %q
+[run]
+users = 12
+client = "frankfurt"
+lag_sample = 1
+warmup = "2s"
+duration = "8s"
+cooldown = "1s"
+`
+
+func TestStaleReadsOnPostgres(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	for _, wait := range []string{"none", "own-writes"} {
+		t.Run("read_wait "+wait, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			var dataRoot string
+			_, out, err := runSpecWith(t, ctx, fmt.Sprintf(staleSpec, wait), &logWatch{}, func(o *Options) {
+				o.Workloads = workload.NewRegistry(listappend.Factory)
+				dataRoot = o.DataRoot
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum report.Summary
+			b, _ := os.ReadFile(filepath.Join(out, "summary.json"))
+			if err := json.Unmarshal(b, &sum); err != nil {
+				t.Fatal(err)
+			}
+			st := sum.StaleReads
+			if st == nil || st.Nodes["s1"] == nil {
+				t.Fatalf("stale_reads %+v", st)
+			}
+			s, p := st.Nodes["s1"], st.Nodes["p1"]
+			if p != nil && p.Stale > 0 {
+				t.Errorf("%d stale reads at the primary", p.Stale)
+			}
+			pr := s.Predicted
+			if s.Reads < 100 || s.OwnReads < 100 || pr == nil || pr.LagSamples < 50 {
+				t.Fatalf("the standby: %d reads (%d of the user's own write), prediction %+v", s.Reads, s.OwnReads, pr)
+			}
+			lag := sum.Replicas["s1"].LagMs
+			t.Logf("%s: %d reads, %d stale (%.4f), RYW %d; predicted %.4f [%.4f, %.4f], from the ack %.4f, agree %v; staleness %+v; lag p50 %.1f max %.1f ms",
+				wait, s.Reads, s.Stale, s.StaleShare, s.RYWViolations, pr.Share, pr.ShareLow, pr.ShareHigh, pr.ShareFromAck, pr.Agree, s.StalenessMs, lag.P50, lag.Max)
+			// A read cannot miss a write for longer than writes took to
+			// arrive (the longest lag, from its COMMIT sent, which is
+			// before its acknowledgement), give or take the lag's
+			// resolution.
+			if s.Stale > 0 && s.StalenessMs.P99 > lag.Max+pr.LagSlackMs {
+				t.Errorf("staleness p99 %.1f ms, the longest lag %.1f ms: reads missed writes longer visible than any lag", s.StalenessMs.P99, lag.Max)
+			}
+			if pr.ShareLow > pr.Share || pr.Share > pr.ShareHigh || pr.ShareFromAck < pr.ShareHigh {
+				t.Errorf("prediction %+v: want low ≤ share ≤ high ≤ from the ack", pr)
+			}
+			switch wait {
+			case "none":
+				if s.Stale == 0 || s.RYWViolations == 0 {
+					t.Errorf("reading their own writes 40 ms from the primary, %d of %d reads stale and %d missing the user's own write: want some", s.Stale, s.Reads, s.RYWViolations)
+				}
+			case "own-writes":
+				if s.RYWViolations != 0 {
+					t.Errorf("waiting for each write's LSN at the standby, %d reads still missed the user's own write", s.RYWViolations)
+				}
+			}
+			if ps, _ := exec.Command("ps", "-eo", "pid,args").Output(); strings.Contains(string(ps), dataRoot) {
+				t.Errorf("a process of the run is still running:\n%s", grepLines(string(ps), dataRoot))
+			}
+			var resolved struct{ Lab struct{ Name string } }
+			if b, err := os.ReadFile(filepath.Join(out, "resolved-spec.json")); err != nil || json.Unmarshal(b, &resolved) != nil || resolved.Lab.Name == "" {
+				t.Fatalf("resolved-spec.json: %v", err)
+			}
+			if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), "replab-"+resolved.Lab.Name+".") {
+				t.Errorf("namespaces of lab %s left:\n%s", resolved.Lab.Name, grepLines(string(ns), resolved.Lab.Name))
 			}
 		})
 	}
