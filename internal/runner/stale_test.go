@@ -230,3 +230,33 @@ func TestStaleReadsOnPostgres(t *testing.T) {
 		})
 	}
 }
+
+// TestFakePersonnelRecordsItsDescriptions: personnel with its lookups at
+// the standby and history = true records each update as a write of the
+// person's register and each lookup as a read, so that its stale reads
+// are counted too.
+func TestFakePersonnelRecordsItsDescriptions(t *testing.T) {
+	t.Parallel()
+	text := strings.Replace(fakeSpec("", "history = true\n"), "kind = \"kv-insert\"", "kind = \"personnel\"\npersons = 20\nread_pct = 60\nreads_at = \"replica\"", 1)
+	_, out, log, err := fakeRun(t, text)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	var sum report.Summary
+	b, _ := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	c := sum.Consistency
+	if c == nil || c.Error != "" || c.TransactionsChecked == 0 {
+		t.Fatalf("consistency %+v", c)
+	}
+	if st := sum.StaleReads; st == nil || st.Nodes["s"] == nil || st.Nodes["s"].Reads == 0 || st.Nodes["s"].Stale == 0 {
+		t.Errorf("stale reads %+v: want the standby's lookups counted, some stale", st)
+	}
+	for _, class := range []string{"garbage-read", "G1a", "internal"} {
+		if c.Anomalies[class] > 0 {
+			t.Errorf("%d %s: the recorded values do not explain the reads", c.Anomalies[class], class)
+		}
+	}
+}
