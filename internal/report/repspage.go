@@ -93,6 +93,9 @@ func repetitionsPage(r *Results) *page {
 	if t, ok := lagTable(s); ok {
 		head.Tables = append(head.Tables, t)
 	}
+	if t, ok := staleTable(s); ok {
+		head.Tables = append(head.Tables, t)
+	}
 	p.Sections = append(p.Sections, head)
 	if s.Pages != nil { // each repetition's report draws its pages
 		p.Sections = append(p.Sections, section{ID: "pages", Title: "Pages",
