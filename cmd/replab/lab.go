@@ -309,6 +309,9 @@ then prints its sites, links and nodes with every default resolved.`)
 		}
 		fmt.Fprintf(out, "node %-10s %-8s site %s %s%s\n", n.Name, n.Role, n.Site, n.From, where)
 	}
+	for _, cl := range s.Clients {
+		fmt.Fprintln(out, cl.String())
+	}
 	for _, f := range s.Faults {
 		heal := ""
 		if f.For > 0 {

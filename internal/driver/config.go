@@ -6,6 +6,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/history"
+	"replab/internal/workload"
 )
 
 // Config is how to drive.
@@ -94,6 +95,18 @@ type Config struct {
 	// NodeOf names the node behind a pool that Pools gave, for the
 	// history; nil names none.
 	NodeOf func(*sql.DB) string
+	// Fence, when set, takes a commit position after every writing
+	// transaction, at its source, and makes the reads of types with
+	// WaitOwnWrites wait until their node has applied it (readafter.go);
+	// FenceTimeout bounds such a wait (default DefaultFenceTimeout).
+	Fence        engine.ReadFence
+	FenceTimeout time.Duration
+	// Groups of users (groups.go): Group names user u's group (nil: no
+	// groups), Runs says whether user u runs transaction type t (nil:
+	// every type), Place where (nil: t.At).
+	Group func(user int) string
+	Runs  func(user int, t *workload.TxType) bool
+	Place func(user int, t *workload.TxType) string
 }
 
 // History is where the driver records operations: a *history.Writer.

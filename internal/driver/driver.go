@@ -70,9 +70,12 @@ func newRun(cfg Config, types []workload.TxType) *run {
 	if cfg.LagBudget <= 0 {
 		cfg.LagBudget = DefaultLagBudget
 	}
-	d := &run{cfg: cfg, types: types, rec: newRecorder(types, cfg.Observer)}
+	d := &run{cfg: cfg, types: types, rec: newRecorder(types, cfg.Observer), groups: newGroups(cfg)}
 	d.sampler, _ = cfg.History.(HistorySampler)
 	d.procs.Store(int64(cfg.Users)) // the users' own process numbers come first
+	for u := range cfg.Users {
+		d.procUser = append(d.procUser, u)
+	}
 	switch {
 	case cfg.LagEvery >= 1:
 		d.fixedEvery = int64(cfg.LagEvery)
@@ -115,6 +118,17 @@ type run struct {
 	histOps, histMeasure, histInfo atomic.Int64
 	histErr                        atomic.Pointer[string]
 	cancel                         context.CancelFunc
+
+	// Reads after writes (readafter.go): commit positions that could not
+	// be taken, and the first such error.
+	fenceErrors atomic.Int64
+	fenceErr    atomic.Pointer[string]
+
+	groups *groups
+	// procUser: the user of each process number (history.go), under
+	// procMu.
+	procMu   sync.Mutex
+	procUser []int
 }
 
 func (d *run) phaseAt(t int64) string {
@@ -247,6 +261,14 @@ func (d *run) run(ctx context.Context, pools Pools) (*Result, error) {
 	}
 	res.Reconnects = d.reconnects.Load()
 	res.History = d.historyCount()
+	res.Groups = d.groups.result(d.types, res.MeasureSeconds)
+	d.procMu.Lock()
+	res.ProcUser = d.procUser
+	d.procMu.Unlock()
+	res.FenceErrors = d.fenceErrors.Load()
+	if e := d.fenceErr.Load(); e != nil {
+		res.FenceError = *e
+	}
 	res.StartNs = d.start
 	if d.cfg.Transactions > 0 {
 		res.TransactionsTarget, res.TransactionsDone = d.cfg.Transactions, min(d.finished.Load(), d.cfg.Transactions)

@@ -113,6 +113,9 @@ func (u *user) recordAttempt(ctx context.Context, ut *userType, rec *workload.Re
 	if typ != history.OK {
 		op.Error = errorCode(ctx, err, class.Code)
 	}
+	if at := u.sending.at; at >= invoke && at <= op.CompleteNs && !ut.t.ReadOnly {
+		op.CommitNs = at // when the COMMIT left: the lag probe's origin
+	}
 	if _, werr := d.cfg.History.Record(op); werr != nil {
 		d.historyFailed(werr)
 		return
@@ -124,6 +127,12 @@ func (u *user) recordAttempt(ctx context.Context, ut *userType, rec *workload.Re
 	if typ == history.Info {
 		d.histInfo.Add(1)
 		u.proc = int(d.procs.Add(1)) - 1 // the transaction in doubt keeps the old one
+		d.procMu.Lock()
+		for len(d.procUser) <= u.proc {
+			d.procUser = append(d.procUser, -1)
+		}
+		d.procUser[u.proc] = u.id
+		d.procMu.Unlock()
 	}
 }
 

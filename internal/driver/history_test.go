@@ -134,6 +134,12 @@ func TestHistoryRecordsEveryAttemptWithItsOutcome(t *testing.T) {
 		if i > 0 && op.InvokeNs <= ops[i-1].CompleteNs {
 			t.Errorf("op %d invoked at %d, before op %d completed at %d", i, op.InvokeNs, i-1, ops[i-1].CompleteNs)
 		}
+		// commit_ns: when the COMMIT left, for every attempt that sent
+		// one (attempt 5 gave up before its COMMIT: op 4).
+		sent := op.Index != 4
+		if got := op.CommitNs > op.InvokeNs && op.CommitNs < op.CompleteNs; got != sent {
+			t.Errorf("op %d: commit_ns %d within (%d, %d) is %v, want %v", i, op.CommitNs, op.InvokeNs, op.CompleteNs, got, sent)
+		}
 	}
 	h := res.History
 	if h == nil || h.Operations != 9 || h.Measure != 9 || h.Info != 1 || h.Processes != 2 || h.Err != "" {

@@ -64,6 +64,18 @@ type Result struct {
 	Hist *hdrhistogram.Histogram `json:"-"`
 	// History counts what was recorded (Config.History); nil without.
 	History *HistoryCount `json:"-"`
+	// Groups: each group's measure phase (Config.Group), by name.
+	Groups map[string]*GroupResult `json:"groups,omitempty"`
+	// ProcUser is the user of each process number of the history (a user
+	// takes a new one after an info operation): ProcUser[p]; nil without
+	// a history.
+	ProcUser []int `json:"-"`
+	// FenceErrors counts writes after which the commit position could not
+	// be taken (Config.Fence), over the whole run; FenceError is the
+	// first one's error. The reads after such a write wait for the
+	// position before it.
+	FenceErrors int64  `json:"fence_errors,omitempty"`
+	FenceError  string `json:"fence_error,omitempty"`
 	// StartNs is when the run began on Config.Now's clock: second T of
 	// Series covers (StartNs + (T-1) s, StartNs + T s].
 	StartNs int64 `json:"-"`

@@ -31,6 +31,17 @@ type user struct {
 	ackSeq int64    // the last acknowledged-commits journal seq given out
 	acks   UserAcks // outcomes of the journalled transactions
 
+	// Reads after writes (readafter.go): when the user's last writing
+	// transaction was acknowledged (cfg.Now's clock; 0: none yet), and
+	// the commit position taken after it (Config.Fence; "" when none).
+	lastAck int64
+	lastPos string
+
+	// The types the user runs (groups.go): mine are they, runs[i] the
+	// index in the run's types of mine[i]; nil runs: every type.
+	mine []workload.TxType
+	runs []int
+
 	// The history (history.go): the user's process number now, the
 	// recorder its attempts get, and a buffer for the micro-operations of
 	// an attempt that did not commit.
@@ -61,19 +72,20 @@ type sending struct {
 	measured  bool
 	sent      bool
 	committed bool
+	// at is when the COMMIT was sent (cfg.Now's clock), for the
+	// history's commit_ns; 0 when not known.
+	at int64
 }
 
 // markSent is Pipe.Run's beforeSend: the COMMIT is about to leave.
 func (u *user) markSent() {
 	u.sending.sent = true
-	if u.sending.seq > 0 || u.sending.pos {
-		now := u.d.cfg.Now()
-		if u.sending.seq > 0 {
-			u.j.Sending(u.sending.seq, now, u.sending.measured)
-		}
-		if u.sending.pos {
-			u.pj.Sending(now)
-		}
+	u.sending.at = u.d.cfg.Now()
+	if u.sending.seq > 0 {
+		u.j.Sending(u.sending.seq, u.sending.at, u.sending.measured)
+	}
+	if u.sending.pos {
+		u.pj.Sending(u.sending.at)
 	}
 }
 
@@ -124,13 +136,31 @@ func (d *run) newUser(ctx context.Context, id int, pools Pools) (_ *user, err er
 		}
 	}()
 	byDB := map[*sql.DB]*userConn{}
+	if d.cfg.Runs != nil {
+		for i := range d.types {
+			if d.cfg.Runs(id, &d.types[i]) {
+				u.mine, u.runs = append(u.mine, d.types[i]), append(u.runs, i)
+			}
+		}
+		if len(u.runs) == 0 {
+			return nil, fmt.Errorf("user %d runs none of the workload's transaction types", id)
+		}
+	}
 	for i := range d.types {
 		t := &d.types[i]
 		if t.Op != nil {
 			u.types = append(u.types, &userType{t: t, lag: -1, jrn: -1}) // the workload holds its connections
 			continue
 		}
-		db, err := pools(id, 0, t.At)
+		if u.runs != nil && !slices.Contains(u.runs, i) {
+			u.types = append(u.types, &userType{t: t, lag: -1, jrn: -1}) // never run by this user
+			continue
+		}
+		at := t.At
+		if d.cfg.Place != nil {
+			at = d.cfg.Place(id, t)
+		}
+		db, err := pools(id, 0, at)
 		if err != nil {
 			return nil, fmt.Errorf("user %d: transaction %s: %w", id, t.Name, err)
 		}
@@ -313,8 +343,13 @@ func (u *user) close() {
 // do runs one transaction (with retries) whose latency counts from
 // `from` (the intended start in open loop).
 func (u *user) do(ctx context.Context, from int64) {
-	ti := workload.Pick(u.d.types, u.r)
+	ti := u.pick()
 	ut := u.types[ti]
+	if paused, ok := u.readDelay(ctx, ut); !ok {
+		return
+	} else if paused {
+		from = max(from, u.d.cfg.Now()) // the pause is the application's, not latency
+	}
 	phase := u.d.phaseAt(from)
 	measured := phase == Measure
 	track := false
@@ -329,7 +364,7 @@ func (u *user) do(ctx context.Context, from int64) {
 	if c := ut.c; c != nil && c.down {
 		if err := u.reconnect(ctx, c); err != nil {
 			if ctx.Err() == nil {
-				u.d.rec.fail(ti, measured, u.d.cfg.Now(), ErrConnect, err, 0, 0)
+				u.fail(ti, measured, u.d.cfg.Now(), ErrConnect, err, 0, 0)
 			}
 			return
 		}
@@ -352,6 +387,9 @@ func (u *user) do(ctx context.Context, from int64) {
 		} else {
 			rows, err = u.attempt(ctx, ut, measured, track, rec)
 		}
+		if err == nil && !ut.t.ReadOnly {
+			u.wrote(ctx, ut)
+		}
 		now := u.d.cfg.Now()
 		gone := err != nil && ut.c != nil && connLost(err)
 		var class engine.ErrorClass
@@ -369,6 +407,7 @@ func (u *user) do(ctx context.Context, from int64) {
 		}
 		if err == nil {
 			u.d.rec.commit(ti, measured, now, now-from, rows, retries, conflicts)
+			u.d.groups.commit(u.id, ti, measured, now-from)
 			if u.d.rateHalf(now) {
 				u.d.warmupCommits.Add(1)
 			}
@@ -391,13 +430,13 @@ func (u *user) do(ctx context.Context, from int64) {
 				if ctx.Err() != nil {
 					return
 				}
-				u.d.rec.fail(ti, measured, u.d.cfg.Now(), ErrConnect, rerr, retries, conflicts)
+				u.fail(ti, measured, u.d.cfg.Now(), ErrConnect, rerr, retries, conflicts)
 				return
 			}
 			if class.Code == "" || class.Code == "other" {
 				class.Code = ErrConnection
 			}
-			u.d.rec.fail(ti, measured, now, class.Code, err, retries, conflicts)
+			u.fail(ti, measured, now, class.Code, err, retries, conflicts)
 			return
 		}
 		if class.Unavailable && ut.c != nil {
@@ -405,7 +444,7 @@ func (u *user) do(ctx context.Context, from int64) {
 			// transaction, as a client with a list of nodes would.
 			ut.c.drop()
 			u.lost()
-			u.d.rec.fail(ti, measured, now, class.Code, err, retries, conflicts)
+			u.fail(ti, measured, now, class.Code, err, retries, conflicts)
 			return
 		}
 		if class.Conflict {
@@ -415,7 +454,7 @@ func (u *user) do(ctx context.Context, from int64) {
 			retries++
 			continue
 		}
-		u.d.rec.fail(ti, measured, now, class.Code, err, retries, conflicts)
+		u.fail(ti, measured, now, class.Code, err, retries, conflicts)
 		return
 	}
 }
@@ -434,9 +473,15 @@ func (u *user) stamp(track bool) int64 {
 func (u *user) attemptOp(ctx context.Context, ut *userType, measured, track bool, rec *workload.Recorder) (int64, error) {
 	call := workload.OpCall{User: u.id, Rec: rec}
 	if !ut.t.ReadOnly {
-		if seq := u.stamp(track); seq > 0 {
+		seq := u.stamp(track)
+		if seq > 0 || rec != nil {
 			call.Seq = seq
-			call.Sending = func() { u.j.Sending(seq, u.d.cfg.Now(), measured) }
+			call.Sending = func() {
+				u.sending.at = u.d.cfg.Now()
+				if seq > 0 {
+					u.j.Sending(seq, u.sending.at, measured)
+				}
+			}
 		}
 	}
 	u.sending.sent = true // whether the commit left is the Op's to know
@@ -453,6 +498,9 @@ func autocommit(t *workload.TxType) bool { return t.Autocommit && t.ReadOnly }
 // attempt runs the transaction once, statement by statement; a tracked
 // one adds the lag probe's update before its COMMIT.
 func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool, rec *workload.Recorder) (int64, error) {
+	if err := u.waitOwnWrites(ctx, ut); err != nil {
+		return 0, err
+	}
 	if autocommit(ut.t) {
 		u.sending.sent = true // each statement commits on its own
 		t := workload.NewTx(u.id, nil, ut.stmts)
@@ -494,14 +542,12 @@ func (u *user) attempt(ctx context.Context, ut *userType, measured, track bool, 
 		return 0, err
 	}
 	follow := u.follows(ut)
-	if seq > 0 || follow {
-		now := u.d.cfg.Now()
-		if seq > 0 {
-			u.j.Sending(seq, now, measured)
-		}
-		if follow {
-			u.pj.Sending(now)
-		}
+	u.sending.at = u.d.cfg.Now()
+	if seq > 0 {
+		u.j.Sending(seq, u.sending.at, measured)
+	}
+	if follow {
+		u.pj.Sending(u.sending.at)
 	}
 	u.sending.sent = true
 	err = tx.Commit()
@@ -569,6 +615,9 @@ func (u *user) ackedAt(node string) {
 // pipelines would. The COMMIT is sent with the rest, so the lag journal
 // records it as sent just before the write.
 func (u *user) attemptBatch(ctx context.Context, ut *userType, measured, track bool, rec *workload.Recorder) (int64, error) {
+	if err := u.waitOwnWrites(ctx, ut); err != nil {
+		return 0, err
+	}
 	ut.scratch.Rec = rec
 	calls := ut.t.Batch(u.id, u.r, &ut.scratch)
 	pc := ut.calls[:0]

@@ -408,6 +408,26 @@ type LogKeeper interface {
 	KeepLogs(dir string) error
 }
 
+// ReadFence lets a client's read at a replica wait for its own writes
+// (read-your-writes by position): after a commit at a source, a position
+// in its replication stream at or after that commit; before a read at a
+// replica, a wait until the replica has applied it. PostgreSQL: an LSN,
+// and pg_last_wal_replay_lsn() polled; MariaDB: a GTID position, and
+// MASTER_GTID_WAIT.
+type ReadFence interface {
+	// CommitPosition is a position at or after every commit q's node had
+	// acknowledged when it answered. q is any connection to that node.
+	CommitPosition(ctx context.Context, q Querier) (string, error)
+	// WaitApplied returns once q's node has applied everything up to pos
+	// (at once on a node that takes writes), or an error after timeout.
+	WaitApplied(ctx context.Context, q Querier, pos string, timeout time.Duration) error
+}
+
+// Querier is a connection or a pool: *sql.DB, *sql.Conn, *sql.Tx.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 // ErrorClassifier says what a server's error means to a client.
 type ErrorClassifier interface {
 	Classify(err error) ErrorClass

@@ -30,6 +30,9 @@
 //     clock, shared by every site), so the times of operations at different
 //     sites are one real-time order. For "info", complete_ns is when the
 //     user gave up, not when the transaction ended.
+//   - commit_ns: when the COMMIT was sent, on the same clock; left out when
+//     not known (0). The lag probe counts a change's lag from this moment,
+//     so staleness and lag can be compared from one origin.
 //   - txn_type: the workload's transaction type name.
 //   - value: the micro-operations in the order the transaction ran them,
 //     each a three-element array: ["append", key, value] appends value to
@@ -162,9 +165,14 @@ type Op struct {
 	F          string `json:"f"`
 	InvokeNs   int64  `json:"invoke_ns"`
 	CompleteNs int64  `json:"complete_ns"`
-	TxnType    string `json:"txn_type"`
-	Value      []Mop  `json:"value"`
-	Error      string `json:"error,omitempty"`
+	// CommitNs is when the COMMIT was sent (the lag probe's origin: a
+	// change's lag counts from it), on the same clock; 0 when not known
+	// (a read-only or autocommit operation, one that failed before its
+	// COMMIT, a history written before it was recorded).
+	CommitNs int64  `json:"commit_ns,omitempty"`
+	TxnType  string `json:"txn_type"`
+	Value    []Mop  `json:"value"`
+	Error    string `json:"error,omitempty"`
 }
 
 // FTxn is the f of every transaction.
@@ -230,6 +238,9 @@ func (op *Op) Validate() error {
 	}
 	if op.CompleteNs < op.InvokeNs {
 		return fmt.Errorf("complete_ns %d is before invoke_ns %d", op.CompleteNs, op.InvokeNs)
+	}
+	if op.CommitNs != 0 && (op.CommitNs < op.InvokeNs || op.CommitNs > op.CompleteNs) {
+		return fmt.Errorf("commit_ns %d is outside invoke_ns %d … complete_ns %d", op.CommitNs, op.InvokeNs, op.CompleteNs)
 	}
 	for i, m := range op.Value {
 		switch m.Fn {

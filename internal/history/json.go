@@ -28,6 +28,10 @@ func (op *Op) AppendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, op.InvokeNs, 10)
 	b = append(b, `,"complete_ns":`...)
 	b = strconv.AppendInt(b, op.CompleteNs, 10)
+	if op.CommitNs != 0 {
+		b = append(b, `,"commit_ns":`...)
+		b = strconv.AppendInt(b, op.CommitNs, 10)
+	}
 	b = append(b, `,"txn_type":`...)
 	b = appendString(b, op.TxnType)
 	b = append(b, `,"value":[`...)

@@ -219,6 +219,16 @@ var foldRules = []struct {
 	{"verification.nodes.*.present", sum}, {"verification.nodes.*.lost", sum},
 	{"verification.nodes.*.unacknowledged_but_present", sum}, {"verification.nodes.*.unexpected", sum},
 	{"verification.checked_after_s", skip}, {"verification.nodes.*.lost_keys", skip},
+	{"clients.*.transactions", sum}, {"clients.*.errors", sum}, {"clients.*.users", same},
+	{"clients.*.stale_reads.read_txns", sum}, {"clients.*.stale_reads.reads", sum}, {"clients.*.stale_reads.after_write", sum},
+	{"clients.*.stale_reads.stale", sum}, {"clients.*.stale_reads.stale_txns", sum}, {"clients.*.stale_reads.own_reads", sum},
+	{"clients.*.stale_reads.ryw_violations", sum}, {"clients.*.stale_reads.monotonic_reads", sum}, {"clients.*.stale_reads.monotonic_violations", sum},
+	{"stale_reads.nodes.*.read_txns", sum}, {"stale_reads.nodes.*.reads", sum}, {"stale_reads.nodes.*.after_write", sum},
+	{"stale_reads.nodes.*.stale", sum}, {"stale_reads.nodes.*.stale_txns", sum}, {"stale_reads.nodes.*.own_reads", sum},
+	{"stale_reads.nodes.*.ryw_violations", sum}, {"stale_reads.nodes.*.monotonic_reads", sum},
+	{"stale_reads.nodes.*.monotonic_violations", sum}, {"stale_reads.unlisted", sum}, {"stale_reads.lag_sample_every", sameOrZero},
+	{"stale_reads.nodes.*.predicted.lag_samples", sum}, {"stale_reads.nodes.*.predicted.gaps_from_commit", sum},
+	{"stale_reads.nodes.*.predicted.safe_share", same},
 	{"pages.pages", sum}, {"pages.slow.pages", sum}, {"pages.slow.slow_pages", sum}, {"pages.slow.retransmits", sum},
 
 	// Configuration.

@@ -53,6 +53,9 @@ type Results struct {
 	// NodeRoles is node-roles.csv: who was primary over time (a run on
 	// an HA manager).
 	NodeRoles []NodeRoleRow
+	// Stale is stale_reads.csv: every stale read, when the run computed
+	// them.
+	Stale []StaleRow
 	// WarmupS is resolved-spec.json's warmup, when it is there: where the
 	// measure phase began when series.csv cannot tell.
 	WarmupS *float64
@@ -153,6 +156,7 @@ func load(dir string, depth int) (*Results, error) {
 	r.readCheck()
 	r.Anomalies = readRows(r, AnomaliesFile, parseAnomaly)
 	r.readNodeRoles()
+	r.Stale = readRows(r, StaleReadsFile, parseStale)
 	r.readWarmup()
 	if depth == 0 {
 		r.readReps()

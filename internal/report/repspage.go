@@ -93,6 +93,9 @@ func repetitionsPage(r *Results) *page {
 	if t, ok := lagTable(s); ok {
 		head.Tables = append(head.Tables, t)
 	}
+	if t, ok := staleTable(s); ok {
+		head.Tables = append(head.Tables, t)
+	}
 	p.Sections = append(p.Sections, head)
 	if s.Pages != nil { // each repetition's report draws its pages
 		p.Sections = append(p.Sections, section{ID: "pages", Title: "Pages",
@@ -164,6 +167,9 @@ type headline struct {
 	BytesPerTxn  float64 // NaN: unknown
 	Transactions int64
 	StopReason   string
+	// Figs are the sweep table's figures (stale reads, anomalies,
+	// conflicts, divergence), for the sweep page's charts.
+	Figs *HeadlineFigs
 }
 
 func headlineOf(s *Summary) headline {
@@ -180,12 +186,13 @@ func headlineOf(s *Summary) headline {
 	if s.BytesPerTransaction > 0 {
 		h.BytesPerTxn = s.BytesPerTransaction
 	}
+	h.Figs = Headline(s)
 	return h
 }
 
 func headlineOfFigs(f *HeadlineFigs) headline {
 	return headline{Complete: f.Complete, TPM: f.TPM, TPMCI: f.TPMCI, P50: f.CommitP50Ms, P99: f.CommitP99Ms,
-		LagP50: f.LagP50Ms, LagP99: f.LagP99Ms, NotVisible: f.NotVisibleAtEnd, Errors: f.Errors, BytesPerTxn: nan}
+		LagP50: f.LagP50Ms, LagP99: f.LagP99Ms, NotVisible: f.NotVisibleAtEnd, Errors: f.Errors, BytesPerTxn: nan, Figs: f}
 }
 
 func replicaNames(hs []headline) []string {

@@ -434,6 +434,10 @@ func runDetail(r *Results, missing *[]string) []section {
 			}
 		}
 		addFigure(&lag, missing, lagTimeChart("lag-time", r))
+		if t, ok := staleTable(s); ok {
+			lag.Tables = append(lag.Tables, t)
+			addFigure(&lag, missing, staleChart("stale-time", r))
+		}
 		addFigure(&lag, missing, lagCDFChart("lag-cdf", r.Hists, sites))
 		addFigure(&lag, missing, replicationChart("repl-bytes", r))
 		if len(lag.Figures) > 0 {

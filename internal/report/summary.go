@@ -3,6 +3,7 @@ package report
 import (
 	"time"
 
+	"replab/internal/check"
 	"replab/internal/driver"
 	"replab/internal/fault"
 	"replab/internal/monitor"
@@ -109,9 +110,17 @@ type Summary struct {
 	// every page).
 	Pages *pagestats.Summary `json:"pages,omitempty"`
 
+	// Clients: each [[client]] group's figures over the measure phase
+	// (issue 32: users in several regions), by group name.
+	Clients map[string]*ClientSummary `json:"clients,omitempty"`
+
 	// Consistency: what the check of the run's history found ([run]
 	// history; check.json has every detail).
 	Consistency *Consistency `json:"consistency,omitempty"`
+	// StaleReads: what reads at each node saw of the writes acknowledged
+	// before them, and what the replicas' lag predicts (issue 32;
+	// stale_reads.csv lists each stale read).
+	StaleReads *StaleReads `json:"stale_reads,omitempty"`
 
 	// With repetitions: a confidence interval for every headline figure
 	// ("tpm", "commit_latency_ms.p99", "replicas.e1.lag_ms.p50", …), tpm's
@@ -130,6 +139,23 @@ type Summary struct {
 	// conditions applied when the measurement started).
 	Provision   string      `json:"provision,omitempty"`
 	Environment Environment `json:"environment"`
+}
+
+// ClientSummary is one [[client]] group's measure phase: where it runs,
+// writes and reads, its throughput and commit latency (overall and per
+// transaction type), and what its reads saw (stale_reads, counted by the
+// group of the process that read).
+type ClientSummary struct {
+	Site          string                       `json:"site"`
+	Writes        string                       `json:"writes"`
+	Reads         string                       `json:"reads"`
+	Users         int                          `json:"users"`
+	Transactions  int64                        `json:"transactions"`
+	TPS           float64                      `json:"tps"`
+	Errors        int64                        `json:"errors"`
+	CommitLatency stats.Percentiles            `json:"commit_latency_ms"`
+	Types         map[string]stats.Percentiles `json:"types,omitempty"`
+	StaleReads    *check.NodeStale             `json:"stale_reads,omitempty"`
 }
 
 // MonitorInfo describes the monitors themselves: the sampling interval,
@@ -287,6 +313,10 @@ type Convergence struct {
 	// names each with the checksums per node ("p1 81736…, p2 -2231…").
 	DivergedTables int               `json:"diverged_tables"`
 	Diverged       map[string]string `json:"diverged,omitempty"`
+	// DivergedRows counts the rows (by primary key) that are not the same
+	// at every node, for workloads that can list their rows
+	// (workload.RowLister); absent otherwise.
+	DivergedRows *int64 `json:"diverged_rows,omitempty"`
 	// CheckedAfterS is how long after the driver stopped the checksums
 	// were taken: the cluster had to be flowing (every change everywhere).
 	CheckedAfterS float64 `json:"checked_after_s"`

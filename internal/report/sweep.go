@@ -37,6 +37,7 @@ type HeadlineFigs struct {
 	LagP99Ms        map[string]float64 `json:"lag_p99_ms,omitempty"`
 	NotVisibleAtEnd int64              `json:"not_visible_at_end"`
 	Errors          int64              `json:"errors"`
+	Transactions    int64              `json:"transactions"`
 	// A page-read run's pages per second and share of slow pages.
 	PagesPerS *float64 `json:"pages_per_s,omitempty"`
 	SlowShare *float64 `json:"slow_share,omitempty"`
@@ -48,12 +49,26 @@ type HeadlineFigs struct {
 	RanOut    string   `json:"ran_out,omitempty"`
 	// MachineBound: the point measured this machine (Summary.MachineBound).
 	MachineBound bool `json:"machine_bound,omitempty"`
+	// TypeP50Ms: each transaction type's commit latency p50 (a read's
+	// and a write's apart).
+	TypeP50Ms map[string]float64 `json:"type_p50_ms,omitempty"`
+	// Reads at replicas (stale_reads): each replica's stale share and the
+	// share its lag predicts.
+	StaleShare     map[string]float64 `json:"stale_share,omitempty"`
+	PredictedShare map[string]float64 `json:"predicted_share,omitempty"`
+	// The history's check: transactions checked and anomalies by class;
+	// the conflicts the replication counted; tables left diverged.
+	Checked              *int64           `json:"transactions_checked,omitempty"`
+	Anomalies            map[string]int64 `json:"anomalies,omitempty"`
+	ReplicationConflicts *int64           `json:"replication_conflicts,omitempty"`
+	DivergedTables       *int             `json:"diverged_tables,omitempty"`
+	DivergedRows         *int64           `json:"diverged_rows,omitempty"`
 }
 
 // Headline extracts a sweep row from a summary.
 func Headline(s *Summary) *HeadlineFigs {
 	h := &HeadlineFigs{Complete: s.Complete, TPM: s.TPM, TPMCI: s.TPMCI, CommitP50Ms: s.CommitLatency.P50, CommitP99Ms: s.CommitLatency.P99,
-		LagP50Ms: map[string]float64{}, LagP99Ms: map[string]float64{}, Errors: s.Errors, MachineBound: s.MachineBound}
+		LagP50Ms: map[string]float64{}, LagP99Ms: map[string]float64{}, Errors: s.Errors, Transactions: s.Transactions, MachineBound: s.MachineBound}
 	if s.Pages != nil {
 		pps, share := s.Pages.PagesPerS, s.Pages.Slow.SlowShare
 		h.PagesPerS, h.SlowShare = &pps, &share
@@ -71,6 +86,44 @@ func Headline(s *Summary) *HeadlineFigs {
 		h.LagP50Ms[n] = r.LagMs.P50
 		h.LagP99Ms[n] = r.LagMs.P99
 		h.NotVisibleAtEnd += r.NotVisibleAtEnd
+	}
+	if len(s.Types) > 1 {
+		h.TypeP50Ms = map[string]float64{}
+		for n, t := range s.Types {
+			if t != nil && t.Count > 0 {
+				h.TypeP50Ms[n] = t.LatencyMs.P50
+			}
+		}
+	}
+	if st := s.StaleReads; st != nil {
+		for n, ns := range st.Nodes {
+			if st.Roles[n] != "replica" || ns.Reads == 0 {
+				continue
+			}
+			if h.StaleShare == nil {
+				h.StaleShare, h.PredictedShare = map[string]float64{}, map[string]float64{}
+			}
+			h.StaleShare[n] = ns.StaleShare
+			if ns.Predicted != nil {
+				h.PredictedShare[n] = ns.Predicted.Share
+			}
+		}
+	}
+	if c := s.Consistency; c != nil && c.Error == "" {
+		n := c.TransactionsChecked
+		h.Checked, h.Anomalies = &n, c.Anomalies
+	}
+	if rc := s.ReplicationConflicts; rc != nil && rc.Counted != "" {
+		n := rc.Count
+		h.ReplicationConflicts = &n
+	}
+	if cv := s.Convergence; cv != nil && cv.Error == "" {
+		d := cv.DivergedTables
+		h.DivergedTables = &d
+		if cv.DivergedRows != nil {
+			r := *cv.DivergedRows
+			h.DivergedRows = &r
+		}
 	}
 	return h
 }
@@ -109,8 +162,24 @@ func PrintSweep(w io.Writer, sw *Sweep) {
 		head = append(head, "knee", "exhausted at")
 	}
 	head = append(head, "tpm", "commit p50 ms", "commit p99 ms")
+	types, stale, checked, conflicts, diverged := sweepExtras(sw)
+	for _, t := range types {
+		head = append(head, t+" p50 ms")
+	}
 	for _, r := range replicas {
 		head = append(head, "lag "+r+" p50 ms", "lag "+r+" p99 ms")
+	}
+	for _, r := range stale {
+		head = append(head, "stale "+r+" %", "predicted %")
+	}
+	if checked {
+		head = append(head, "anomalies /10k", "lost updates /10k")
+	}
+	if conflicts {
+		head = append(head, "conflicts /10k")
+	}
+	if diverged {
+		head = append(head, "diverged")
 	}
 	head = append(head, "not visible", "errors", "")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
@@ -138,8 +207,27 @@ func PrintSweep(w io.Writer, sw *Sweep) {
 			tpm = fmt.Sprintf("%.0f ± %.0f", h.TPM, h.TPMCI.HalfWidth)
 		}
 		row = append(row, tpm, fmt.Sprintf("%.2f", h.CommitP50Ms), fmt.Sprintf("%.2f", h.CommitP99Ms))
+		for _, t := range types {
+			row = append(row, dashOr(h.TypeP50Ms, t, "%.2f", 1))
+		}
 		for _, r := range replicas {
 			row = append(row, fmt.Sprintf("%.2f", h.LagP50Ms[r]), fmt.Sprintf("%.2f", h.LagP99Ms[r]))
+		}
+		for _, r := range stale {
+			row = append(row, dashOr(h.StaleShare, r, "%.3f", 100), dashOr(h.PredictedShare, r, "%.3f", 100))
+		}
+		if checked {
+			row = append(row, per10k(h.Checked, sumAnomalies(h.Anomalies)), per10k(h.Checked, h.Anomalies["lost-update"]))
+		}
+		if conflicts {
+			if h.ReplicationConflicts != nil {
+				row = append(row, per10k(&h.Transactions, *h.ReplicationConflicts))
+			} else {
+				row = append(row, "—")
+			}
+		}
+		if diverged {
+			row = append(row, divergedText(h))
 		}
 		row = append(row, fmt.Sprint(h.NotVisibleAtEnd), fmt.Sprint(h.Errors), pointMark(h))
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
@@ -166,6 +254,68 @@ func pointMark(h *HeadlineFigs) string {
 		m = append(m, "machine-bound")
 	}
 	return strings.Join(m, ", ")
+}
+
+// sweepExtras says which optional columns the sweep's points have: the
+// transaction types (two or three), the replicas with stale reads, a
+// checked history, conflicts counted, a convergence check.
+func sweepExtras(sw *Sweep) (types, stale []string, checked, conflicts, diverged bool) {
+	ts, ss := map[string]bool{}, map[string]bool{}
+	for _, p := range sw.Points {
+		h := p.Summary
+		if h == nil {
+			continue
+		}
+		for t := range h.TypeP50Ms {
+			ts[t] = true
+		}
+		for r := range h.StaleShare {
+			ss[r] = true
+		}
+		checked = checked || h.Checked != nil
+		conflicts = conflicts || h.ReplicationConflicts != nil
+		diverged = diverged || h.DivergedTables != nil
+	}
+	if len(ts) >= 2 && len(ts) <= 3 {
+		types = sortedKeys(ts)
+	}
+	return types, sortedKeys(ss), checked, conflicts, diverged
+}
+
+func dashOr(m map[string]float64, k, format string, scale float64) string {
+	v, ok := m[k]
+	if !ok {
+		return "—"
+	}
+	return fmt.Sprintf(format, v*scale)
+}
+
+func sumAnomalies(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// per10k is n per 10,000 transactions checked.
+func per10k(checked *int64, n int64) string {
+	if checked == nil || *checked == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", float64(n)*1e4/float64(*checked))
+}
+
+func divergedText(h *HeadlineFigs) string {
+	switch {
+	case h.DivergedTables == nil:
+		return "—"
+	case h.DivergedRows != nil:
+		return fmt.Sprintf("%d rows", *h.DivergedRows)
+	case *h.DivergedTables == 0:
+		return "no"
+	}
+	return fmt.Sprintf("%d tables", *h.DivergedTables)
 }
 
 // loadOrDash prints a search's load, or "—" when there is none.

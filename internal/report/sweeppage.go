@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // sweepRow is one point of a sweep with its headline figures.
@@ -46,6 +47,9 @@ func valueNum(v any) float64 {
 	case string:
 		if f, err := strconv.ParseFloat(strings.TrimSpace(x), 64); err == nil {
 			return f
+		}
+		if d, err := time.ParseDuration(strings.TrimSpace(x)); err == nil {
+			return float64(d) / 1e6 // a duration: in ms
 		}
 	}
 	return nan
@@ -213,6 +217,12 @@ func sweepCharts(params []string, rows []sweepRow, reps []string, bytes bool) []
 	}
 	xi := sweepAxis(params, rows)
 	xa := freeAxis(params[xi])
+	for _, row := range rows {
+		if _, err := time.ParseDuration(row.values[xi]); err == nil {
+			xa.Label += " (ms)"
+			break
+		}
+	}
 	numeric := true
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, row := range rows {
@@ -344,5 +354,101 @@ func sweepCharts(params []string, rows []sweepRow, reps []string, bytes bool) []
 		b := metric{"bytes per transaction", func(h headline) (float64, float64) { return h.BytesPerTxn, 0 }}
 		figs = append(figs, chart("sweep-bytes", "Bytes on the wire per transaction", "bytes per transaction", []metric{b}))
 	}
+	// Stale reads at each replica, measured and predicted (issue 32).
+	var staleReps []string
+	checked := false
+	for _, row := range rows {
+		if !row.ok || row.h.Figs == nil {
+			continue
+		}
+		for n := range row.h.Figs.StaleShare {
+			if !slices.Contains(staleReps, n) {
+				staleReps = append(staleReps, n)
+			}
+		}
+		f := row.h.Figs
+		multi := f.ReplicationConflicts != nil || (f.DivergedRows != nil && *f.DivergedRows > 0) || f.Anomalies["lost-update"] > 0
+		checked = checked || (f.Checked != nil && multi)
+	}
+	slices.Sort(staleReps)
+	for _, n := range staleReps {
+		get := func(m func(f *HeadlineFigs) map[string]float64) func(h headline) (float64, float64) {
+			return func(h headline) (float64, float64) {
+				if h.Figs == nil {
+					return nan, 0
+				}
+				if v, ok := m(h.Figs)[n]; ok {
+					return 100 * v, 0
+				}
+				return nan, 0
+			}
+		}
+		measured := metric{"measured", get(func(f *HeadlineFigs) map[string]float64 { return f.StaleShare })}
+		predicted := metric{"predicted", get(func(f *HeadlineFigs) map[string]float64 { return f.PredictedShare })}
+		f := chart("sweep-stale-"+n, "Stale reads at "+n+": measured (solid) and predicted from the lag (dashed)", "reads that missed an acknowledged write (%)", []metric{measured, predicted})
+		figs = append(figs, f)
+	}
+	// The multi-master frontier: per combination of the other parameters
+	// (a scheme), anomalies, lost updates, conflicts the replication
+	// counted and rows left diverged, per 10,000 transactions.
+	if checked {
+		per := func(name string, v func(f *HeadlineFigs) (float64, bool), checkedBase bool) metric {
+			return metric{name, func(h headline) (float64, float64) {
+				f := h.Figs
+				if f == nil {
+					return nan, 0
+				}
+				x, ok := v(f)
+				base := float64(f.Transactions)
+				if checkedBase && f.Checked != nil {
+					base = float64(*f.Checked)
+				}
+				if !ok || base == 0 {
+					return nan, 0
+				}
+				return x * 1e4 / base, 0
+			}}
+		}
+		ms := []metric{
+			per("anomalies", func(f *HeadlineFigs) (float64, bool) { return float64(sumAnomalies(f.Anomalies)), f.Checked != nil }, true),
+			per("lost updates", func(f *HeadlineFigs) (float64, bool) { return float64(f.Anomalies["lost-update"]), f.Checked != nil }, true),
+			per("conflicts counted", func(f *HeadlineFigs) (float64, bool) {
+				if f.ReplicationConflicts == nil {
+					return 0, false
+				}
+				return float64(*f.ReplicationConflicts), true
+			}, false),
+			per("rows diverged", func(f *HeadlineFigs) (float64, bool) {
+				if f.DivergedRows == nil {
+					return 0, false
+				}
+				return float64(*f.DivergedRows), true
+			}, false),
+		}
+		for gi, g := range groups {
+			c := &lineChart{ID: fmt.Sprintf("sweep-frontier-%d", gi+1), Title: "Per 10,000 transactions: " + orAll(g), X: xa, Y: freeAxis("per 10,000 transactions")}
+			for mi, m := range ms {
+				l := line{Name: m.name, Markers: true, Colour: colour(mi)}
+				for _, row := range rows {
+					if !row.ok || groupOf(row) != g {
+						continue
+					}
+					v, _ := m.y(row.h)
+					l.Pts = append(l.Pts, point{x(row), v})
+				}
+				c.Lines = append(c.Lines, l)
+			}
+			fig := c.figure()
+			fig.Note = "Anomalies and lost updates per 10,000 transactions checked; conflicts the replication counted and rows diverged after quiescence per 10,000 committed in the measure phase."
+			figs = append(figs, fig)
+		}
+	}
 	return figs
+}
+
+func orAll(g string) string {
+	if g == "" {
+		return "every point"
+	}
+	return g
 }

@@ -82,6 +82,8 @@ func PrintSummary(w io.Writer, s *Summary) {
 	printVerification(w, s.Verification)
 	printFallbacks(w, s.SyncFallbacks)
 	printConsistency(w, s)
+	printStaleReads(w, s)
+	printClients(w, s)
 	if b := s.BehindScheduleMs; b != nil {
 		fmt.Fprintf(w, "  schedule    behind p99 %s ms, max %s ms, %d skipped\n", shown(s, "behind_schedule_ms.p99", b.P99, "%.2f"),
 			shown(s, "behind_schedule_ms.max", b.Max, "%.2f"), s.Skipped)

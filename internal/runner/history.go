@@ -93,4 +93,7 @@ func (r *run) checkHistory(ctx context.Context, dir *report.Dir, closeErr error)
 	if err := dir.WriteAnomalies(rows); err != nil {
 		fmt.Fprintf(r.log, "warning: %s: %v\n", report.AnomaliesFile, err)
 	}
+	if nc.Error == "" && res.Keys.List+res.Keys.Register > 0 {
+		r.staleReads(dir)
+	}
 }

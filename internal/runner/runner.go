@@ -508,6 +508,13 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		defer cn.Close()
 	}
 	cfg := r.driverConfig()
+	if err := r.readFence(&cfg, types); err != nil {
+		return r.sum, err
+	}
+	if len(r.s.Clients) > 0 && workload.OpsOnly(types) {
+		return r.sum, fmt.Errorf("[[client]] groups run SQL transactions; the %s workload's operations hold their own connections from one site: use [run] client", r.wl.Name())
+	}
+	r.clientConfig(&cfg)
 	hist, err := r.startHistory(dir, &cfg, nodeOf)
 	if err != nil {
 		return r.sum, err
@@ -516,8 +523,8 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 	if cfg.RatePerSec > 0 {
 		mode = fmt.Sprintf("open loop at %.2f/s (%d connections)", cfg.RatePerSec, cfg.Users)
 	}
-	fmt.Fprintf(r.log, "running %s from site %s against %s: warmup %s, measure %s, cooldown %s\n",
-		mode, r.client, names(r.sources), cfg.Warmup, cfg.Duration, cfg.Cooldown)
+	fmt.Fprintf(r.log, "running %s %s against %s: warmup %s, measure %s, cooldown %s\n",
+		mode, r.describeClients(), names(r.sources), cfg.Warmup, cfg.Duration, cfg.Cooldown)
 	r.faults = r.startFaults(ctx)
 	r.conflicts = r.startConflictCount(ctx)
 	driverStart := time.Now()
@@ -539,6 +546,10 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		return r.sum, err
 	}
 	r.fillDriver()
+	r.fillClients()
+	if r.res.FenceErrors > 0 {
+		fmt.Fprintf(r.log, "warning: %d writes without a commit position for the reads after them to wait for; the first: %s\n", r.res.FenceErrors, r.res.FenceError)
+	}
 	if pr, ok := r.wl.(workload.PageReporter); ok {
 		r.phaseMu.Lock()
 		from, to := r.phaseFrom, r.phaseTo

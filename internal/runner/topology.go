@@ -22,10 +22,9 @@ import (
 // the users that write at it: the driver gives user i source i mod n.
 // Their changes are local there, not replicated, so that node skips them.
 func (r *run) ownWriters(node string) func(int) bool {
-	for k, src := range r.sources {
+	for _, src := range r.sources {
 		if src.Name == node {
-			n := len(r.sources)
-			return func(w int) bool { return w%n == k }
+			return func(w int) bool { return r.writerSource(w) == node }
 		}
 	}
 	return nil
@@ -122,30 +121,37 @@ func (r *run) pools(ctx context.Context) (t driver.Pools, nodeOf func(*sql.DB) s
 		defer mu.Unlock()
 		for name, p := range pools {
 			if p == db {
-				return name
+				node, _, _ := strings.Cut(name, "@")
+				return node
 			}
 		}
 		return ""
 	}
-	open := func(n engine.Node) (*sql.DB, error) {
+	// A pool per node and the site its users dial from ([[client]]
+	// groups run in sites of their own), named by node (and site).
+	open := func(n engine.Node, from string) (*sql.DB, error) {
+		key := n.Name
+		if from != r.client {
+			key = n.Name + "@" + from
+		}
 		mu.Lock()
-		db := pools[n.Name]
+		db := pools[key]
 		mu.Unlock()
 		if db != nil {
 			return db, nil
 		}
-		db, err := sc.Open(ctx, n.Name, r.client)
+		db, err := sc.Open(ctx, n.Name, from)
 		if err != nil {
 			return nil, err
 		}
 		db.SetMaxOpenConns(r.s.Run.Users + 2)
 		mu.Lock()
 		defer mu.Unlock()
-		if had := pools[n.Name]; had != nil {
+		if had := pools[key]; had != nil {
 			db.Close() // another user opened it meanwhile
 			return had, nil
 		}
-		pools[n.Name] = db
+		pools[key] = db
 		return db, nil
 	}
 	// A cluster whose clients find the primary by a route of their own
@@ -164,7 +170,10 @@ func (r *run) pools(ctx context.Context) (t driver.Pools, nodeOf func(*sql.DB) s
 		}
 	}
 	pick := func(user, tries int, at string) (engine.Node, error) {
+		site := r.userSite(user)
 		switch {
+		case strings.HasPrefix(at, atSourceIn):
+			return r.writeSource(user, tries, strings.TrimPrefix(at, atSourceIn))
 		case at == workload.AtSource:
 			// The sources now: after a failover, the promoted node (a
 			// user that lost its connection comes back through here).
@@ -179,7 +188,7 @@ func (r *run) pools(ctx context.Context) (t driver.Pools, nodeOf func(*sql.DB) s
 			}
 			if tries == 0 {
 				for _, n := range r.replicas {
-					if n.Site == r.client {
+					if n.Site == site {
 						return n, nil
 					}
 				}
@@ -220,7 +229,7 @@ func (r *run) pools(ctx context.Context) (t driver.Pools, nodeOf func(*sql.DB) s
 		if err != nil {
 			return nil, err
 		}
-		return open(n)
+		return open(n, r.userSite(user))
 	}
 	return poolFor, nodeOf, closeAll, nil
 }

@@ -33,7 +33,7 @@ var (
 )
 
 var (
-	topKeys  = []string{"lab", "site", "link", "engine", "node", "storage", "scheme", "workload", "run", "fault", "sweep", "target"}
+	topKeys  = []string{"lab", "site", "link", "engine", "node", "storage", "scheme", "workload", "run", "client", "fault", "sweep", "target"}
 	labKeys  = []string{"name", "subnet", "seed", "hosts", "reserve"}
 	siteKeys = []string{"address", "tcp_congestion", "tcp_rmem", "tcp_wmem", "rmem_max", "wmem_max",
 		"tcp_window_scaling", "tcp_slow_start_after_idle", "tcp", "tcp_initcwnd", "tcp_rto_min", "tcp_sack", "tcp_timestamps",
@@ -200,6 +200,7 @@ func (c *decoder) spec() *Spec {
 	c.nodeStorage(s)
 	c.target(root, s)
 	c.workloadAndRun(root, s)
+	c.clients(root, s)
 	s.Faults = c.faults(root, s)
 	c.checkLinkSearch(s)
 	c.sweep(root, s)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -22,6 +23,16 @@ import (
 // node.NAME.settings.key, workload.key, run.key, scheme.key. The path
 // "nodes" keeps the spec's first N nodes and drops the others: the number
 // of replicas swept.
+//
+// The key "case" sweeps settings that go together: each value is a table
+// of paths and values set at once, named by its "name" (the point's label
+// and the sweep table's column), so that configurations that differ in
+// several keys are one axis of the matrix:
+//
+//	case = [
+//	  { name = "async", "workload.reads_at" = "replica" },
+//	  { name = "remote_apply", "scheme.replication" = "sync", "scheme.commit" = "remote_apply" },
+//	]
 
 // SweepParam is one swept field.
 type SweepParam struct {
@@ -71,12 +82,70 @@ func (c *decoder) sweep(root map[string]any, s *Spec) {
 			c.failAt(kp, "the lab name cannot be swept")
 			continue
 		}
+		if k == SweepCase && !c.sweepCases(kp, arr) {
+			continue
+		}
 		total *= len(arr)
 		s.Sweep = append(s.Sweep, SweepParam{Path: k, Values: arr, Line: c.d.line(kp)})
 	}
 	if total > MaxSweepPoints {
 		c.failAt(p, "the sweep has %d combinations; at most %d", total, MaxSweepPoints)
 	}
+}
+
+// SweepCase is the sweep key whose values are tables of settings that go
+// together, each named.
+const SweepCase = "case"
+
+// sweepCases checks case = [{name = "…", "path" = value, …}, …]: every
+// case a table with a name of its own and settable paths.
+func (c *decoder) sweepCases(p path, arr []any) bool {
+	names := map[string]bool{}
+	ok := true
+	for i, v := range arr {
+		m, isMap := v.(map[string]any)
+		if !isMap {
+			c.failAt(p, "case %d: want a table like { name = \"async\", \"scheme.replication\" = \"async\" }", i+1)
+			ok = false
+			continue
+		}
+		name, _ := m["name"].(string)
+		switch {
+		case name == "":
+			c.failAt(p, "case %d: give it a name (name = \"…\"): it labels the point", i+1)
+			ok = false
+		case names[name]:
+			c.failAt(p, "case %d: the name %q is taken by another case", i+1, name)
+			ok = false
+		}
+		names[name] = true
+		for k := range m {
+			if k == "name" {
+				continue
+			}
+			if _, err := splitSweepPath(k); err != nil {
+				c.failAt(p, "case %q: %v", name, err)
+				ok = false
+			} else if k == "lab.name" || k == SweepCase {
+				c.failAt(p, "case %q: %s cannot be set by a case", name, k)
+				ok = false
+			}
+		}
+	}
+	return ok
+}
+
+// caseSettings are a case's paths, in order, and its name.
+func caseSettings(v any) (name string, keys []string, m map[string]any) {
+	m, _ = v.(map[string]any)
+	name, _ = m["name"].(string)
+	for k := range m {
+		if k != "name" {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return name, keys, m
 }
 
 // splitSweepPath turns "link[1].reverse.rate" into decoder path segments.
@@ -143,6 +212,30 @@ func (s *Spec) PointsForCheck() ([]Point, error) {
 		var setErr error
 		for i, sp := range s.Sweep {
 			v := sp.Values[idx[i]]
+			if sp.Path == SweepCase {
+				name, keys, m := caseSettings(v)
+				values[sp.Path] = name
+				label = append(label, sp.Path+"="+showValue(name))
+				for _, k := range keys {
+					if k == SweepNodes {
+						if err := s.keepNodes(root, m[k]); err != nil && setErr == nil {
+							setErr = &Error{File: s.name, Line: sp.Line, Field: "sweep.case", Msg: fmt.Sprintf("case %q: %v", name, err)}
+						}
+						continue
+					}
+					if err := setPath(root, k, m[k]); err != nil && setErr == nil {
+						setErr = &Error{File: s.name, Line: sp.Line, Field: "sweep.case", Msg: fmt.Sprintf("case %q: %v", name, err)}
+					}
+					if segs, err := splitSweepPath(k); err == nil {
+						at := &keyPos{line: sp.Line, off: 1 << 61, raw: showValue(m[k]), defined: true}
+						if was := pos[segs.key()]; was != nil {
+							at.off = was.off
+						}
+						pos[segs.key()] = at
+					}
+				}
+				continue
+			}
 			values[sp.Path] = v
 			label = append(label, sp.Path+"="+showValue(v))
 			if sp.Path == SweepNodes {

@@ -245,3 +245,58 @@ from = "p"
 		t.Errorf("nodes = 4 of 3: %v", err)
 	}
 }
+
+func TestSweepCasesSetSeveralKeysAtOnce(t *testing.T) {
+	s, err := Parse("s.toml", []byte(sweepBase+`
+[sweep]
+"run.users" = [3, 30]
+case = [
+  { name = "slow", "link[1].rate" = "9.6kbit", "link[1].delay" = "100ms" },
+  { name = "fast", "link[1].rate" = "115.2kbit" },
+]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := s.Points()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 4 {
+		t.Fatalf("%d points, want 4", len(pts))
+	}
+	want := []struct {
+		label string
+		rate  int64
+		delay time.Duration
+	}{
+		{`run.users=3, case="slow"`, 9600, 100 * time.Millisecond},
+		{`run.users=3, case="fast"`, 115200, 10 * time.Millisecond},
+		{`run.users=30, case="slow"`, 9600, 100 * time.Millisecond},
+		{`run.users=30, case="fast"`, 115200, 10 * time.Millisecond},
+	}
+	for i, p := range pts {
+		l := p.Spec.Links[0].Forward
+		if p.Label != want[i].label || l.RateBps != want[i].rate || l.Delay != want[i].delay || p.Values["case"] != strings.Split(strings.Split(want[i].label, `case="`)[1], `"`)[0] {
+			t.Errorf("point %d: %q rate %d delay %s values %v; want %+v", i, p.Label, l.RateBps, l.Delay, p.Values, want[i])
+		}
+	}
+}
+
+func TestSweepCaseErrors(t *testing.T) {
+	for _, c := range []struct{ sweep, want string }{
+		{`case = [{ "link[1].rate" = "9.6kbit" }]`, "case 1: give it a name"},
+		{`case = [{ name = "a" }, { name = "a" }]`, `case 2: the name "a" is taken`},
+		{`case = ["slow"]`, "case 1: want a table"},
+		{`case = [{ name = "a", "lab.name" = "x" }]`, `case "a": lab.name cannot be set`},
+		{`case = [{ name = "a", "run.users" = "many" }]`, `sweep point case="a"`},
+	} {
+		s, err := Parse("s.toml", []byte(sweepBase+"\n[sweep]\n"+c.sweep+"\n"))
+		if err == nil {
+			_, err = s.Points()
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.sweep, err, c.want)
+		}
+	}
+}

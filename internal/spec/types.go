@@ -30,8 +30,11 @@ type Spec struct {
 
 	Workload *Workload // nil when the spec has no [workload]
 	Run      Run
-	Faults   []Fault      // [[fault]] tables, in the order written
-	Sweep    []SweepParam // [sweep]: see Points
+	// Clients are the [[client]] groups, in the order written; none: every
+	// user runs in Run.Client.
+	Clients []Client
+	Faults  []Fault      // [[fault]] tables, in the order written
+	Sweep   []SweepParam // [sweep]: see Points
 
 	// lines maps field paths ("node.e1.from", "scheme.commit") to the
 	// line they were written on, so later checks (an engine's) can point

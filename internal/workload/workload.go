@@ -108,6 +108,19 @@ type TxType struct {
 	// as one transaction, and Statements, Run and Batch are unused. It
 	// returns what it moved (rows, pages).
 	Op func(ctx context.Context, call OpCall, r *rand.Rand) (int64, error)
+
+	// ReadDelay, for a ReadOnly type, holds each of its transactions
+	// until this long after its user's last acknowledged writing
+	// transaction (the pause an application takes before it trusts a
+	// replica with its own write: Rails' 2 s). The transaction begins
+	// after the pause; a user whose last write is older does not pause.
+	ReadDelay time.Duration
+	// WaitOwnWrites, for a ReadOnly type at a replica, makes each of its
+	// transactions first wait until its node has applied the user's last
+	// acknowledged write (the engine's engine.ReadFence: a commit position
+	// taken after the write, waited for before the read). The wait is part
+	// of the read's latency.
+	WaitOwnWrites bool
 }
 
 // OpCall is one call of an Op: whose it is and, for an Op that writes,
@@ -123,6 +136,14 @@ type OpCall struct {
 	// Sending just before the commit leaves.
 	Seq     int64
 	Sending func()
+}
+
+// RowLister is a workload whose rows can be compared node by node after a
+// run (how many rows a multi-master scheme left diverged): per table, a
+// query returning each row's key and its content, in columns that scan
+// as text, in every dialect.
+type RowLister interface {
+	RowQueries() map[string]string
 }
 
 // Connector is a workload whose operations are not SQL (TxType.Op): it

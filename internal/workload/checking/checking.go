@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"replab/internal/engine"
 	"replab/internal/history"
@@ -50,6 +52,18 @@ const (
 	AtAny     = "any"
 )
 
+// Which keys read-only transactions read (read_keys), and what they wait
+// for at a replica (read_wait).
+const (
+	ReadRandom    = "random"
+	ReadOwn       = "own"
+	WaitNone      = "none"
+	WaitOwnWrites = "own-writes"
+)
+
+// MaxReadDelay bounds read_delay.
+const MaxReadDelay = time.Minute
+
 // Isolation levels, as SQL names them.
 const (
 	ReadUncommitted = "read uncommitted"
@@ -69,6 +83,18 @@ type Config struct {
 	Isolation      string // "" (the server's default) or a level
 	SyncWait       int    // Galera's wsrep_sync_wait; -1 when not set
 	ReadsAt        string // AtSource, AtReplica or AtAny
+	// Reads after writes (issue 32): read-only transactions pause until
+	// ReadDelay after their user's last acknowledged write; with ReadKeys
+	// "own" they read the keys of that write; with ReadWait "own-writes"
+	// those at a replica first wait until it has applied that write.
+	ReadDelay time.Duration
+	ReadKeys  string // ReadRandom or ReadOwn
+	ReadWait  string // WaitNone or WaitOwnWrites
+	// ReadBeforeWrite makes every write the second half of a
+	// read-modify-write: a transaction reads each key before it first
+	// writes it (read_before_write), so that two transactions that
+	// overwrite each other's write show as a lost update.
+	ReadBeforeWrite bool
 	// Stride lays the values out: user u's n-th value (n from 1) is
 	// n*Stride + u, so every user's are its own. It is the most users
 	// the run has (its search's largest step included).
@@ -90,6 +116,15 @@ func ReadOptions(o *workload.Options, kind, perKey string) Config {
 	c.Dist = o.String("key_dist", Uniform, Uniform, Zipfian)
 	c.PerKey = int(o.Int(perKey, DefaultPerKey, 1, MaxPerKey))
 	c.ReadsAt = o.String("reads_at", AtSource, AtSource, AtReplica, AtAny)
+	c.ReadDelay = o.Duration("read_delay", 0, 0, MaxReadDelay)
+	c.ReadKeys = o.String("read_keys", ReadRandom, ReadRandom, ReadOwn)
+	c.ReadWait = o.String("read_wait", WaitNone, WaitNone, WaitOwnWrites)
+	if b := o.Bool("read_before_write"); b != nil {
+		c.ReadBeforeWrite = *b
+	}
+	if c.ReadWait == WaitOwnWrites && c.ReadsAt == AtSource && o.Has("read_wait") {
+		o.Errorf("read_wait", "read_wait = %q waits at a replica, and reads_at = %q reads at the source: read at a replica (reads_at = \"replica\" or \"any\")", WaitOwnWrites, AtSource)
+	}
 	c.Isolation = readIsolation(o)
 	if o.Has("sync_wait") {
 		c.SyncWait = int(o.Int("sync_wait", 0, 0, 15))
@@ -193,6 +228,10 @@ func (c Config) Types(mk func(name string, write bool, at string) workload.TxTyp
 		if weight > 0 {
 			t := mk(name, write, at)
 			t.Weight, t.ReadOnly, t.At = weight, !write, at
+			if !write {
+				t.ReadDelay = c.ReadDelay
+				t.WaitOwnWrites = c.ReadWait == WaitOwnWrites && at == workload.AtReplica
+			}
 			ts = append(ts, t)
 		}
 	}
@@ -231,6 +270,9 @@ type userGen struct {
 	n    int64      // values given out
 	r    *rand.Rand // the stream z draws from
 	zipf *rand.Zipf
+	// wrote: the keys of the user's last writing transaction drawn
+	// (read_keys = "own" reads them).
+	wrote []int64
 }
 
 // NewGen starts on keys 1 … cfg.Keys.
@@ -278,6 +320,18 @@ func (g *Gen) Txn(user int, r *rand.Rand, write bool, fn history.Fn, buf []histo
 		kinds[r.IntN(n)] = true
 	}
 	buf = buf[:0]
+	if !write && g.cfg.ReadKeys == ReadOwn && len(u.wrote) > 0 {
+		// Read the keys the user last wrote, each once, from a random
+		// one on.
+		first := r.IntN(len(u.wrote))
+		for i := range min(n, len(u.wrote)) {
+			buf = append(buf, history.ReadNull(u.wrote[(first+i)%len(u.wrote)]))
+		}
+		return buf, nil
+	}
+	if write {
+		u.wrote = u.wrote[:0]
+	}
 	for i := range n {
 		s := g.slot(u, r)
 		if !kinds[i] {
@@ -286,9 +340,26 @@ func (g *Gen) Txn(user int, r *rand.Rand, write bool, fn history.Fn, buf []histo
 		}
 		u.n++
 		v := u.n*g.cfg.Stride + int64(user)
-		buf = append(buf, history.Mop{Fn: fn, Key: g.key(s, true), Value: v})
+		k := g.key(s, true)
+		if g.cfg.ReadBeforeWrite && !readOrWrote(buf, k) {
+			buf = append(buf, history.ReadNull(k))
+		}
+		buf = append(buf, history.Mop{Fn: fn, Key: k, Value: v})
+		if !slices.Contains(u.wrote, k) {
+			u.wrote = append(u.wrote, k)
+		}
 	}
 	return buf, nil
+}
+
+// readOrWrote reports whether the transaction so far touched key k.
+func readOrWrote(ms []history.Mop, k int64) bool {
+	for _, m := range ms {
+		if m.Key == k {
+			return true
+		}
+	}
+	return false
 }
 
 // slot chooses an active key's position.

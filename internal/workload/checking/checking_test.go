@@ -228,3 +228,47 @@ func TestSessionSetsTheLevel(t *testing.T) {
 		t.Errorf("mysql: %q", s)
 	}
 }
+
+func TestReadsAfterWrites(t *testing.T) {
+	t.Run("read_keys own reads the keys of the user's last write", func(t *testing.T) {
+		c := config()
+		c.Keys, c.ReadKeys = 50, ReadOwn
+		g := NewGen(c)
+		r := rand.New(rand.NewPCG(1, 1))
+		for range 100 {
+			w, err := g.Txn(0, r, true, history.FnAppend, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wrote []int64
+			for _, m := range w {
+				if m.IsWrite() && !slices.Contains(wrote, m.Key) {
+					wrote = append(wrote, m.Key)
+				}
+			}
+			rd, _ := g.Txn(0, r, false, history.FnAppend, nil)
+			if len(rd) == 0 || len(rd) > len(wrote) {
+				t.Fatalf("after writing %v: read %v", wrote, rd)
+			}
+			for _, m := range rd {
+				if m.IsWrite() || !slices.Contains(wrote, m.Key) {
+					t.Fatalf("after writing keys %v, a read-only transaction %s", wrote, history.MopsText(rd))
+				}
+			}
+		}
+		// Before any write: random keys.
+		if rd, _ := NewGen(c).Txn(1, r, false, history.FnAppend, nil); len(rd) == 0 {
+			t.Error("no read before the first write")
+		}
+	})
+	t.Run("the read types carry the delay and, at a replica, the wait", func(t *testing.T) {
+		c := config()
+		c.ReadsAt, c.ReadDelay, c.ReadWait = AtAny, 50e6, WaitOwnWrites
+		for _, ty := range c.Types(func(name string, write bool, at string) workload.TxType { return workload.TxType{Name: name} }) {
+			wantWait := ty.ReadOnly && ty.At == workload.AtReplica
+			if wantDelay := ty.ReadOnly; (ty.ReadDelay != 0) != wantDelay || ty.WaitOwnWrites != wantWait {
+				t.Errorf("%s at %q: delay %s, wait %v", ty.Name, ty.At, ty.ReadDelay, ty.WaitOwnWrites)
+			}
+		}
+	})
+}

@@ -73,6 +73,11 @@ func (w *Workload) Schema() engine.Schema {
 	return engine.Schema{Tables: []engine.Table{{Name: "list_append", Create: map[engine.Dialect]string{engine.Postgres: ddl, engine.MySQL: ddl}}}}
 }
 
+// RowQueries implements workload.RowLister.
+func (w *Workload) RowQueries() map[string]string {
+	return map[string]string{"list_append": "SELECT k, v FROM list_append"}
+}
+
 // TotalRows implements workload.Workload: nothing is loaded (every list
 // starts empty).
 func (w *Workload) TotalRows() int64 { return 0 }

@@ -34,6 +34,8 @@ type Workload struct {
 
 	totalOnce sync.Once
 	total     int64
+
+	written texts // the history's values (record.go)
 }
 
 // New reads the options: persons, text_bytes, read_pct and reads_at.

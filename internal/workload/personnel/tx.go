@@ -30,6 +30,7 @@ func LookupSQL(dialect engine.Dialect) string {
 // 100 - read_pct, at the source) and "lookup" (weight read_pct, read-only,
 // where reads_at says); a type whose weight is 0 is left out.
 func (w *Workload) Transactions() []workload.TxType {
+	w.written.reset() // a measurement's history starts here
 	var types []workload.TxType
 	if w.readPct < 100 {
 		types = append(types, workload.TxType{Name: "update", Weight: 100 - w.readPct,
@@ -49,7 +50,11 @@ func (w *Workload) person(r *rand.Rand) int64 { return 1 + r.Int64N(w.persons) }
 // description; it changes exactly one row.
 func (w *Workload) update(ctx context.Context, tx *workload.Tx, r *rand.Rand) (int64, error) {
 	id := w.person(r)
-	res, err := tx.Exec(ctx, "update", Text(r, w.textBytes), id)
+	text := Text(r, w.textBytes)
+	if tx.Rec.On() {
+		tx.Rec.Add(w.writeMop(id, []byte(text)))
+	}
+	res, err := tx.Exec(ctx, "update", text, id)
 	if err != nil {
 		return 0, fmt.Errorf("update per %d: %w", id, err)
 	}
@@ -73,6 +78,9 @@ func (w *Workload) updateBatch(_ int, r *rand.Rand, s *workload.Scratch) []workl
 	})
 	u.id = w.person(r)
 	u.text = AppendText(u.text[:0], r, w.textBytes)
+	if s != nil && s.Rec.On() {
+		s.Rec.Add(w.writeMop(u.id, u.text))
+	}
 	return u.calls[:]
 }
 
@@ -90,6 +98,9 @@ func (w *Workload) lookup(ctx context.Context, tx *workload.Tx, r *rand.Rand) (i
 	var birth any
 	if err := tx.QueryRow(ctx, "lookup", id).Scan(&last, &first, &birth, &text); err != nil {
 		return 0, fmt.Errorf("look up per %d: %w", id, err)
+	}
+	if tx.Rec.On() {
+		tx.Rec.Add(w.readMop(id, text))
 	}
 	return 0, nil
 }

@@ -65,6 +65,11 @@ func (w *Workload) Schema() engine.Schema {
 	return engine.Schema{Tables: []engine.Table{{Name: "rw_register", Create: map[engine.Dialect]string{engine.Postgres: ddl, engine.MySQL: ddl}}}}
 }
 
+// RowQueries implements workload.RowLister.
+func (w *Workload) RowQueries() map[string]string {
+	return map[string]string{"rw_register": "SELECT k, v FROM rw_register"}
+}
+
 // TotalRows implements workload.Workload: nothing is loaded (every
 // register starts without a value).
 func (w *Workload) TotalRows() int64 { return 0 }
