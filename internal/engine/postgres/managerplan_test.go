@@ -154,7 +154,7 @@ func TestHAProxyConfig(t *testing.T) {
 		c.nodes = append(c.nodes, &node{Node: *s.Node(name), addr: netip.MustParseAddrPort(fmt.Sprintf("198.18.0.%d:5432", i+1)),
 			ha: &haNode{rest: netip.MustParseAddrPort(fmt.Sprintf("198.18.0.%d:%d", i+1, 8008+i))}})
 	}
-	got := c.haproxyConfig(netip.MustParseAddrPort("198.18.0.9:5000"))
+	got := c.haproxyConfig(netip.MustParseAddrPort("198.18.0.9:5000"), "")
 	for _, want := range []string{"bind 198.18.0.9:5000", "option httpchk GET /primary", "http-check expect status 200",
 		"default-server inter 3s fall 3 rise 2 on-marked-down shutdown-sessions",
 		"server p1 198.18.0.1:5432 check addr 198.18.0.1 port 8008", "server e2 198.18.0.3:5432 check addr 198.18.0.3 port 8010"} {
