@@ -67,6 +67,18 @@ func (c *cluster) layoutManaged() error {
 		if err := enginekit.MkdirOwned(n.dataDir, c.uid, c.gid); err != nil {
 			return err
 		}
+		if c.plan.manager.kind != ManagerRepmgr {
+			// Patroni and pg_autoctl remove, move or rename a node's data
+			// directory (a new copy after a failed rewind; pg_autoctl's
+			// base backup, made beside it and renamed into place): its
+			// parent must be the server user's, not the lab's.
+			n.dataDir = filepath.Join(n.dataDir, "pgdata")
+			if c.plan.manager.kind == ManagerPatroni {
+				if err := enginekit.MkdirOwned(n.dataDir, c.uid, c.gid); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	return nil
 }

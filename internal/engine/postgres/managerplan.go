@@ -54,6 +54,10 @@ type managerPlan struct {
 	// noFailover are standbys Patroni never promotes (tag nofailover);
 	// noSync standbys it never makes synchronous (tag nosync).
 	noFailover, noSync []string
+	// Patroni's answers to a pg_rewind that failed and to a node whose
+	// timeline diverged: remove its data directory and copy the leader
+	// again (off by default: the node stays down).
+	removeOnRewindFailure, removeOnDivergedTimelines bool
 
 	// repmgr's knobs: failover (automatic or manual), how often and how
 	// far apart repmgrd tries the primary again before it elects, how
@@ -87,6 +91,10 @@ type managerPlan struct {
 	unhealthyTimeout   time.Duration
 	demoteTimeout      time.Duration
 	partitionTimeout   time.Duration
+	// walSenderTimeout is the servers' wal_sender_timeout (0: pg_auto_
+	// failover's 30 s): a primary cut off counts itself alone only once
+	// its walsenders have timed out.
+	walSenderTimeout time.Duration
 }
 
 // pg_auto_failover 2.0's defaults (its monitor's GUCs and its keeper's
@@ -99,6 +107,7 @@ const (
 	pgafUnhealthyTimeout   = 20 * time.Second
 	pgafDemoteTimeout      = 30 * time.Second
 	pgafPartitionTimeout   = 20 * time.Second
+	pgafWalSenderTimeout   = 30 * time.Second
 	pgafPriority           = 50
 )
 
@@ -148,10 +157,12 @@ func readManager(s *spec.Spec, o *spec.Options, errs *spec.Errors, p *plan) {
 	}
 	// Each manager's own knobs; a knob of another manager is refused.
 	knobs := map[string][]string{
-		ManagerPatroni: {"store_sites", "ttl", "loop_wait", "retry_timeout", "maximum_lag_on_failover", "synchronous_mode", "synchronous_mode_strict", "nofailover", "nosync"},
-		ManagerRepmgr:  {"failover", "reconnect_attempts", "reconnect_interval", "monitor_interval", "priority", "location", "rejoin"},
+		ManagerPatroni: {"store_sites", "ttl", "loop_wait", "retry_timeout", "maximum_lag_on_failover", "synchronous_mode", "synchronous_mode_strict", "nofailover", "nosync",
+			"remove_data_directory_on_rewind_failure", "remove_data_directory_on_diverged_timelines"},
+		ManagerRepmgr: {"failover", "reconnect_attempts", "reconnect_interval", "monitor_interval", "priority", "location", "rejoin"},
 		ManagerPgAF: {"monitor_site", "number_sync_standbys", "replication_quorum", "priority", "health_check_period", "health_check_timeout",
-			"health_check_max_retries", "health_check_retry_delay", "node_considered_unhealthy_timeout", "primary_demote_timeout", "network_partition_timeout"},
+			"health_check_max_retries", "health_check_retry_delay", "node_considered_unhealthy_timeout", "primary_demote_timeout", "network_partition_timeout",
+			"wal_sender_timeout"},
 	}
 	refused := map[string]bool{}
 	for _, of := range managers[1:] {
@@ -221,6 +232,12 @@ func readManager(s *spec.Spec, o *spec.Options, errs *spec.Errors, p *plan) {
 		if m.syncStrict && !m.syncMode {
 			errs.Add("scheme.synchronous_mode_strict", "synchronous_mode_strict needs synchronous_mode: write replication = \"sync\"")
 		}
+	}
+	if b := o.Bool("remove_data_directory_on_rewind_failure"); b != nil {
+		m.removeOnRewindFailure = *b
+	}
+	if b := o.Bool("remove_data_directory_on_diverged_timelines"); b != nil {
+		m.removeOnDivergedTimelines = *b
 	}
 	var nodeNames, sites []string
 	for _, n := range s.Nodes {
@@ -375,13 +392,21 @@ func readPgAF(s *spec.Spec, o *spec.Options, errs *spec.Errors, p *plan) {
 	if m.partitionTimeout%time.Second != 0 {
 		o.Errorf("network_partition_timeout", "pg_autoctl takes whole seconds: write %q", (m.partitionTimeout + time.Second - 1).Truncate(time.Second).String())
 	}
-	// The monitor promotes a standby once the primary has been unhealthy
-	// for node_considered_unhealthy_timeout and then primary_demote_timeout
-	// has passed; a primary cut off demotes itself after
-	// network_partition_timeout. Later than the promotion, two primaries
-	// would take writes.
-	if limit := m.unhealthyTimeout + m.demoteTimeout; m.partitionTimeout >= limit {
-		errs.Add("scheme.network_partition_timeout", "network_partition_timeout = %s is not shorter than node_considered_unhealthy_timeout + primary_demote_timeout (%s): a primary cut off from the monitor could still take writes when the monitor promotes another; lower it or raise the others", m.partitionTimeout, limit)
+	if o.Has("wal_sender_timeout") {
+		m.walSenderTimeout = millis("wal_sender_timeout", pgafWalSenderTimeout, time.Second)
+	}
+	// A primary cut off from the monitor and from its standbys demotes
+	// itself network_partition_timeout after its walsenders are gone
+	// (wal_sender_timeout); the monitor may promote another once the
+	// primary has been unhealthy for node_considered_unhealthy_timeout
+	// and primary_demote_timeout has passed. pg_auto_failover's own
+	// defaults (30 + 20 s against 20 + 30 s) leave no margin.
+	wst := m.walSenderTimeout
+	if wst == 0 {
+		wst = pgafWalSenderTimeout
+	}
+	if alone, limit := wst+m.partitionTimeout, m.unhealthyTimeout+m.demoteTimeout; alone >= limit {
+		errs.Warn("scheme.network_partition_timeout", "a primary cut off demotes itself after wal_sender_timeout + network_partition_timeout (%s), the monitor may promote another after node_considered_unhealthy_timeout + primary_demote_timeout (%s): two primaries meanwhile (the cut one's commits wait while a standby is in the quorum)", alone, limit)
 	}
 	m.priority = o.IntTable("priority", 0, 100)
 	for name := range m.priority {
@@ -506,8 +531,12 @@ func (m *managerPlan) describe() string {
 		if m.numberSyncStandbys >= 0 {
 			nss = fmt.Sprint(m.numberSyncStandbys)
 		}
-		return fmt.Sprintf("pg_auto_failover: monitor in %s; health checks every %s (timeout %s, %d retries %s apart), node_considered_unhealthy_timeout %s, primary_demote_timeout %s, network_partition_timeout %s; number_sync_standbys %s",
-			m.monitorSite, m.healthCheckPeriod, m.healthCheckTimeout, m.healthCheckRetries, m.healthCheckDelay, m.unhealthyTimeout, m.demoteTimeout, m.partitionTimeout, nss)
+		wst := "30s (pg_auto_failover's)"
+		if m.walSenderTimeout > 0 {
+			wst = m.walSenderTimeout.String()
+		}
+		return fmt.Sprintf("pg_auto_failover: monitor in %s; health checks every %s (timeout %s, %d retries %s apart), node_considered_unhealthy_timeout %s, primary_demote_timeout %s, network_partition_timeout %s, wal_sender_timeout %s; number_sync_standbys %s",
+			m.monitorSite, m.healthCheckPeriod, m.healthCheckTimeout, m.healthCheckRetries, m.healthCheckDelay, m.unhealthyTimeout, m.demoteTimeout, m.partitionTimeout, wst, nss)
 	}
 	sync := "asynchronous"
 	if m.syncMode {
@@ -516,6 +545,17 @@ func (m *managerPlan) describe() string {
 			sync += " (strict)"
 		}
 	}
-	return fmt.Sprintf("%s: ttl %s, loop_wait %s, retry_timeout %s, maximum_lag_on_failover %d bytes, %s; store: etcd in %s",
-		m.kind, m.ttl, m.loopWait, m.retryTimeout, m.maxLag, sync, strings.Join(m.storeSites, ", "))
+	var remove []string
+	if m.removeOnRewindFailure {
+		remove = append(remove, "a failed rewind")
+	}
+	if m.removeOnDivergedTimelines {
+		remove = append(remove, "diverged timelines")
+	}
+	copyAgain := ""
+	if len(remove) > 0 {
+		copyAgain = "; a new copy after " + strings.Join(remove, " or ")
+	}
+	return fmt.Sprintf("%s: ttl %s, loop_wait %s, retry_timeout %s, maximum_lag_on_failover %d bytes, %s%s; store: etcd in %s",
+		m.kind, m.ttl, m.loopWait, m.retryTimeout, m.maxLag, sync, copyAgain, strings.Join(m.storeSites, ", "))
 }

@@ -196,10 +196,6 @@ func (c *cluster) upPgAF(ctx context.Context) error {
 		return err
 	}
 	for _, n := range c.nodes {
-		// pg_autoctl copies a standby into a directory beside its data
-		// directory (backup/node_ID) and renames it into place: the data
-		// directory's parent must be the server user's, not the lab's.
-		n.dataDir = filepath.Join(n.dataDir, "pgdata")
 		n.ha.config = "" // pg_autoctl keeps its own under XDG_CONFIG_HOME
 		n.ha.logPath = filepath.Join(n.ha.dir, "pg_autoctl.log")
 		// The server's output until its logging collector starts; its log
@@ -427,6 +423,9 @@ func (c *cluster) pgafWriteConfig(n *node) error {
 	s := c.clusterSettings()
 	for _, k := range []string{"logging_collector", "synchronous_standby_names"} {
 		delete(s, k)
+	}
+	if d := c.plan.manager.walSenderTimeout; d > 0 {
+		s["wal_sender_timeout"] = strconv.FormatInt(d.Milliseconds(), 10) + "ms"
 	}
 	if err := c.appendInclude(n.dataDir, "replab.conf", s); err != nil {
 		return err
