@@ -214,6 +214,148 @@ monitor_interval = "1s"
 		f.UnavailableS, *h.PromotedS, *h.ClientsS, *h.Lost, *h.Rejoin.RejoinedS, *h.Rejoin.RedundantS)
 }
 
+// pgafTrioScheme is pg_auto_failover over the three sites of
+// patroniTrioSpec, its monitor in asia, with short timers: health checks
+// every second, the primary unhealthy after 2 s, promoted 3 s after the
+// standbys have reported their positions; a primary cut off demotes
+// itself after 3 s.
+const pgafTrioScheme = `[scheme]
+replication = "sync"
+manager = "pg_auto_failover"
+monitor_site = "asia"
+health_check_period = "1s"
+health_check_timeout = "2s"
+health_check_max_retries = 1
+health_check_retry_delay = "500ms"
+node_considered_unhealthy_timeout = "2s"
+primary_demote_timeout = "3s"
+network_partition_timeout = "3s"
+`
+
+// TestPgAutoFailoverKillOfThePrimaryFailsOverAndRejoins: pg_auto_failover
+// (a keeper on every node, the monitor in asia, both standbys in the
+// replication quorum), the primary killed -9 with its pg_autoctl: the
+// monitor finds it unhealthy, waits primary_demote_timeout and promotes a
+// standby, the clients (libpq host list) follow, nothing acknowledged is
+// lost (synchronous replication), no two nodes acknowledge at once, and
+// the old primary, started again, comes back as a standby by itself
+// (pg_autoctl rewinds it). Nothing is left behind: no monitor, no
+// pg_autoctl, no server.
+func TestPgAutoFailoverKillOfThePrimaryFailsOverAndRejoins(t *testing.T) {
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.Postgres, testkit.PgAutoFailover)
+	text := fmt.Sprintf(patroniTrioSpec, labtest.UniqueName("tpaf"))
+	i := strings.Index(text, "[scheme]")
+	j := strings.Index(text, "[workload]")
+	text = text[:i] + pgafTrioScheme + text[j:]
+	text = strings.Replace(text, `duration = "24s"`, `duration = "30s"`, 1)
+	text = strings.Replace(text, "at = \"3s\"\nfor = \"8s\"", "at = \"3s\"\nfor = \"16s\"", 1)
+	start := time.Now()
+	sum, out, log, dataRoot := runHASpec(t, text)
+	t.Logf("run took %.1f s", time.Since(start).Seconds())
+	if len(sum.Faults) != 1 || sum.Faults[0].HA == nil {
+		t.Fatalf("faults %+v\n%s", sum.Faults, log)
+	}
+	f := sum.Faults[0]
+	h := f.HA
+	if h.OldPrimary != "p1" || (h.NewPrimary != "e1" && h.NewPrimary != "a1") || h.PromotedS == nil || h.ClientsS == nil {
+		t.Fatalf("ha %+v\n%s", h, log)
+	}
+	// Unhealthy after 2 s (and a failed health check), the standbys'
+	// positions, then 3 s; each step takes a keeper's loop or a restart.
+	if *h.PromotedS < 3 || *h.PromotedS > 25 {
+		t.Errorf("promoted after %.2f s", *h.PromotedS)
+	}
+	if h.ElectedS == nil || *h.ClientsS < *h.PromotedS {
+		t.Errorf("elected %v, clients wrote at the new primary %v (promoted %v)", h.ElectedS, h.ClientsS, *h.PromotedS)
+	}
+	if f.UnavailableS <= 0 || f.UnavailableS > 30 {
+		t.Errorf("no commit for %.2f s", f.UnavailableS)
+	}
+	if h.Lost == nil || *h.Lost != 0 {
+		t.Errorf("synchronous replication lost %v acknowledged commits (by %v)", h.Lost, h.LostBy)
+	}
+	if sb := h.SplitBrain; sb == nil || sb.AckedOverlapMs != 0 || sb.LosingSideWrites != 0 || sb.Surviving == nil {
+		t.Errorf("split brain %+v", sb)
+	}
+	if rj := h.Rejoin; rj == nil || !rj.Rejoined || rj.RejoinedS == nil || rj.RedundantS == nil {
+		t.Errorf("rejoin %+v\n%s", rj, log)
+	}
+	verified(t, sum, "p1", "e1", "a1")
+	if _, ok := sum.Roles["p1"]["pg_autoctl"]; !ok {
+		t.Errorf("pg_autoctl is not among the monitored processes: %v", sum.Roles["p1"])
+	}
+	if _, ok := sum.Roles["monitor-asia"]["monitor"]; !ok {
+		t.Errorf("the monitor is not among the monitored processes: %v", sum.Roles)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, report.NodeRolesFile)); err != nil || !strings.Contains(string(b), "p1,manager,primary,") {
+		t.Errorf("%s: %v\n%s", report.NodeRolesFile, err, b)
+	}
+	if _, err := os.Stat(filepath.Join(out, "logs", "monitor-pg_autoctl.log")); err != nil {
+		t.Errorf("the monitor's log was not kept: %v", err)
+	}
+	if left := append(processesUnder(dataRoot), pgautoctlsUnder(dataRoot)...); len(left) > 0 {
+		t.Errorf("left running: %s", strings.Join(left, "; "))
+	}
+	t.Logf("no commit for %.2f s; promoted %.2f s, elected %.2f s, clients %.2f s; rejoined %.2f s after the start, redundant %.2f s",
+		f.UnavailableS, *h.PromotedS, *h.ElectedS, *h.ClientsS, *h.Rejoin.RejoinedS, *h.Rejoin.RedundantS)
+}
+
+// TestPgAutoFailoverKillThroughHAProxy: the same kill with the clients
+// behind haproxy in their site, which runs a check per node that asks the
+// monitor for the node's state: the clients follow the new primary once
+// haproxy marks it up, and the journal knows which node took each commit
+// (the address the server was reached at: pg_auto_failover's nodes share
+// one configuration, so none has a name of its own).
+func TestPgAutoFailoverKillThroughHAProxy(t *testing.T) {
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.Postgres, testkit.PgAutoFailover, testkit.HAProxy)
+	text := fmt.Sprintf(patroniTrioSpec, labtest.UniqueName("tpah"))
+	i := strings.Index(text, "[scheme]")
+	j := strings.Index(text, "[workload]")
+	text = text[:i] + pgafTrioScheme + "route = \"haproxy\"\n" + text[j:]
+	text = strings.Replace(text, "at = \"3s\"\nfor = \"8s\"", "at = \"3s\"\nfor = \"16s\"", 1)
+	sum, _, log, dataRoot := runHASpec(t, text)
+	if !strings.Contains(log, "route: haproxy") || len(sum.Faults) != 1 || sum.Faults[0].HA == nil {
+		t.Fatalf("faults %+v\n%s", sum.Faults, log)
+	}
+	h := sum.Faults[0].HA
+	if h.OldPrimary != "p1" || h.NewPrimary == "" || h.ClientsS == nil || h.SplitBrain == nil || h.SplitBrain.AckedOverlapMs != 0 {
+		t.Fatalf("ha %+v\n%s", h, log)
+	}
+	if h.Lost == nil || *h.Lost != 0 {
+		t.Errorf("lost %v", h.Lost)
+	}
+	if _, ok := sum.Roles["haproxy-us"]; !ok {
+		t.Errorf("haproxy is not among the monitored processes: %v", sum.Roles)
+	}
+	if left := append(processesUnder(dataRoot), pgautoctlsUnder(dataRoot)...); len(left) > 0 {
+		t.Errorf("left running: %s", strings.Join(left, "; "))
+	}
+	t.Logf("no commit for %.2f s; promoted %.2f s, clients %.2f s (haproxy marks a server up after 2 checks 3 s apart)", sum.Faults[0].UnavailableS, *h.PromotedS, *h.ClientsS)
+}
+
+// pgautoctlsUnder lists the pg_autoctl processes whose environment names
+// dir: pg_autoctl's services rename themselves ("pg_autoctl: node
+// active"), so their command lines no longer say which lab they serve.
+func pgautoctlsUnder(dir string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.HasPrefix(b, []byte("pg_autoctl")) && !bytes.Contains(b, []byte("/pg_autoctl")) {
+			continue
+		}
+		if env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ")); err == nil && bytes.Contains(env, []byte(dir)) {
+			out = append(out, e.Name()+" "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
 // runHASpec runs spec text (its [[fault]]s included) on PostgreSQL and
 // returns the summary, the results directory, the log and the data root.
 func runHASpec(t *testing.T, text string) (*report.Summary, string, string, string) {

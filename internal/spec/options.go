@@ -227,6 +227,30 @@ func (o *Options) IntTable(key string, lo, hi int64) map[string]int64 {
 	return out
 }
 
+// BoolTable reads an inline table of true or false, like
+// { e1 = true, a1 = false }, or nil when absent.
+func (o *Options) BoolTable(key string) map[string]bool {
+	v, ok := o.raw(key)
+	if !ok {
+		return nil
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		o.Errorf(key, "want a table of true or false, like { e1 = true, a1 = false }")
+		return nil
+	}
+	out := make(map[string]bool, len(m))
+	for k, e := range m {
+		b, isBool := e.(bool)
+		if !isBool {
+			o.Errorf(key, "%s: want true or false", k)
+			return nil
+		}
+		out[k] = b
+	}
+	return out
+}
+
 // Bool reads true or false; nil when absent.
 func (o *Options) Bool(key string) *bool {
 	v, ok := o.raw(key)

@@ -68,6 +68,16 @@ var (
 	// The HA managers and what they need (scripts/deps.sh ha).
 	Patroni = files("Patroni", "patroni etcd-server python3-etcd", "/usr/bin/patroni", "/usr/bin/etcd")
 	Repmgr  = glob("repmgr", "/usr/lib/postgresql/*/bin/repmgrd", "postgresql-15-repmgr")
+	// PgAutoFailover: pg_autoctl and the monitor's extension.
+	PgAutoFailover = Req{name: "pg_auto_failover", short: true, check: func() error {
+		if _, err := os.Stat("/usr/bin/pg_autoctl"); err != nil {
+			return errors.New("pg_auto_failover is not installed: /usr/bin/pg_autoctl is missing (scripts/deps.sh test, or apt-get install pg-auto-failover-cli postgresql-15-auto-failover)")
+		}
+		if m, _ := filepath.Glob("/usr/share/postgresql/*/extension/pgautofailover.control"); len(m) == 0 {
+			return errors.New("pg_auto_failover's extension is not installed (scripts/deps.sh test, or apt-get install postgresql-15-auto-failover)")
+		}
+		return nil
+	}}
 	HAProxy = files("haproxy", "haproxy", "/usr/sbin/haproxy")
 )
 

@@ -69,10 +69,12 @@ func Open(ctx context.Context, db *sql.DB, stmts []string) (engine.Pipe, error) 
 			return err
 		}
 		// The node behind a proxy says its name itself (replab's lab
-		// servers set replab.node; others answer NULL).
-		if res, err := pc.Exec(ctx, "SELECT current_setting('replab.node', true)").ReadAll(); err == nil &&
-			len(res) == 1 && len(res[0].Rows) == 1 && len(res[0].Rows[0]) == 1 {
+		// servers set replab.node; others answer NULL), and the address
+		// the connection reached it at.
+		if res, err := pc.Exec(ctx, "SELECT current_setting('replab.node', true), host(inet_server_addr()) || ':' || inet_server_port()").ReadAll(); err == nil &&
+			len(res) == 1 && len(res[0].Rows) == 1 && len(res[0].Rows[0]) == 2 {
 			p.server = string(res[0].Rows[0][0])
+			p.serverAddr = string(res[0].Rows[0][1])
 		}
 		p.lsn = lookUpInsertLSN(ctx, pc)
 		if p.fd, err = TakeSocket(pc); err != nil {
@@ -152,8 +154,12 @@ type pipe struct {
 	broken error    // why the connection was closed
 	remote net.Addr // the server's address, as the connection was made
 	server string   // the server's replab.node, "" when it has none
-	stmts  []pipeStmt
-	types  *pgtype.Map // for arguments other than strings and integers
+	// serverAddr is the address the server says the connection reached
+	// ("198.18.0.2:5432"; "" over a unix socket): behind a proxy, the
+	// server's own.
+	serverAddr string
+	stmts      []pipeStmt
+	types      *pgtype.Map // for arguments other than strings and integers
 
 	begin, commit, rollback []byte // encoded once
 	req                     []byte
@@ -313,6 +319,11 @@ func (p *pipe) RemoteAddr() net.Addr { return p.remote }
 // (a lab node's name; "" elsewhere): behind a proxy, the address is the
 // proxy's.
 func (p *pipe) ServerNode() string { return p.server }
+
+// ServerAddr is the address the server says the pipe's connection
+// reached it at (host:port; "" over a unix socket): behind a proxy, the
+// server's own address, not the proxy's.
+func (p *pipe) ServerAddr() string { return p.serverAddr }
 
 func (p *pipe) Close() error {
 	if p.fd < 0 {

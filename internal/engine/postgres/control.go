@@ -237,9 +237,9 @@ func (c *cluster) stopCont(name string, sig syscall.Signal, what string) error {
 	if n.ha != nil {
 		// The whole node hangs: its manager with its server.
 		if err := n.signalTree(sig); err != nil {
-			return fmt.Errorf("node %s: patroni is not running: %w", name, err)
+			return fmt.Errorf("node %s: %s is not running: %w", name, c.daemonName(), err)
 		}
-		fmt.Fprintf(c.log, "node %s: %s (patroni and its server)\n", name, what)
+		fmt.Fprintf(c.log, "node %s: %s (%s and its server)\n", name, what, c.daemonName())
 		return nil
 	}
 	if n.pid() == 0 {

@@ -16,11 +16,16 @@ import (
 )
 
 // route = "haproxy": Debian's haproxy in the clients' site, in front of
-// every node, health-checking each Patroni's REST API (GET /primary
-// answers 200 at the leader only), with the check timings of Patroni's
-// own haproxy.cfg template: every 3 s, down after 3 failures, up after 2
-// successes, and the sessions of a server marked down shut. Clients dial
-// the proxy from their site; it forwards to whichever node passes.
+// every node, with the check timings of Patroni's own haproxy.cfg
+// template: every 3 s, down after 3 failures, up after 2 successes, and
+// the sessions of a server marked down shut. What it checks is the
+// manager's view of the primary: under Patroni each Patroni's REST API
+// (GET /primary answers 200 at the leader only); under pg_auto_failover,
+// which has no such API, the monitor's state of the node, read by a
+// script haproxy runs for each check (external-check) from the clients'
+// site: up while the monitor has assigned and the node reported a
+// primary's state. Clients dial the proxy from their site; it forwards to
+// whichever node passes.
 
 const (
 	haproxyBin  = "/usr/sbin/haproxy"
@@ -37,12 +42,16 @@ type proxy struct {
 }
 
 // haproxyConfig is the proxy's configuration for the cluster's nodes.
-func (c *cluster) haproxyConfig(addr netip.AddrPort) string {
+func (c *cluster) haproxyConfig(addr netip.AddrPort, check string) string {
 	var b strings.Builder
 	b.WriteString(`# written by replab: clients reach the primary through here (route = "haproxy")
 global
     maxconn 1000
-defaults
+`)
+	if check != "" {
+		b.WriteString("    external-check\n    insecure-fork-wanted\n")
+	}
+	b.WriteString(`defaults
     mode tcp
     timeout connect 2s
     timeout client 1h
@@ -51,6 +60,17 @@ defaults
 listen primary
 `)
 	fmt.Fprintf(&b, "    bind %s\n", addr)
+	if check != "" {
+		fmt.Fprintf(&b, `    option external-check
+    external-check path "/usr/bin:/bin"
+    external-check command %s
+    default-server inter 3s fall 3 rise 2 on-marked-down shutdown-sessions
+`, check)
+		for _, n := range c.nodes {
+			fmt.Fprintf(&b, "    server %s %s check\n", n.Name, n.addr)
+		}
+		return b.String()
+	}
 	b.WriteString(`    option httpchk GET /primary
     http-check expect status 200
     default-server inter 3s fall 3 rise 2 on-marked-down shutdown-sessions
@@ -59,6 +79,18 @@ listen primary
 		fmt.Fprintf(&b, "    server %s %s check addr %s port %d\n", n.Name, n.addr, n.ha.rest.Addr(), n.ha.rest.Port())
 	}
 	return b.String()
+}
+
+// pgafCheckScript is haproxy's check of a node under pg_auto_failover
+// (HAPROXY_SERVER_NAME is the node): it passes while the monitor has
+// assigned the node a primary's state and the node reported it.
+func (c *cluster) pgafCheckScript() string {
+	states := "'" + strings.Join(pgafPrimaryStates, "', '") + "'"
+	return fmt.Sprintf(`#!/bin/sh
+# written by replab: haproxy's check of node $HAPROXY_SERVER_NAME under pg_auto_failover
+r=$(%s "host=%s port=%d user=%s dbname=%s connect_timeout=2" -AtXc "SELECT 1 FROM pgautofailover.node WHERE nodename = '$HAPROXY_SERVER_NAME' AND goalstate IN (%s) AND reportedstate IN (%s)" 2>/dev/null)
+[ "$r" = 1 ]
+`, c.inst.bin("psql"), c.monitor.addr.Addr(), c.monitor.addr.Port(), pgafMonitorUser, pgafMonitorDB, states, states)
 }
 
 // startProxy runs haproxy in site as the server user and waits until it
@@ -83,7 +115,16 @@ func (c *cluster) startProxy(ctx context.Context, siteName string) (*proxy, erro
 		return nil, err
 	}
 	p := &proxy{site: siteName, addr: netip.AddrPortFrom(site.Address, haproxyPort), cfg: filepath.Join(dir, "haproxy.cfg"), log: filepath.Join(dir, "haproxy.log")}
-	if err := os.WriteFile(p.cfg, []byte(c.haproxyConfig(p.addr)), 0o644); err != nil {
+	var check string
+	checks := "each Patroni's GET /primary"
+	if c.plan.manager.kind == ManagerPgAF {
+		check = filepath.Join(dir, "check-pgaf.sh")
+		if err := os.WriteFile(check, []byte(c.pgafCheckScript()), 0o755); err != nil {
+			return nil, err
+		}
+		checks = "each node's state at pg_auto_failover's monitor"
+	}
+	if err := os.WriteFile(p.cfg, []byte(c.haproxyConfig(p.addr, check)), 0o644); err != nil {
 		return nil, err
 	}
 	if out, err := exec.CommandContext(ctx, haproxyBin, "-c", "-f", p.cfg).CombinedOutput(); err != nil {
@@ -116,7 +157,7 @@ func (c *cluster) startProxy(ctx context.Context, siteName string) (*proxy, erro
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	fmt.Fprintf(c.log, "route: haproxy %s in %s, checking each Patroni's GET /primary every 3 s (down after 3 failures, up after 2)\n", p.addr, siteName)
+	fmt.Fprintf(c.log, "route: haproxy %s in %s, checking %s every 3 s (down after 3 failures, up after 2)\n", p.addr, siteName, checks)
 	return p, nil
 }
 

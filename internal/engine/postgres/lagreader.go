@@ -33,17 +33,26 @@ func (c *cluster) LagReader(ctx context.Context, node string) (engine.LagReader,
 	if err != nil {
 		return nil, err
 	}
-	return &lagReader{cfg: cfg}, nil
+	return &lagReader{cfg: cfg, gate: c.lagGate(node)}, nil
 }
 
 // lagReader is a wireConn that reconnects.
 type lagReader struct {
 	cfg  *pgx.ConnConfig
 	wire *wireConn
+	// gate, when set, says whether the node may be read now; while it
+	// says no, the reader holds no connection (pgautofailover.go).
+	gate func() error
 }
 
 // Positions implements engine.LagReader.
 func (r *lagReader) Positions(ctx context.Context, dst []int64) error {
+	if r.gate != nil {
+		if err := r.gate(); err != nil {
+			_ = r.Close()
+			return err
+		}
+	}
 	if r.wire == nil {
 		conn, err := pgx.ConnectConfig(ctx, r.cfg)
 		if err != nil {

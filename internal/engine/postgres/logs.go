@@ -11,8 +11,9 @@ import (
 var _ engine.LogKeeper = (*cluster)(nil)
 
 // KeepLogs implements engine.LogKeeper: each server's log and, under a
-// manager, its manager's logs and the store's, into dir as
-// NODE-FILE (etcd-SITE.log for the store).
+// manager, its manager's logs and the store's or the monitor's, into dir
+// as NODE-FILE (etcd-SITE.log for the store, monitor-FILE for
+// pg_auto_failover's monitor).
 func (c *cluster) KeepLogs(dir string) error {
 	if c.plan.manager == nil {
 		return nil // the servers log little but warnings: nothing a run needs
@@ -25,8 +26,22 @@ func (c *cluster) KeepLogs(dir string) error {
 			continue
 		}
 		files, _ := filepath.Glob(filepath.Join(n.ha.dir, "*.log"))
+		if c.monitor != nil {
+			// pg_auto_failover's servers log into their data directory
+			// (a copied or rewound node starts with its source's files).
+			logs, _ := filepath.Glob(filepath.Join(n.dataDir, "log", "*.log"))
+			files = append(files, logs...)
+		}
 		for _, f := range files {
 			if err := copyTail(f, filepath.Join(dir, n.Name+"-"+filepath.Base(f)), 8<<20); err != nil {
+				return err
+			}
+		}
+	}
+	if mon := c.monitor; mon != nil {
+		files, _ := filepath.Glob(filepath.Join(mon.pgdata, "log", "*.log"))
+		for _, f := range append([]string{mon.logPath}, files...) {
+			if err := copyTail(f, filepath.Join(dir, "monitor-"+filepath.Base(f)), 8<<20); err != nil {
 				return err
 			}
 		}

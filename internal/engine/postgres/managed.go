@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -16,17 +16,21 @@ import (
 	"replab/internal/enginekit"
 )
 
-// What every HA manager's node shares (Patroni's, repmgr's): the
+// What every HA manager's node shares (Patroni's, repmgr's,
+// pg_auto_failover's): the
 // manager's process beside the server, the server found through
 // postmaster.pid (the managers start it detached, its parent PID 1), and
 // what faults and Close do to both.
 
 // haNode is a managed node's manager side.
 type haNode struct {
-	dir      string         // owned by the server user: configuration, pgpass, logs
-	config   string         // patroni.yml or repmgr.conf
-	logPath  string         // the manager process's own output (the server's log is n.logPath)
-	rest     netip.AddrPort // Patroni's REST API on the site's address (unused under repmgr)
+	dir     string         // owned by the server user: configuration, pgpass, logs
+	config  string         // patroni.yml or repmgr.conf
+	logPath string         // the manager process's own output (the server's log is n.logPath)
+	rest    netip.AddrPort // Patroni's REST API on the site's address (unused under the others)
+	// appName is the application_name of the node's stream at its
+	// primary: its name, or pg_auto_failover's pgautofailover_standby_ID.
+	appName  string
 	proc     *enginekit.Proc
 	procLock chan struct{} // one start or stop at a time
 }
@@ -53,6 +57,7 @@ func (c *cluster) layoutManaged() error {
 			config:   filepath.Join(dir, "patroni.yml"),
 			logPath:  filepath.Join(dir, "patroni.log"),
 			rest:     netip.AddrPortFrom(n.addr.Addr(), ports[n.Site]),
+			appName:  n.Name,
 			procLock: make(chan struct{}, 1),
 		}
 		ports[n.Site]++
@@ -62,11 +67,24 @@ func (c *cluster) layoutManaged() error {
 		if err := enginekit.MkdirOwned(n.dataDir, c.uid, c.gid); err != nil {
 			return err
 		}
+		if c.plan.manager.kind != ManagerRepmgr {
+			// Patroni and pg_autoctl remove, move or rename a node's data
+			// directory (a new copy after a failed rewind; pg_autoctl's
+			// base backup, made beside it and renamed into place): its
+			// parent must be the server user's, not the lab's.
+			n.dataDir = filepath.Join(n.dataDir, "pgdata")
+			if c.plan.manager.kind == ManagerPatroni {
+				if err := enginekit.MkdirOwned(n.dataDir, c.uid, c.gid); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	return nil
 }
 
-// startDaemon runs n's manager process in its site: Patroni, or repmgrd.
+// startDaemon runs n's manager process in its site: Patroni, repmgrd or
+// pg_autoctl.
 func (c *cluster) startDaemon(n *node) error {
 	n.ha.procLock <- struct{}{}
 	defer func() { <-n.ha.procLock }()
@@ -79,14 +97,27 @@ func (c *cluster) startDaemon(n *node) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(patroniBin, n.ha.config)
-	if c.plan.manager.kind == ManagerRepmgr {
+	var cmd *exec.Cmd
+	switch c.plan.manager.kind {
+	case ManagerRepmgr:
 		cmd = exec.Command(c.inst.bin("repmgrd"), "-f", n.ha.config, "--daemonize=false")
-	}
-	c.asServerUser(cmd)
-	if c.plan.manager.kind == ManagerRepmgr {
+		c.asServerUser(cmd)
 		// Its promote and follow commands write temporary files there.
 		cmd.Env = append(cmd.Env, "TMPDIR="+n.ha.dir)
+	case ManagerPgAF:
+		// A pid file left by a killed pg_autoctl: its PID may be another
+		// process's by now, and pg_autoctl would not start.
+		_ = filepath.WalkDir(filepath.Join(n.ha.dir, "run"), func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.Name() == "pg_autoctl.pid" {
+				_ = os.Remove(path)
+			}
+			return nil
+		})
+		cmd = exec.Command(pgautoctlBin, "run", "--pgdata", n.dataDir)
+		c.pgafEnv(cmd, n.ha.dir, n.sockDir, true)
+	default:
+		cmd = exec.Command(patroniBin, n.ha.config)
+		c.asServerUser(cmd)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	p, err := enginekit.StartProc(n.site, cmd)
@@ -100,8 +131,13 @@ func (c *cluster) startDaemon(n *node) error {
 // daemonName is the manager's process on every node, as stages and
 // monitors name it.
 func (c *cluster) daemonName() string {
-	if c.plan.manager != nil && c.plan.manager.kind == ManagerRepmgr {
-		return "repmgrd"
+	if c.plan.manager != nil {
+		switch c.plan.manager.kind {
+		case ManagerRepmgr:
+			return "repmgrd"
+		case ManagerPgAF:
+			return "pg_autoctl"
+		}
 	}
 	return "patroni"
 }
@@ -132,8 +168,8 @@ func (c *cluster) waitRole(ctx context.Context, n *node, role string, bound time
 }
 
 // waitStreaming waits until standby streams from primary, as the
-// primary's pg_stat_replication says (Patroni names each stream after its
-// member).
+// primary's pg_stat_replication says (Patroni and repmgr name each stream
+// after its node, pg_auto_failover after the node's id: appName).
 func (c *cluster) waitStreaming(ctx context.Context, primary, standby *node) error {
 	bound := 2*time.Minute + 20*c.lab.Spec.WorstRoundTrip()
 	var state string
@@ -142,7 +178,7 @@ func (c *cluster) waitStreaming(ctx context.Context, primary, standby *node) err
 			return false, "", fmt.Errorf("%s exited (%s): %s", c.daemonName(), st, tailFile(standby.ha.logPath, 4))
 		}
 		state = ""
-		err := primary.query1(ctx, "", `SELECT coalesce(max(state), '') FROM pg_stat_replication WHERE application_name = $1`, &state, standby.Name)
+		err := primary.query1(ctx, "", `SELECT coalesce(max(state), '') FROM pg_stat_replication WHERE application_name = $1`, &state, standby.ha.appName)
 		if err != nil {
 			return false, "", nil
 		}
@@ -154,26 +190,22 @@ func (c *cluster) waitStreaming(ctx context.Context, primary, standby *node) err
 	return nil
 }
 
+// nodeOfApp is the node whose stream has application_name app at its
+// primary (pg_auto_failover names streams after node ids); app itself
+// for others.
+func (c *cluster) nodeOfApp(app string) string {
+	for _, n := range c.nodes {
+		if n.ha != nil && n.ha.appName == app {
+			return n.Name
+		}
+	}
+	return app
+}
+
 // managedPostmasterPID is the PID of n's postmaster (started by its manager), from
 // postmaster.pid, when that process runs this data directory; 0 otherwise.
 func (n *node) managedPostmasterPID() int {
-	b, err := os.ReadFile(filepath.Join(n.dataDir, "postmaster.pid"))
-	if err != nil {
-		return 0
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil || pid <= 0 {
-		return 0
-	}
-	if startTime(pid) == "" {
-		return 0
-	}
-	cl := cmdline(pid)
-	if !strings.HasPrefix(cl, n.c.inst.bin("postgres")) || !strings.Contains(cl, n.dataDir) {
-		return 0 // PIDs are reused
-	}
-	return pid
+	return pidFromFile(n.dataDir, n.c.inst.bin("postgres"))
 }
 
 // serverTree is the postmaster and its children, each with its start time.
@@ -215,13 +247,16 @@ func (c *cluster) killManaged(ctx context.Context, n *node) error {
 	var procs []proc
 	if pid := n.ha.proc.PID(); pid != 0 {
 		procs = append(procs, proc{pid, startTime(pid)})
-		// Patroni's own children (a pg_basebackup, a pg_rewind, a
-		// callback) die with it.
-		for _, k := range childrenByParent()[pid] {
-			procs = append(procs, proc{k, startTime(k)})
+		// What the manager started (Patroni's pg_basebackup, pg_rewind or
+		// callback; pg_autoctl's services and its server, its grandchild)
+		// dies with it.
+		procs = append(procs, descendants(pid, childrenByParent())...)
+	}
+	for _, p := range tree {
+		if !slices.Contains(procs, p) {
+			procs = append(procs, p)
 		}
 	}
-	procs = append(procs, tree...)
 	if len(procs) == 0 {
 		return fmt.Errorf("node %s is not running", n.Name)
 	}
@@ -271,16 +306,42 @@ func (c *cluster) stopManaged(n *node, timeout time.Duration) {
 	}
 }
 
-// signalTree sends sig to the manager and to the server's processes.
+// signalTree sends sig to the manager, what it started, and the server's
+// processes.
 func (n *node) signalTree(sig syscall.Signal) error {
 	var err error
 	if pid := n.ha.proc.PID(); pid != 0 {
 		err = syscall.Kill(pid, sig)
+		for _, p := range descendants(pid, childrenByParent()) {
+			_ = syscall.Kill(p.pid, sig)
+		}
 	}
 	for _, p := range n.serverTree() {
 		_ = syscall.Kill(p.pid, sig)
 	}
 	return err
+}
+
+// managerOnly are the manager's process and the processes it started that
+// are not the server's: what a stage fault on the manager acts on.
+// Patroni and repmgrd are one process; pg_autoctl is a supervisor and its
+// services, the server under one of them.
+func (n *node) managerOnly() []proc {
+	pid := n.ha.proc.PID()
+	if pid == 0 {
+		return nil
+	}
+	out := []proc{{pid, startTime(pid)}}
+	if n.c.plan.manager.kind != ManagerPgAF {
+		return out
+	}
+	server := n.serverTree()
+	for _, p := range descendants(pid, childrenByParent()) {
+		if !slices.Contains(server, p) && strings.HasPrefix(cmdline(p.pid), "pg_autoctl") {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // managedStage does action to one of a managed node's stages: the manager
@@ -304,7 +365,16 @@ func (c *cluster) daemonAction(ctx context.Context, n *node, action string) erro
 		if p.PID() == 0 {
 			return fmt.Errorf("node %s: %s is not running", n.Name, c.daemonName())
 		}
+		var rest []proc
+		if ps := n.managerOnly(); len(ps) > 1 {
+			rest = ps[1:]
+		}
 		_ = p.Signal(ctx, syscall.SIGKILL)
+		// pg_autoctl's services outlive their supervisor: they go too,
+		// the server goes on.
+		if err := killTree(ctx, rest); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
 	case "stop":
 		p := n.ha.proc
 		if p.PID() == 0 {
@@ -328,8 +398,12 @@ func (c *cluster) daemonAction(ctx context.Context, n *node, action string) erro
 		if action == "resume" {
 			sig = syscall.SIGCONT
 		}
-		if pid := n.ha.proc.PID(); pid == 0 || syscall.Kill(pid, sig) != nil {
+		ps := n.managerOnly()
+		if len(ps) == 0 || syscall.Kill(ps[0].pid, sig) != nil {
 			return fmt.Errorf("node %s: %s is not running", n.Name, c.daemonName())
+		}
+		for _, p := range ps[1:] {
+			_ = syscall.Kill(p.pid, sig)
 		}
 	default:
 		return fmt.Errorf("unknown action %q", action)
@@ -386,7 +460,7 @@ func (c *cluster) serverAction(ctx context.Context, n *node, action string) erro
 			}
 			return c.pgctlStart(ctx, n)
 		}
-		return fmt.Errorf("node %s: patroni starts its server itself: kill or stop the postgres stage, and patroni starts it again", n.Name)
+		return fmt.Errorf("node %s: %s starts its server itself: kill or stop the postgres stage, and %s starts it again", n.Name, c.daemonName(), c.daemonName())
 	default:
 		return fmt.Errorf("unknown action %q", action)
 	}
@@ -412,7 +486,8 @@ func pastTense(action string) string {
 	return action
 }
 
-// closeManaged stops every manager and server, the proxies and the store.
+// closeManaged stops every manager and server, the proxies, the store and
+// the monitor.
 func (c *cluster) closeManaged() {
 	c.stopProxies()
 	c.stopWatch()
@@ -423,20 +498,23 @@ func (c *cluster) closeManaged() {
 		return nil
 	})
 	c.store.stop()
+	c.stopMonitor()
 }
 
-// managerProcesses are the managers' processes (role "patroni" or
-// "repmgrd"), the proxies' ("haproxy") and the store's ("etcd").
+// managerProcesses are the managers' processes (role "patroni",
+// "repmgrd" or "pg_autoctl"), the proxies' ("haproxy"), the store's
+// ("etcd") and the monitor's ("monitor").
 func (c *cluster) managerProcesses() []engine.Process {
 	var out []engine.Process
 	for _, n := range c.nodes {
 		if n.ha == nil {
 			continue
 		}
-		if pid := n.ha.proc.PID(); pid != 0 {
-			out = append(out, engine.Process{Node: n.Name, Role: c.daemonName(), PID: pid})
+		for _, p := range n.managerOnly() {
+			out = append(out, engine.Process{Node: n.Name, Role: c.daemonName(), PID: p.pid})
 		}
 	}
 	out = append(out, c.proxyProcesses()...)
-	return append(out, c.store.processes()...)
+	out = append(out, c.store.processes()...)
+	return append(out, c.monitorProcesses(childrenByParent())...)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"replab/internal/engine"
 	"replab/internal/lab"
 	"replab/internal/spec"
 )
@@ -78,6 +79,7 @@ ttl = "12s"
 loop_wait = "2s"
 retry_timeout = "5s"
 maximum_lag_on_failover = "4MiB"
+remove_data_directory_on_rewind_failure = true
 synchronous_mode_strict = true
 nofailover = ["e2"]
 nosync = ["e2"]
@@ -122,7 +124,12 @@ func TestPatroniConfig(t *testing.T) {
 	if pg["use_pg_rewind"] != true || params["wal_log_hints"] != "on" || params["shared_buffers"] != "64MB" || params["synchronous_standby_names"] != nil {
 		t.Errorf("dcs postgresql %v", pg)
 	}
-	own := raw["postgresql"].(map[string]any)["parameters"].(map[string]any)
+	local := raw["postgresql"].(map[string]any)
+	if local["remove_data_directory_on_rewind_failure"] != true || local["remove_data_directory_on_diverged_timelines"] != false {
+		t.Errorf("postgresql: remove_data_directory_on_rewind_failure %v, remove_data_directory_on_diverged_timelines %v",
+			local["remove_data_directory_on_rewind_failure"], local["remove_data_directory_on_diverged_timelines"])
+	}
+	own := local["parameters"].(map[string]any)
 	if own["replab.node"] != "e1" || own["work_mem"] != "8MB" || own["unix_socket_directories"] != "/s/e1" {
 		t.Errorf("e1's own parameters %v", own)
 	}
@@ -154,7 +161,7 @@ func TestHAProxyConfig(t *testing.T) {
 		c.nodes = append(c.nodes, &node{Node: *s.Node(name), addr: netip.MustParseAddrPort(fmt.Sprintf("198.18.0.%d:5432", i+1)),
 			ha: &haNode{rest: netip.MustParseAddrPort(fmt.Sprintf("198.18.0.%d:%d", i+1, 8008+i))}})
 	}
-	got := c.haproxyConfig(netip.MustParseAddrPort("198.18.0.9:5000"))
+	got := c.haproxyConfig(netip.MustParseAddrPort("198.18.0.9:5000"), "")
 	for _, want := range []string{"bind 198.18.0.9:5000", "option httpchk GET /primary", "http-check expect status 200",
 		"default-server inter 3s fall 3 rise 2 on-marked-down shutdown-sessions",
 		"server p1 198.18.0.1:5432 check addr 198.18.0.1 port 8008", "server e2 198.18.0.3:5432 check addr 198.18.0.3 port 8010"} {
@@ -195,5 +202,156 @@ func TestRepmgrConfig(t *testing.T) {
 	}
 	if b := p.manager.electionBound(); b != 3*2*time.Second+2*time.Second+30*time.Second {
 		t.Errorf("bound %s", b)
+	}
+}
+
+const pgafSpec = `
+[lab]
+name = "paf"
+[site.us]
+[site.eu]
+[site.asia]
+[[link]]
+sites = ["us", "eu"]
+[[link]]
+sites = ["us", "asia"]
+[engine]
+kind = "postgres"
+[node.p1]
+site = "us"
+role = "primary"
+[node.e1]
+site = "eu"
+role = "standby"
+from = "p1"
+[node.a1]
+site = "asia"
+role = "standby"
+from = "p1"
+[scheme]
+replication = "sync"
+manager = "pg_auto_failover"
+monitor_site = "asia"
+route = "haproxy"
+`
+
+// pg_auto_failover's knobs: its own defaults when the spec says nothing
+// (which warn: a primary cut off keeps its role as long as the monitor
+// waits before promoting another), the spec's otherwise; candidate
+// priorities and the replication quorum per node.
+func TestPgAutoFailoverPlan(t *testing.T) {
+	s, err := spec.Parse("a.toml", []byte(pgafSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := makePlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := p.manager
+	if m.kind != ManagerPgAF || m.monitorSite != "asia" || m.unhealthyTimeout != 20*time.Second || m.demoteTimeout != 30*time.Second ||
+		m.partitionTimeout != 20*time.Second || m.healthCheckPeriod != 5*time.Second || m.numberSyncStandbys != -1 || p.route != RouteHAProxy {
+		t.Errorf("defaults: %+v", m)
+	}
+	if w := s.Warnings(); len(w) != 1 || !strings.Contains(w[0].Error(), "two primaries meanwhile") {
+		t.Errorf("warnings %v", w)
+	}
+	if m.candidatePriority("e1") != 50 || !m.inQuorum("a1", true) || m.inQuorum("a1", false) {
+		t.Errorf("priority %d, quorum %t %t", m.candidatePriority("e1"), m.inQuorum("a1", true), m.inQuorum("a1", false))
+	}
+	if got, want := m.electionBound(), 20*time.Second+5*time.Second+5*time.Second+2*(5+2)*time.Second+30*time.Second+30*time.Second; got != want {
+		t.Errorf("election bound %s, want %s", got, want)
+	}
+	if st := p.managerStages(); !reflect.DeepEqual(st, []string{"pg_autoctl", "postgres"}) {
+		t.Errorf("stages %v", st)
+	}
+
+	text := strings.Replace(pgafSpec, `route = "haproxy"`, `priority = { a1 = 0 }
+replication_quorum = { a1 = false }
+number_sync_standbys = 0
+health_check_period = "1s"
+health_check_timeout = "2s"
+health_check_max_retries = 1
+health_check_retry_delay = "1s"
+node_considered_unhealthy_timeout = "5s"
+primary_demote_timeout = "8s"
+network_partition_timeout = "4s"
+wal_sender_timeout = "4s"`, 1)
+	s, err = spec.Parse("b.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = makePlan(s); err != nil {
+		t.Fatal(err)
+	}
+	m = p.manager
+	if m.candidatePriority("a1") != 0 || m.inQuorum("a1", true) || !m.inQuorum("e1", true) || m.numberSyncStandbys != 0 ||
+		m.walSenderTimeout != 4*time.Second || m.healthCheckDelay != time.Second || p.route != RouteLibpq {
+		t.Errorf("knobs: %+v", m)
+	}
+	if w := s.Warnings(); len(w) != 0 {
+		t.Errorf("warnings %v", w)
+	}
+	if d := m.describe(); !strings.Contains(d, "monitor in asia") || !strings.Contains(d, "primary_demote_timeout 8s") || !strings.Contains(d, "number_sync_standbys 0") {
+		t.Errorf("describe: %s", d)
+	}
+}
+
+// The monitor's states as roles: primary while it assigns a primary's
+// state (whatever the node's health: it still holds the role), streaming
+// for a secondary as assigned, down when unhealthy, replica in between.
+func TestPgAutoFailoverRoles(t *testing.T) {
+	for _, tc := range []struct {
+		st    pgafState
+		known bool
+		want  string
+	}{
+		{pgafState{"primary", "primary", 1}, true, engine.RolePrimary},
+		{pgafState{"primary", "primary", 0}, true, engine.RolePrimary},
+		{pgafState{"stop_replication", "wait_primary", 1}, true, engine.RolePrimary},
+		{pgafState{"primary", "demote_timeout", 0}, true, engine.RoleDown},
+		{pgafState{"secondary", "secondary", 1}, true, engine.RoleStreaming},
+		{pgafState{"prepare_promotion", "stop_replication", 1}, true, engine.RoleReplica},
+		{pgafState{"demoted", "catchingup", 1}, true, engine.RoleReplica},
+		{pgafState{}, false, engine.RoleDown},
+	} {
+		if got := pgafRole(tc.st, tc.known); got != tc.want {
+			t.Errorf("%+v known %t: %s, want %s", tc.st, tc.known, got, tc.want)
+		}
+	}
+}
+
+// Under pg_auto_failover haproxy runs a check per node that asks the
+// monitor for the node's state.
+func TestHAProxyConfigPgAutoFailover(t *testing.T) {
+	s, err := spec.Parse("a.toml", []byte(pgafSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := makePlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{lab: &lab.Lab{Spec: s}, plan: p, inst: &install{BinDir: "/b"},
+		monitor: &pgafMonitor{addr: netip.MustParseAddrPort("198.18.0.3:5431")}}
+	for i, name := range []string{"p1", "e1", "a1"} {
+		c.nodes = append(c.nodes, &node{Node: *s.Node(name), addr: netip.MustParseAddrPort(fmt.Sprintf("198.18.0.%d:5432", i+1)), ha: &haNode{}})
+	}
+	got := c.haproxyConfig(netip.MustParseAddrPort("198.18.0.9:5000"), "/h/check-pgaf.sh")
+	for _, want := range []string{"    external-check\n    insecure-fork-wanted\n", "option external-check", "external-check command /h/check-pgaf.sh",
+		"default-server inter 3s fall 3 rise 2 on-marked-down shutdown-sessions", "server a1 198.18.0.3:5432 check\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in\n%s", want, got)
+		}
+	}
+	script := c.pgafCheckScript()
+	for _, want := range []string{`/b/psql "host=198.18.0.3 port=5431 user=autoctl_node dbname=pg_auto_failover connect_timeout=2"`,
+		"nodename = '$HAPROXY_SERVER_NAME' AND goalstate IN ('single', 'wait_primary', 'primary', 'join_primary', 'apply_settings') AND reportedstate IN"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("no %q in\n%s", want, script)
+		}
+	}
+	if !strings.Contains(c.Route(), "pg_auto_failover's monitor") {
+		t.Errorf("route %q", c.Route())
 	}
 }

@@ -108,6 +108,11 @@ func (c *cluster) patroniConfig(n *node) map[string]any {
 				"host replication all " + subnet + " trust",
 			},
 			"basebackup": []any{map[string]any{"checkpoint": "fast"}},
+			// After a pg_rewind that failed, or a timeline that diverged:
+			// remove the data directory and copy the leader again (Patroni
+			// leaves the node down otherwise).
+			"remove_data_directory_on_rewind_failure":     m.removeOnRewindFailure,
+			"remove_data_directory_on_diverged_timelines": m.removeOnDivergedTimelines,
 		},
 		"tags": tags,
 	}

@@ -103,6 +103,8 @@ type cluster struct {
 	// primary (watch.go). Both nil without a manager.
 	store *store
 	watch *watcher
+	// monitor is pg_auto_failover's monitor node (pgautofailover.go).
+	monitor *pgafMonitor
 	// proxies are route = "haproxy"'s, one per client site (haproxy.go).
 	proxyMu sync.Mutex
 	proxies map[string]*proxy
@@ -140,6 +142,8 @@ func (e Engine) Up(ctx context.Context, l *lab.Lab, log io.Writer) (_ engine.Clu
 	switch {
 	case p.manager != nil && p.manager.kind == ManagerRepmgr:
 		err = c.upRepmgr(ctx)
+	case p.manager != nil && p.manager.kind == ManagerPgAF:
+		err = c.upPgAF(ctx)
 	case p.manager != nil:
 		err = c.upPatroni(ctx)
 	case p.replication == Async || p.replication == Sync:

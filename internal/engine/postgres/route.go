@@ -35,6 +35,9 @@ func (c *cluster) Route() string {
 	case RouteLibpq:
 		return fmt.Sprintf("libpq host list %s with target_session_attrs=read-write, connect_timeout=%s s", strings.Join(c.nodeNames(), ", "), libpqConnectTimeout)
 	case RouteHAProxy:
+		if c.plan.manager != nil && c.plan.manager.kind == ManagerPgAF {
+			return "haproxy in the clients' site, health-checking each node's state at pg_auto_failover's monitor (inter 3s fall 3 rise 2)"
+		}
 		return "haproxy in the clients' site, health-checking each Patroni's GET /primary (inter 3s fall 3 rise 2)"
 	case RouteDirect:
 		if c.plan.manager != nil {
@@ -118,26 +121,54 @@ func (c *cluster) ConnNode(conn any) string {
 	}
 	if addr != nil {
 		if ap, err := netip.ParseAddrPort(addr.String()); err == nil {
-			ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-			for _, n := range c.nodes {
-				if n.addr == ap {
-					return n.Name
-				}
+			if name := c.nodeAt(ap); name != "" {
+				return name
 			}
 		}
 	}
 	// Behind a proxy (route = "haproxy") the address is the proxy's: the
-	// server says its name (replab.node, set on every managed node).
+	// server says its name (replab.node, set on Patroni's and repmgr's
+	// nodes), or the address it was reached at (pg_auto_failover's nodes
+	// share one configuration: none has a name of its own).
 	switch x := conn.(type) {
 	case *stdlib.Conn:
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		var name *string
-		if x.Conn().QueryRow(ctx, "SELECT current_setting('replab.node', true)").Scan(&name) == nil && name != nil {
-			return *name
+		var name, host *string
+		var port *int32
+		if x.Conn().QueryRow(ctx, "SELECT current_setting('replab.node', true), host(inet_server_addr()), inet_server_port()").Scan(&name, &host, &port) == nil {
+			if name != nil && *name != "" {
+				return *name
+			}
+			if host != nil && port != nil {
+				if a, err := netip.ParseAddr(*host); err == nil {
+					return c.nodeAt(netip.AddrPortFrom(a, uint16(*port)))
+				}
+			}
+		}
+	case interface {
+		ServerNode() string
+		ServerAddr() string
+	}:
+		if name := x.ServerNode(); name != "" {
+			return name
+		}
+		if ap, err := netip.ParseAddrPort(x.ServerAddr()); err == nil {
+			return c.nodeAt(ap)
 		}
 	case interface{ ServerNode() string }:
 		return x.ServerNode()
+	}
+	return ""
+}
+
+// nodeAt is the node listening at ap, or "".
+func (c *cluster) nodeAt(ap netip.AddrPort) string {
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	for _, n := range c.nodes {
+		if n.addr == ap {
+			return n.Name
+		}
 	}
 	return ""
 }

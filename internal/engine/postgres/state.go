@@ -84,6 +84,7 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 				conn.Close(ctx)
 				return nil, err
 			}
+			r.Node = c.nodeOfApp(r.Node)
 			r.Positions = lsns(sent, write, flush, replay)
 			r.From = up.Name
 			r.Kind = "physical"

@@ -18,10 +18,14 @@ import (
 // Following the roles of a managed cluster (engine.RoleWatcher): every
 // node's server is asked over its socket, every serverEvery, whether it
 // is in recovery and whether its WAL receiver streams; its manager
-// (Patroni's REST API, from the node's own site) every managerEvery, what
-// role it holds. Each change is a new period. The servers' view is the
-// topology replab reports (Nodes): the nodes not in recovery are the
-// primaries, the others stream from the first of them.
+// (Patroni's REST API, from the node's own site; repmgr's record at the
+// node; pg_auto_failover's monitor, for every node at once) every
+// managerEvery, what role it holds. Each change is a new period. The
+// servers' view is the topology replab reports (Nodes): the nodes that
+// take writes (out of recovery, and not read-only: pg_auto_failover
+// promotes a standby read-only until the old primary has had time to
+// demote itself) are the primaries, the others stream from the first of
+// them.
 
 const (
 	serverEvery  = 100 * time.Millisecond
@@ -40,17 +44,31 @@ type watcher struct {
 	open   map[[2]string]int // (node, source) -> index of its open period
 	hist   []engine.RolePeriod
 	server map[string]string // node -> its server's role now
+	// manager is each node's role as its manager said it last.
+	manager map[string]string
+	// followMu orders the topology's updates: each takes the roles as
+	// they are when it holds it, so the last update applies the latest
+	// roles (an update from an older snapshot, applied after a newer one,
+	// once left a cluster with no primary until a role changed again).
+	followMu sync.Mutex
 }
 
 // startWatch starts following the roles.
 func (c *cluster) startWatch() {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &watcher{c: c, stop: cancel, open: map[[2]string]int{}, server: map[string]string{}}
+	w := &watcher{c: c, stop: cancel, open: map[[2]string]int{}, server: map[string]string{}, manager: map[string]string{}}
 	c.watch = w
 	for _, n := range c.nodes {
-		w.done.Add(2)
+		w.done.Add(1)
 		go func() { defer w.done.Done(); w.pollServer(ctx, n) }()
-		go func() { defer w.done.Done(); w.pollManager(ctx, n) }()
+		if c.plan.manager.kind != ManagerPgAF {
+			w.done.Add(1)
+			go func() { defer w.done.Done(); w.pollManager(ctx, n) }()
+		}
+	}
+	if c.plan.manager.kind == ManagerPgAF {
+		w.done.Add(1)
+		go func() { defer w.done.Done(); w.pollMonitor(ctx) }()
 	}
 }
 
@@ -90,13 +108,18 @@ func (w *watcher) set(node, source, role string, t time.Time) {
 	w.open[key] = len(w.hist)
 	w.hist = append(w.hist, engine.RolePeriod{Node: node, Source: source, Role: role, Start: t})
 	var changed bool
-	if source == engine.RoleFromServer {
+	switch source {
+	case engine.RoleFromServer:
 		changed = w.server[node] != role
 		w.server[node] = role
+	case engine.RoleFromManager:
+		w.manager[node] = role
 	}
 	w.mu.Unlock()
 	if changed {
+		w.followMu.Lock()
 		w.c.followServers(w.serverRoles())
+		w.followMu.Unlock()
 	}
 	if source == engine.RoleFromServer && ok {
 		fmt.Fprintf(w.c.log, "node %s: %s (%s said at %s)\n", node, role, source, t.UTC().Format("15:04:05.000"))
@@ -111,6 +134,14 @@ func (w *watcher) serverRoles() map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// managerRole is node's role as its manager said it last ("" before it
+// said anything).
+func (w *watcher) managerRole(node string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.manager[node]
 }
 
 // pollServer asks n's server for its role every serverEvery.
@@ -130,15 +161,18 @@ func (w *watcher) pollServer(ctx context.Context, n *node) {
 			conn, _ = pgx.Connect(qctx, fmt.Sprintf("host=%s port=%d user=%s dbname=postgres connect_timeout=1", n.sockDir, n.addr.Port(), Superuser))
 		}
 		if conn != nil {
-			var rec bool
+			var rec, readOnly bool
 			var status string
-			err := conn.QueryRow(qctx, `SELECT pg_is_in_recovery(), coalesce((SELECT status FROM pg_stat_wal_receiver LIMIT 1), '')`).Scan(&rec, &status)
+			err := conn.QueryRow(qctx, `SELECT pg_is_in_recovery(), coalesce((SELECT status FROM pg_stat_wal_receiver LIMIT 1), ''),
+				current_setting('default_transaction_read_only')::bool`).Scan(&rec, &status, &readOnly)
 			switch {
 			case err != nil:
 				conn.Close(context.Background())
 				conn = nil
-			case !rec:
+			case !rec && !readOnly:
 				role = engine.RolePrimary
+			case !rec:
+				role = engine.RoleReplica // promoted, but refusing writes (target_session_attrs=read-write skips it)
 			case status == "streaming":
 				role = engine.RoleStreaming
 			default:
@@ -146,6 +180,15 @@ func (w *watcher) pollServer(ctx context.Context, n *node) {
 			}
 		}
 		cancel()
+		if conn != nil && role != engine.RolePrimary && w.c.plan.manager.kind == ManagerPgAF {
+			// pg_autoctl 2.0 stops the server it ran for crash recovery
+			// before a rewind with a smart shutdown, which waits for every
+			// session to end, and starts pg_rewind without waiting for it:
+			// a session held open here would keep an old primary from
+			// rejoining. Only the primary keeps this connection.
+			conn.Close(context.Background())
+			conn = nil
+		}
 		if ctx.Err() != nil {
 			w.closeOpen(n.Name, engine.RoleFromServer)
 			return
@@ -248,6 +291,51 @@ func (w *watcher) pollRepmgr(ctx context.Context, n *node) {
 		select {
 		case <-ctx.Done():
 			w.closeOpen(n.Name, engine.RoleFromManager)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// pollMonitor asks pg_auto_failover's monitor every managerEvery what
+// state it assigned each node (pgafRole), over the monitor's socket. When
+// the monitor does not answer, every node's manager is down.
+func (w *watcher) pollMonitor(ctx context.Context) {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	tick := time.NewTicker(managerEvery)
+	defer tick.Stop()
+	for {
+		qctx, cancel := context.WithTimeout(ctx, watchTimeout)
+		if conn == nil && w.c.monitor.proc.PID() != 0 {
+			conn, _ = w.c.monitor.connect(qctx)
+		}
+		var states map[string]pgafState
+		if conn != nil {
+			var err error
+			if states, err = w.c.pgafStates(qctx, conn); err != nil {
+				conn.Close(context.Background())
+				conn = nil
+			}
+		}
+		cancel()
+		now := time.Now()
+		for _, n := range w.c.nodes {
+			if ctx.Err() != nil {
+				break
+			}
+			st, ok := states[n.Name]
+			w.set(n.Name, engine.RoleFromManager, pgafRole(st, ok), now)
+		}
+		select {
+		case <-ctx.Done():
+			for _, n := range w.c.nodes {
+				w.closeOpen(n.Name, engine.RoleFromManager)
+			}
 			return
 		case <-tick.C:
 		}
