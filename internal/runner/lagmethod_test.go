@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestFakeRunTimesEveryTransactionByPosition: with the default
+// TestFakeRunTimesEveryTransactionByPosition: with
 // lag_sample = "all", a replica whose engine has positions gets a lag for
 // every measured transaction, by position, and the summary says so;
 // lag_sample = "auto" keeps the stamps.
@@ -14,7 +14,7 @@ func TestFakeRunTimesEveryTransactionByPosition(t *testing.T) {
 	for _, tc := range []struct {
 		name, sample, method string
 	}{
-		{"default", "", "positions"},
+		{"default", "", "stamps"},
 		{"all", `lag_sample = "all"`, "positions"},
 		{"auto", `lag_sample = "auto"`, "stamps"},
 		{"every", `lag_sample = 1`, "stamps"},

@@ -208,10 +208,11 @@ func TestRunWritesTheSummaryContractAndLagIsAtLeastTheLinkDelay(t *testing.T) {
 	if num(t, sum, "replicas", "e1", "not_visible_at_end") != 0 {
 		t.Errorf("transactions still not visible at e1 at the end")
 	}
-	// The default, lag_sample = "all": a physical standby is timed by
-	// commit position, every measured transaction (issue 35).
-	if rep, tracked := sum["replicas"].(map[string]any)["e1"].(map[string]any), num(t, sum, "replicas", "e1", "tracked"); rep["lag_method"] != "positions" || tracked != tx || num(t, sum, "replicas", "e1", "lag_ms", "count") != tx {
-		t.Errorf("lag method %v, tracked %v, timed %v of %v: want positions, every transaction", rep["lag_method"], rep["tracked"], num(t, sum, "replicas", "e1", "lag_ms", "count"), tx)
+	// 20/s is twice the automatic sample's budget (driver.DefaultLagBudget,
+	// 10/s): each of the 2 users tracks every second transaction.
+	if rep, tracked := sum["replicas"].(map[string]any)["e1"].(map[string]any), num(t, sum, "replicas", "e1", "tracked"); rep["sample"] != "auto" || num(t, sum, "replicas", "e1", "sample_every") != 2 ||
+		tracked < tx/2-2 || tracked > tx/2+2 {
+		t.Errorf("lag sample %v every %v, tracked %v of %v: want auto, every second transaction", rep["sample"], rep["sample_every"], rep["tracked"], tx)
 	}
 	// The achieved poll interval is a benchmark figure: here only that
 	// polls were chained at about the 1 ms interval, not a multiple of it.
@@ -455,13 +456,12 @@ func checkRepetitions(t *testing.T, label, dir string, n int) {
 		if rep["complete"] != true || num(t, rep, "replicas", "s1", "not_visible_at_end") != 0 {
 			t.Errorf("%s: repetition %d: %v", label, i, rep["stop_reason"])
 		}
-		// The default: every transaction by commit position at a physical
-		// standby (sample_every 1).
+		// The default automatic sample, chosen from each warmup's rate:
+		// each user tracks every Nth transaction.
 		every, tx, tracked := num(t, rep, "replicas", "s1", "sample_every"), num(t, rep, "transactions"), num(t, rep, "replicas", "s1", "tracked")
 		t.Logf("%s: repetition %d: %v transactions, sample every %v, %v tracked", label, i, tx, every, tracked)
-		if rep["replicas"].(map[string]any)["s1"].(map[string]any)["lag_method"] != "positions" || every != 1 || tracked != tx {
-			t.Errorf("%s: repetition %d: lag method %v, sample every %v, tracked %v of %v: want positions, all", label, i,
-				rep["replicas"].(map[string]any)["s1"].(map[string]any)["lag_method"], every, tracked, tx)
+		if rep["replicas"].(map[string]any)["s1"].(map[string]any)["sample"] != "auto" || every < 1 || tracked < tx/every-4 || tracked > tx/every+4 {
+			t.Errorf("%s: repetition %d: sample every %v, tracked %v of %v", label, i, every, tracked, tx)
 		}
 		if got := num(t, sum["repetitions"].([]any)[i-1].(map[string]any), "lag_sample_every"); got != every {
 			t.Errorf("%s: repetition %d: lag_sample_every %v in the aggregate, %v in its summary", label, i, got, every)

@@ -22,7 +22,7 @@ var (
 func (c *decoder) workloadAndRun(root map[string]any, s *Spec) {
 	s.Run = Run{Users: DefaultUsers, Warmup: DefaultWarmup, Duration: DefaultDuration, Cooldown: DefaultCooldown,
 		Arrival: "poisson", Seed: s.Lab.Seed, MaxErrorPct: DefaultMaxErrorPct, LagInterval: DefaultLagInterval,
-		Repetitions: 1, MaxRepetitions: DefaultMaxRepetitions, LagSample: LagSampleAll, Provision: ProvisionAuto}
+		Repetitions: 1, MaxRepetitions: DefaultMaxRepetitions, LagSample: LagSampleAuto, Provision: ProvisionAuto}
 	if v, present := root["workload"]; present {
 		p := path{"workload"}
 		c.remember(s, p)

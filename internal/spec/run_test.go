@@ -13,7 +13,7 @@ func TestLagSample(t *testing.T) {
 		want    int
 		wantErr string
 	}{
-		{"", LagSampleAll, ""},
+		{"", LagSampleAuto, ""},
 		{`"all"`, LagSampleAll, ""},
 		{`"auto"`, LagSampleAuto, ""},
 		{`" auto "`, LagSampleAuto, ""},
