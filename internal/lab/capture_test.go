@@ -15,15 +15,7 @@ import (
 	"replab/internal/testkit"
 )
 
-const captureSpec = `
-[lab]
-name = "NAME"
-[site.a]
-[site.b]
-[[link]]
-sites = ["a", "b"]
-delay = "2ms"
-`
+var captureSpec = testkit.ReadFile("testdata/capture.toml")
 
 // requireTcpdump returns the path of the real pcap reader the tests check
 // files with.

@@ -12,39 +12,7 @@ import (
 
 // A lab with one volume of each class that runs servers; the nodes'
 // engine is never started.
-const storageSpec = `
-[lab]
-name = "NAME"
-[site.db]
-[site.store]
-[[link]]
-sites = ["db", "store"]
-[storage.ram]
-kind = "memory"
-size = "64MiB"
-[storage.san]
-kind = "san"
-site = "store"
-size = "64MiB"
-delay = "1ms"
-[storage.nas]
-kind = "nas"
-site = "store"
-[engine]
-kind = "postgres"
-[node.m]
-site = "db"
-role = "primary"
-storage = "ram"
-[node.s]
-site = "db"
-role = "primary"
-storage = "san"
-[node.n]
-site = "db"
-role = "primary"
-storage = "nas"
-`
+var storageSpec = testkit.ReadFile("testdata/storage.toml")
 
 func requireStorageTools(t *testing.T) {
 	t.Helper()

@@ -122,34 +122,7 @@ func runWithFaults(t *testing.T, text string, faults []spec.Fault) (*report.Summ
 		Options{Engines: engine.NewRegistry(postgres.Engine{}), Workloads: workload.NewRegistry(personnel.Factory)})
 }
 
-const syncPairSpec = `
-[lab]
-name = "%s"
-[site.primary]
-[site.eu]
-[[link]]
-sites = ["primary", "eu"]
-delay = "10ms"
-[engine]
-kind = "postgres"
-[node.p1]
-site = "primary"
-role = "primary"
-[node.e1]
-site = "eu"
-role = "standby"
-from = "p1"
-[scheme]
-replication = "sync"
-[workload]
-kind = "personnel"
-persons = 500
-[run]
-users = 2
-warmup = "1s"
-duration = "6s"
-cooldown = "1s"
-`
+var syncPairSpec = testkit.ReadFile("testdata/sync-pair.toml")
 
 // TestPartitionBlocksSyncCommitsUntilHealed: with a synchronous standby,
 // cutting the link stops commits (they wait for the standby), and they

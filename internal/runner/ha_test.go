@@ -23,54 +23,7 @@ import (
 
 // Patroni over three sites 10 ms apart, synchronous_mode, with short
 // timers: the leader key lives 5 s, Patroni loops every second.
-const patroniTrioSpec = `
-[lab]
-name = "%s"
-[site.us]
-[site.eu]
-[site.asia]
-[[link]]
-sites = ["us", "eu"]
-delay = "5ms"
-[[link]]
-sites = ["us", "asia"]
-delay = "10ms"
-[[link]]
-sites = ["eu", "asia"]
-delay = "10ms"
-[engine]
-kind = "postgres"
-[node.p1]
-site = "us"
-role = "primary"
-[node.e1]
-site = "eu"
-role = "standby"
-from = "p1"
-[node.a1]
-site = "asia"
-role = "standby"
-from = "p1"
-[scheme]
-replication = "sync"
-manager = "patroni"
-ttl = "5s"
-loop_wait = "1s"
-retry_timeout = "2s"
-[workload]
-kind = "kv-insert"
-[run]
-users = 3
-client = "us"
-warmup = "2s"
-duration = "24s"
-cooldown = "1s"
-[[fault]]
-at = "3s"
-for = "8s"
-node = "@primary"
-do = "kill"
-`
+var patroniTrioSpec = testkit.ReadFile("testdata/patroni-trio.toml")
 
 // TestPatroniKillOfThePrimaryFailsOverAndRejoins: the primary killed -9
 // with its Patroni; Patroni promotes a standby once the leader key has

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"replab/internal/testkit"
 	"strings"
 	"sync"
 	"testing"
@@ -327,31 +328,7 @@ duration = "10m"
 	}
 }
 
-const smallSpec = `
-[lab]
-name = "%s"
-[site.a]
-[site.b]
-[[link]]
-sites = ["a", "b"]
-delay = "5ms"
-[engine]
-kind = "postgres"
-[node.p1]
-site = "a"
-role = "primary"
-[node.s1]
-site = "b"
-role = "standby"
-from = "p1"
-[workload]
-kind = "kv-insert"
-[run]
-users = 2
-warmup = "500ms"
-duration = "2s"
-cooldown = "0s"
-`
+var smallSpec = testkit.ReadFile("testdata/small.toml")
 
 // TestSweepOfRepetitionsOnPostgres: a sweep over the link's delay, each
 // point repeated twice, on real servers — one run of what the fake engine

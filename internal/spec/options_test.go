@@ -1,34 +1,13 @@
 package spec
 
 import (
+	"replab/internal/testkit"
 	"strings"
 	"testing"
 	"time"
 )
 
-const optionsSpec = `[lab]
-name = "o"
-[site.a]
-[site.b]
-[[link]]
-sites = ["a", "b"]
-[engine]
-kind = "x"
-[node.n]
-site = "a"
-role = "primary"
-[scheme]
-replication = "async"
-commit = "remote_apply"
-users = 7
-big = 70
-flag = true
-notflag = "yes"
-every = "30s"
-fast = "1ms"
-typo_key = 1
-level = "remote_aply"
-`
+var optionsSpec = testkit.ReadFile("testdata/options.toml")
 
 // TestOptionsReadWhatWasWrittenAndPointAtItsLine: each accessor returns
 // the value written, or its default when absent, and a bad value or an

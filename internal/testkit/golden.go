@@ -3,6 +3,7 @@ package testkit
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"testing"
 )
@@ -28,4 +29,16 @@ func Golden(t testing.TB, path string, got []byte) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("output differs from %s (go test -update rewrites it)\n--- got:\n%s\n--- want:\n%s", path, got, want)
 	}
+}
+
+// ReadFile returns a test's data file, a spec that several tests share
+// (testdata/NAME.toml beside the package's tests: go test runs in the
+// package's directory); it panics when the file is missing, which fails
+// the package's tests at once with the path.
+func ReadFile(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(fmt.Sprintf("testkit: %v", err))
+	}
+	return string(b)
 }

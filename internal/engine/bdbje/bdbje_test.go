@@ -19,39 +19,7 @@ import (
 
 // threeSpec is a group of three electable nodes in three sites joined by
 // 5 ms links, acknowledging by simple majority.
-const threeSpec = `
-[lab]
-name = "NAME"
-[site.a]
-[site.b]
-[site.c]
-[[link]]
-sites = ["a", "b"]
-delay = "5ms"
-[[link]]
-sites = ["a", "c"]
-delay = "5ms"
-[[link]]
-sites = ["b", "c"]
-delay = "5ms"
-[engine]
-kind = "bdbje"
-[node.n1]
-site = "a"
-role = "electable"
-[node.n2]
-site = "b"
-role = "electable"
-[node.n3]
-site = "c"
-role = "electable"
-[scheme]
-local_sync = "no_sync"
-replica_sync = "no_sync"
-ack = "majority"
-ack_timeout = "2s"
-heap = "192MiB"
-`
+var threeSpec = testkit.ReadFile("testdata/three.toml")
 
 func requireJava(t *testing.T) {
 	t.Helper()

@@ -23,45 +23,7 @@ import (
 	"replab/internal/workload/kvinsert"
 )
 
-const runSpec = `
-[lab]
-name = "%s"
-[site.a]
-[site.b]
-[site.c]
-[[link]]
-sites = ["a", "b"]
-delay = "2ms"
-[[link]]
-sites = ["a", "c"]
-delay = "10ms"
-[engine]
-kind = "bdbje"
-[node.n1]
-site = "a"
-role = "electable"
-[node.n2]
-site = "b"
-role = "electable"
-[node.n3]
-site = "c"
-role = "electable"
-[node.n4]
-site = "b"
-role = "secondary"
-[scheme]
-local_sync = "no_sync"
-ack = "majority"
-heap = "128MiB"
-[workload]
-kind = "kv-insert"
-preload = 3000
-[run]
-users = 3
-warmup = "1s"
-duration = "%s"
-cooldown = "0s"
-%s`
+var runSpec = testkit.ReadFile("testdata/run.toml")
 
 // killMaster kills the master 4 s into the measure phase and leaves it
 // down.

@@ -25,50 +25,7 @@ import (
 // verifySpec is a group of three electable nodes (the links' delay and
 // the ack policy are parameters) running kv-register (more options, more
 // [run] keys, then faults and settings are parameters too).
-const verifySpec = `
-[lab]
-name = "%[1]s"
-[site.a]
-[site.b]
-[site.c]
-[[link]]
-sites = ["a", "b"]
-delay = "%[2]s"
-[[link]]
-sites = ["a", "c"]
-delay = "%[2]s"
-[[link]]
-sites = ["b", "c"]
-delay = "%[2]s"
-[engine]
-kind = "bdbje"
-[node.n1]
-site = "a"
-role = "electable"
-[node.n2]
-site = "b"
-role = "electable"
-[node.n3]
-site = "c"
-role = "electable"
-[scheme]
-local_sync = "no_sync"
-replica_sync = "no_sync"
-ack = "%[3]s"
-ack_timeout = "2s"
-heap = "128MiB"
-[workload]
-kind = "kv-register"
-keys = 4
-%[4]s
-[run]
-users = 4
-warmup = "1s"
-duration = "8s"
-cooldown = "0s"
-%[5]s
-%[6]s
-`
+var verifySpec = testkit.ReadFile("testdata/verify.toml")
 
 // runVerify runs verifySpec and returns its verification and the log.
 func runVerify(t *testing.T, delay, ack, options, run, extra string) (*report.Verification, string) {

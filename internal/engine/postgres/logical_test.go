@@ -129,60 +129,7 @@ func table(name, ddl string) engine.Table {
 	return engine.Table{Name: name, Create: map[engine.Dialect]string{"postgres": ddl}}
 }
 
-const logicalSpec = `
-[lab]
-name = "NAME"
-
-[site.p]
-[site.a]
-[site.b]
-
-[[link]]
-sites = ["p", "a"]
-delay = "10ms"
-
-[[link]]
-sites = ["p", "b"]
-delay = "10ms"
-
-[engine]
-kind = "postgres"
-
-[node.p1]
-site = "p"
-role = "primary"
-
-[node.r1]
-site = "a"
-role = "replica"
-from = "p1"
-
-[node.r2]
-site = "b"
-role = "replica"
-from = "p1"
-
-[[node.r2.table]]
-name = "per"
-where = "region = 'eu'"
-columns = ["id", "region", "name"]
-
-[[node.r2.table]]
-name = "item"
-where = "qty > 10"
-
-[[node.r2.table]]
-name = "bad"
-columns = ["note"]
-
-[[node.r2.table]]
-name = "bad2"
-where = "note <> ''"
-columns = ["id"]
-
-[scheme]
-replication = "logical"
-`
+var logicalSpec = testkit.ReadFile("testdata/logical.toml")
 
 // TestLogicalReplicas runs a primary with a full replica (r1) and a
 // partial one (r2: per filtered by row and column, item by row, other not

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
+	"replab/internal/testkit"
 	"strings"
 	"testing"
 	"time"
@@ -49,41 +50,7 @@ func TestEtcdTimingsFollowTheRoundTrip(t *testing.T) {
 	}
 }
 
-const patroniSpec = `
-[lab]
-name = "pat"
-[site.us]
-[site.eu]
-[[link]]
-sites = ["us", "eu"]
-delay = "20ms"
-[engine]
-kind = "postgres"
-[node.p1]
-site = "us"
-role = "primary"
-[node.e1]
-site = "eu"
-role = "standby"
-from = "p1"
-[node.e1.settings]
-work_mem = "8MB"
-[node.e2]
-site = "eu"
-role = "standby"
-from = "p1"
-[scheme]
-replication = "sync"
-manager = "patroni"
-ttl = "12s"
-loop_wait = "2s"
-retry_timeout = "5s"
-maximum_lag_on_failover = "4MiB"
-remove_data_directory_on_rewind_failure = true
-synchronous_mode_strict = true
-nofailover = ["e2"]
-nosync = ["e2"]
-`
+var patroniSpec = testkit.ReadFile("testdata/patroni.toml")
 
 // The plan's knobs reach Patroni's configuration as Patroni spells them;
 // replab's settings go into the store's, a node's own into its own.
@@ -205,35 +172,7 @@ func TestRepmgrConfig(t *testing.T) {
 	}
 }
 
-const pgafSpec = `
-[lab]
-name = "paf"
-[site.us]
-[site.eu]
-[site.asia]
-[[link]]
-sites = ["us", "eu"]
-[[link]]
-sites = ["us", "asia"]
-[engine]
-kind = "postgres"
-[node.p1]
-site = "us"
-role = "primary"
-[node.e1]
-site = "eu"
-role = "standby"
-from = "p1"
-[node.a1]
-site = "asia"
-role = "standby"
-from = "p1"
-[scheme]
-replication = "sync"
-manager = "pg_auto_failover"
-monitor_site = "asia"
-route = "haproxy"
-`
+var pgafSpec = testkit.ReadFile("testdata/pgaf.toml")
 
 // pg_auto_failover's knobs: its own defaults when the spec says nothing
 // (which warn: a primary cut off keeps its role as long as the monitor

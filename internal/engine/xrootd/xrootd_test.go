@@ -15,23 +15,7 @@ import (
 	"replab/internal/xrd"
 )
 
-const pairSpec = `
-[lab]
-name = "NAME"
-[site.srv]
-[site.cli]
-[[link]]
-sites = ["srv", "cli"]
-delay = "5ms"
-[engine]
-kind = "xrootd"
-[node.s1]
-site = "srv"
-role = "server"
-[scheme]
-files = 2
-file_size = "1MiB"
-`
+var pairSpec = testkit.ReadFile("testdata/pair.toml")
 
 func requireXRootD(t *testing.T) {
 	t.Helper()

@@ -25,23 +25,7 @@ import (
 
 // A server and a client 100 ms apart (round trip) on a 20 Mbit/s link:
 // an 8 KiB page takes 3.3 ms to serialize, so the round trip dominates.
-const linkSpec = `
-[lab]
-name = "NAME"
-[site.srv]
-[site.cli]
-[[link]]
-sites = ["srv", "cli"]
-delay = "50ms"
-rate = "20mbit"
-[engine]
-kind = "xrootd"
-[node.s1]
-site = "srv"
-role = "server"
-[scheme]
-file_size = "16MiB"
-`
+var linkSpec = testkit.ReadFile("testdata/link.toml")
 
 func requireXRootD(t *testing.T) {
 	t.Helper()
