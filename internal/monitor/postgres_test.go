@@ -98,10 +98,14 @@ func TestMonitorPostgresPrimaryAndStandby(t *testing.T) {
 		t.Logf("%d commits; summary:\n%s", commits.Load(), b)
 	}
 
-	t.Run("roles: backends and walsender at the primary, walreceiver and startup at the standby, all using CPU", func(t *testing.T) {
+	t.Run("roles: backends and walsender at the primary, walreceiver and startup at the standby, all working", func(t *testing.T) {
 		for _, w := range []struct{ node, role string }{{"p1", "backend"}, {"p1", "walsender"}, {"s1", "walreceiver"}, {"s1", "startup"}} {
 			rs, ok := sum.Roles[w.node][w.role]
-			if !ok || rs.CPUS <= 0 || rs.Processes < 1 || rs.RSSPeakBytes <= 0 {
+			// CPU is counted in the kernel's 10 ms ticks: a standby's startup
+			// process replaying a loaded suite's trickle of WAL can use less
+			// than one and read 0, while what it wrote shows that it worked.
+			worked := rs.CPUS > 0 || (w.role == "startup" && rs.DiskWriteBytes > 0)
+			if !ok || !worked || rs.Processes < 1 || rs.RSSPeakBytes <= 0 {
 				t.Errorf("%s %s: %+v (present %v)", w.node, w.role, rs, ok)
 			}
 		}
