@@ -3,9 +3,11 @@ package monitor
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,8 +92,12 @@ func TestMonitorPostgresPrimaryAndStandby(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := readSysctl(DelayAcctPath); after != before {
-		t.Errorf("task_delayacct %q after the run, was %q before", after, before)
+	// Restored by the last monitor to stop: with other tests' runs beside
+	// this one (a shared hold on delayacct.holders each), one of them does.
+	if after, _ := readSysctl(DelayAcctPath); after != before && !otherDelayAcctHolders(t) {
+		if again, _ := readSysctl(DelayAcctPath); again != before { // the last holder may have just restored it
+			t.Errorf("task_delayacct %q after the run, was %q before, and no other monitor holds it", again, before)
+		}
 	}
 	if testing.Verbose() {
 		b, _ := json.MarshalIndent(sum, "", "  ")
@@ -145,4 +151,21 @@ func TestMonitorPostgresPrimaryAndStandby(t *testing.T) {
 	})
 	t.Logf("cost per sample: CPU %.2f ms mean, %.2f max; wall %.2f ms mean; %.0f processes; ReplicationState %.2f ms mean",
 		sum.Cost.SampleCPUMeanMs, sum.Cost.SampleCPUMaxMs, sum.Cost.SampleWallMeanMs, sum.Cost.ProcessesMean, sum.Cost.ReplicationWallMeanMs)
+}
+
+// otherDelayAcctHolders reports whether another monitor on the machine
+// still holds delay accounting on (its shared flock on the holders' file
+// keeps an exclusive one from being taken).
+func otherDelayAcctHolders(t *testing.T) bool {
+	f, err := os.OpenFile(filepath.Join(DelayAcctLockDir, "delayacct.holders"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Logf("delayacct.holders: %v", err)
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
 }
