@@ -157,6 +157,15 @@ func TestPostgresBuiltinScriptsSendWhatPgbenchSends(t *testing.T) {
 					typ = ws.Transactions()[0]
 				}
 			}
+			if name == "gset" {
+				// gset.sql branches on the balance it read: the scripts before
+				// it left some negative (tpcb-like adds -5000..5000), and with
+				// the same seed replab draws the very accounts it changed, pgbench
+				// others. From all zero, both take the first branch every time.
+				if _, err := conn.Exec(ctx, "UPDATE pgbench_accounts SET abalance = 0 WHERE abalance < 0"); err != nil {
+					t.Fatal(err)
+				}
+			}
 			reset()
 			res, err := driver.Run(ctx, driver.Config{Users: users, Duration: 2 * time.Second, Seed: 5, MaxRetries: 3,
 				Pipeliner: pipe, Classify: func(err error) engine.ErrorClass { return engine.Classify(c, err) }},
