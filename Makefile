@@ -21,9 +21,10 @@ demo: build
 
 # Everything, including the integration tests that need root and namespaces.
 # Packages and integration tests run side by side (most wait on servers and
-# links, not on the CPU: a whole suite used about half of the 2 cores;
-# six packages at once were 2 minutes faster but failed more often); a test that measures time takes the machine alone
-# (internal/testkit: Exclusive), the others wait for it.
+# links, not on the CPU: a whole suite used about half of the 2 cores; six
+# packages at once were 2 minutes faster but failed more often); a test that
+# measures time takes the machine alone (internal/testkit: Exclusive), the
+# others wait for it.
 # The packages whose tests take longest start first (go test runs them in
 # the order named; ./... after them adds the rest once each): the suite
 # lasts about as long as its longest package, not that plus the others.
