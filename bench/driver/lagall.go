@@ -189,43 +189,14 @@ func watchPositions(ctx context.Context, p *pgLab, probe *lagprobe.Probe) (stop 
 // polling the idle standby every interval (a COMMIT kept in flight so that
 // it never waits).
 func (b *bench) positionWatcherAlone(ctx context.Context, p *pgLab) (watcherCost, error) {
-	var w watcherCost
-	span := func(f func() error) (self, sb, wall float64, err error) {
-		s0, b0, t0 := benchkit.SelfCPU(), nodeCPU(ctx, p.cluster, "sb"), time.Now()
-		err = f()
-		return benchkit.SelfCPU() - s0, nodeCPU(ctx, p.cluster, "sb") - b0, time.Since(t0).Seconds(), err
-	}
-	self, sb, wall, err := span(func() error { return benchkit.Sleep(ctx, watcherAloneFor) })
-	if err != nil {
-		return w, err
-	}
-	w.IdleBenchCores, w.IdleStandbyCores = benchkit.Round(self/wall, 3), benchkit.Round(sb/wall, 3)
-	probe := lagprobe.New(lagprobe.Config{Writers: 1, Interval: lagInterval})
-	stopWatch, err := watchPositions(ctx, p, probe)
-	if err != nil {
-		return w, err
-	}
-	defer stopWatch()
-	probe.PosWriter(0).Sending(probe.Now()) // in flight for the whole measurement
-	if err := benchkit.Sleep(ctx, 300*time.Millisecond); err != nil {
-		return w, err
-	}
-	polls0 := probe.Results()["sb"].Polls
-	self, sb, wall, err = span(func() error { return benchkit.Sleep(ctx, watcherAloneFor) })
-	if err != nil {
-		return w, err
-	}
-	r := probe.Results()["sb"]
-	w.Seconds, w.Polls = benchkit.Round(wall, 3), r.Polls-polls0
-	w.PollsPerS = benchkit.Round(float64(w.Polls)/wall, 1)
-	w.BenchCores = benchkit.Round(max(self/wall-w.IdleBenchCores, 0), 3)
-	w.StandbyCores = benchkit.Round(max(sb/wall-w.IdleStandbyCores, 0), 3)
-	if w.Polls > 0 {
-		w.BenchUsPerPoll = benchkit.Round(w.BenchCores*wall/float64(w.Polls)*1e6, 1)
-		w.StandbyUsPerPoll = benchkit.Round(w.StandbyCores*wall/float64(w.Polls)*1e6, 1)
-	}
-	w.ResolutionMs, w.IntervalP99Ms, w.PollP50Ms, w.PollP99Ms = r.ResolutionMs, r.IntervalP99Ms, r.PollP50Ms, r.PollP99Ms
-	return w, nil
+	return measureWatcher(ctx, p, func() (*lagprobe.Probe, func() error, error) {
+		probe := lagprobe.New(lagprobe.Config{Writers: 1, Interval: lagInterval})
+		stop, err := watchPositions(ctx, p, probe)
+		if err == nil {
+			probe.PosWriter(0).Sending(probe.Now()) // in flight for the whole measurement
+		}
+		return probe, stop, err
+	})
 }
 
 func (b *bench) addLagAll(t lagTarget, runs []lagRun, alone watcherCost) {

@@ -645,6 +645,17 @@ const watcherAloneFor = 3 * time.Second
 // watcherAlone measures the idle cost, then the watcher polling the idle
 // standby every interval.
 func (b *bench) watcherAlone(ctx context.Context, p *pgLab) (watcherCost, error) {
+	return measureWatcher(ctx, p, func() (*lagprobe.Probe, func() error, error) {
+		probe := lagprobe.New(lagprobe.Config{Writers: lagUsers, Interval: lagInterval, PollAlways: true})
+		stop, err := watchStandby(ctx, p, probe)
+		return probe, stop, err
+	})
+}
+
+// measureWatcher measures this process's and the standby's CPU idle, then
+// with the watcher that start starts polling the idle standby: the cost of
+// a poll, both sides, and the achieved interval.
+func measureWatcher(ctx context.Context, p *pgLab, start func() (*lagprobe.Probe, func() error, error)) (watcherCost, error) {
 	var w watcherCost
 	span := func(f func() error) (self, sb, wall float64, err error) {
 		s0, b0, t0 := benchkit.SelfCPU(), nodeCPU(ctx, p.cluster, "sb"), time.Now()
@@ -656,9 +667,7 @@ func (b *bench) watcherAlone(ctx context.Context, p *pgLab) (watcherCost, error)
 		return w, err
 	}
 	w.IdleBenchCores, w.IdleStandbyCores = benchkit.Round(self/wall, 3), benchkit.Round(sb/wall, 3)
-
-	probe := lagprobe.New(lagprobe.Config{Writers: lagUsers, Interval: lagInterval, PollAlways: true})
-	stopWatch, err := watchStandby(ctx, p, probe)
+	probe, stopWatch, err := start()
 	if err != nil {
 		return w, err
 	}
