@@ -21,6 +21,7 @@ import (
 	"replab/internal/faultkind"
 	"replab/internal/labtest"
 	"replab/internal/report"
+	"replab/internal/runner/runnertest"
 	"replab/internal/spec"
 	"replab/internal/testkit"
 	"replab/internal/workload"
@@ -66,7 +67,7 @@ func TestFaultScheduleOnTheFake(t *testing.T) {
 	if k.HealS == nil || k.Before.TPS <= 0 || k.Before.FromS != -0.5 || k.During.FromS != k.AtS {
 		t.Errorf("kill: %+v", k)
 	}
-	verified(t, sum, "p", "s")
+	runnertest.Verified(t, sum, "p", "s")
 	// When it happened, as it happened: at 1 s, or later on a busy machine.
 	if m := regexp.MustCompile(`fault at (\d+\.\d) s: apply node s kill`).FindStringSubmatch(log); m == nil || !atLeast(m[1], 1.0) {
 		t.Errorf("the log does not say when the fault happened (at 1.0 s or later):\n%s", log)
@@ -170,7 +171,7 @@ func TestPartitionBlocksSyncCommitsUntilHealed(t *testing.T) {
 	if sum.Errors != 0 {
 		t.Errorf("%d errors: synchronous commits should wait, not fail", sum.Errors)
 	}
-	verified(t, sum, "p1", "e1")
+	runnertest.Verified(t, sum, "p1", "e1")
 	if c := sum.Convergence; c == nil || !c.Converged || c.Nodes != 2 {
 		t.Errorf("convergence %+v: the standby should hold what the primary holds", c)
 	}
@@ -213,26 +214,7 @@ func TestStandbyKillAndRestart(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "faults.csv")); err != nil {
 		t.Error(err)
 	}
-	verified(t, sum, "p1", "e1")
-}
-
-// verified checks that the run's journal was verified at nodes, and that
-// every acknowledged commit is at each of them.
-func verified(t *testing.T, sum *report.Summary, nodes ...string) {
-	t.Helper()
-	v := sum.Verification
-	if v == nil || v.Error != "" {
-		t.Fatalf("verification: %+v", v)
-	}
-	if v.Acked < sum.Transactions || v.Lost != 0 || len(v.Nodes) != len(nodes) {
-		t.Errorf("verification: %d acknowledged (%d measured transactions), %d lost, nodes %v", v.Acked, sum.Transactions, v.Lost, v.Nodes)
-	}
-	for _, n := range nodes {
-		nv := v.Nodes[n]
-		if nv == nil || nv.Present < v.Acked || nv.Lost != 0 || nv.Unexpected != 0 {
-			t.Errorf("node %s: %+v (acknowledged %d)", n, nv, v.Acked)
-		}
-	}
+	runnertest.Verified(t, sum, "p1", "e1")
 }
 
 // TestKillOfANoSyncPrimaryIsVerified: with synchronous_commit off
@@ -379,7 +361,7 @@ func TestGaleraPartitionConvergesWithNothingLost(t *testing.T) {
 	if sum.Convergence == nil || !sum.Convergence.Converged {
 		t.Errorf("convergence %+v\n%s", sum.Convergence, log)
 	}
-	verified(t, sum, "g1", "g2", "g3")
+	runnertest.Verified(t, sum, "g1", "g2", "g3")
 	if len(sum.Faults) != 2 || sum.Faults[0].During.TPS <= 0 {
 		t.Errorf("the majority should go on writing during the partition: %+v", sum.Faults)
 	}
@@ -449,7 +431,7 @@ func TestPglogicalPartitionConflictsAndConverges(t *testing.T) {
 	if sum.Convergence == nil || !sum.Convergence.Converged {
 		t.Errorf("convergence %+v\n%s", sum.Convergence, log)
 	}
-	verified(t, sum, "m1", "m2")
+	runnertest.Verified(t, sum, "m1", "m2")
 	t.Logf("conflicts %+v; driver conflicts %d, errors %d; fault %+v", rc, sum.Conflicts, sum.Errors, sum.Faults[0])
 }
 

@@ -1,4 +1,4 @@
-package runner
+package hatest
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"replab/internal/engine/postgres"
 	"replab/internal/labtest"
 	"replab/internal/report"
+	"replab/internal/runner"
+	"replab/internal/runner/runnertest"
 	"replab/internal/spec"
 	"replab/internal/testkit"
 	"replab/internal/workload"
@@ -65,7 +67,7 @@ func TestPatroniKillOfThePrimaryFailsOverAndRejoins(t *testing.T) {
 	if rj := h.Rejoin; rj == nil || !rj.Rejoined || rj.RejoinedS == nil || rj.RedundantS == nil {
 		t.Errorf("rejoin %+v\n%s", rj, log)
 	}
-	verified(t, sum, "p1", "e1", "a1")
+	runnertest.Verified(t, sum, "p1", "e1", "a1")
 	if len(sum.HA) != 1 || sum.HA[0].N != 1 || sum.HA[0].Rejoined != 1 {
 		t.Errorf("ha %+v", sum.HA)
 	}
@@ -234,7 +236,7 @@ func TestPgAutoFailoverKillOfThePrimaryFailsOverAndRejoins(t *testing.T) {
 	if rj := h.Rejoin; rj == nil || !rj.Rejoined || rj.RejoinedS == nil || rj.RedundantS == nil {
 		t.Errorf("rejoin %+v\n%s", rj, log)
 	}
-	verified(t, sum, "p1", "e1", "a1")
+	runnertest.Verified(t, sum, "p1", "e1", "a1")
 	if _, ok := sum.Roles["p1"]["pg_autoctl"]; !ok {
 		t.Errorf("pg_autoctl is not among the monitored processes: %v", sum.Roles["p1"])
 	}
@@ -325,9 +327,9 @@ func runHASpec(t *testing.T, text string) (*report.Summary, string, string, stri
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var log bytes.Buffer
-	opt := Options{Engines: engine.NewRegistry(postgres.Engine{}), Workloads: workload.NewRegistry(kvinsert.Factory)}
+	opt := runner.Options{Engines: engine.NewRegistry(postgres.Engine{}), Workloads: workload.NewRegistry(kvinsert.Factory)}
 	opt.Out, opt.StateRoot, opt.DataRoot, opt.Log, opt.Version = filepath.Join(dir, "results"), t.TempDir(), t.TempDir(), &log, "test"
-	sum, _, err := Run(ctx, s, opt)
+	sum, _, err := runner.Run(ctx, s, opt)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
