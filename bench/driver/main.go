@@ -28,7 +28,13 @@ func main() {
 	users := flag.String("users", "8,1", "comma-separated user counts for the compare step")
 	client := flag.String("client-site", "db", `site pgbench and the driver run in for the comparison: "db" (the server's own site, no emulator in the path) or "client" (across an unshaped emulated link)`)
 	variants := flag.String("pipelined-variants", "", `comma-separated extra runs for the pipelined step, after each pair, on pgbench's server: "driver" (driver.Run alone), "pipe" (the engine's Pipe alone)`)
+	rounds := flag.Int("pipelined-rounds", pipeRounds, "rounds of the pipelined step per client count (each tool once a round)")
 	flag.Parse()
+	if *rounds < 1 {
+		logf("driver: -pipelined-rounds: want at least 1, got %d", *rounds)
+		os.Exit(2)
+	}
+	pipeRounds = *rounds
 	for _, v := range strings.Split(*variants, ",") {
 		switch v = strings.TrimSpace(v); v {
 		case "":
@@ -77,8 +83,8 @@ func (b *bench) steps() []step {
 	return []step{
 		{ID: "compare", Title: fmt.Sprintf("driver vs pgbench: UPDATE by key, %v users, %d s runs alternating pgbench/replab ×%d", compareUsers, compareSeconds, comparePairs),
 			Limit: 3 * time.Minute, Run: b.compare},
-		{ID: "pipelined", Title: fmt.Sprintf("replab run vs pipelined pgbench: personnel's UPDATE, one node, synchronous_commit = off, %d users, rounds of pgbench, pgbench without BEGIN/END and replab ×%d", pipeUsers, pipeRounds),
-			Limit: 15 * time.Minute, Run: b.pipelined},
+		{ID: "pipelined", Title: fmt.Sprintf("replab run vs pipelined pgbench: personnel's UPDATE, one node, synchronous_commit = off, %v users, rounds of pgbench and replab (and pgbench without BEGIN/END at %d users) ×%d", pipeUserCounts, pipeImplicitUsers, pipeRounds),
+			Limit: 30 * time.Minute, Run: b.pipelined},
 		{ID: "scripts", Title: fmt.Sprintf("script workload vs pgbench: the built-in scripts %v, %d users, %d s runs alternating pgbench/replab ×%d", builtinScripts, scriptsUsers, scriptsSeconds, scriptsPairs),
 			Limit: 6 * time.Minute, Run: b.scripts},
 		{ID: "lag", Title: fmt.Sprintf("lag probe: %d users, primary + standby %s away, auto ×%d (3 every), %s + %s each, on and off in 2 s slices", lagUsers, lagDelay, lagReps, lagWarmup, lagMeasure),

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,20 +33,39 @@ import (
 // The pipelined comparison measures `replab run` itself — the replab
 // binary, as a user runs it — against pgbench in pipeline mode on the
 // same single-node server, both CPU-bound: one PostgreSQL node with
-// synchronous_commit = off, the personnel workload's UPDATE, 4 clients in
-// the server's own site. replab runs in target mode against the lab's
+// synchronous_commit = off, the personnel workload's UPDATE, 1, 4 and 8
+// clients in the server's own site. replab runs in target mode against the lab's
 // server (one server, one table, for both tools), so the two alternate
 // seconds apart: on this shared machine the speed of the same run wanders
 // by ±15 % within a minute, and a replab run that built a lab of its own
 // each time came 25 s after the pgbench run it was compared with, on a
 // fresh server.
 const (
-	pipeUsers   = 4
 	pipePersons = personnel.DefaultPersons
 	pipeWarmup  = 2 * time.Second
 	pipeSeconds = 10
-	pipeRounds  = 12 // pgbench, pgbench without BEGIN and END, replab run: the order rotated each round (each order twice); rounds differ by ±10-20 %, so six left ±0.1-0.19 of 95 % CI
+	// pipeImplicitUsers is the count at which pgbench also sends what
+	// replab sends (no BEGIN and END): the clients' cost alone, a
+	// reference measured at one count.
+	pipeImplicitUsers = 4
 )
+
+// pipeRounds per client count (-pipelined-rounds): the tools' order
+// rotated each round and reversed after a full rotation. Rounds differ
+// by ±10-20 %; six left ±0.1-0.19 of 95 % CI at 4 users, twelve
+// ±0.05-0.07; eight per count keep the three counts within a quarter of
+// an hour.
+var pipeRounds = 8
+
+// pipeUserCounts are the client counts compared: one client (latency
+// bound: each transaction's client work is on its critical path), and
+// four and eight (CPU bound, the clients and the server share the cores).
+var pipeUserCounts = []int{1, 4, 8}
+
+// pgbenchThreads is pgbench's -j for n clients: one thread per client,
+// at most one per CPU (pgbench's advice: more threads than CPUs only
+// switch).
+func pgbenchThreads(n int) int { return max(1, min(n, runtime.NumCPU())) }
 
 // pipeBody is the lab: its one PostgreSQL node holds the data both tools
 // use. A lab needs two sites; both clients run in db, so no traffic
@@ -76,7 +96,7 @@ const pipeSchema = "replab"
 // pipeTarget is replab's spec: the lab's node as a target, from site db.
 // The first run (create) makes the schema, loads personnel and keeps it;
 // the measured ones use it as it is.
-func pipeTarget(dsn string, create bool) string {
+func pipeTarget(dsn string, create bool, users int) string {
 	return fmt.Sprintf(`[target]
 name = "bench-pipe"
 engine = "postgres"
@@ -89,11 +109,12 @@ keep_schema = true
 role = "primary"
 dsn = %q
 site = "db"
-`, pipeSchema, create, dsn) + pipeWorkload
+`, pipeSchema, create, dsn) + pipeWorkload(users)
 }
 
 // pipeWorkload is the workload and run of replab's spec.
-var pipeWorkload = fmt.Sprintf(`
+func pipeWorkload(users int) string {
+	return fmt.Sprintf(`
 [workload]
 kind = "personnel"
 persons = %d
@@ -102,7 +123,8 @@ persons = %d
 users = %d
 warmup = "%s"
 duration = "%ds"
-`, pipePersons, pipeUsers, pipeWarmup, pipeSeconds)
+`, pipePersons, users, pipeWarmup, pipeSeconds)
+}
 
 // pipeScript is pgbench's side: personnel's UPDATE (the same statement
 // text, parameters $1 = :text, $2 = :id under -M prepared) between BEGIN
@@ -145,10 +167,11 @@ func (b *bench) pipelined(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	specs := map[bool]string{}
-	for _, create := range []bool{true, false} {
-		specs[create] = filepath.Join(dir, fmt.Sprintf("target-create-%t.toml", create))
-		if err := os.WriteFile(specs[create], []byte(pipeTarget(db.DSN, create)), 0o644); err != nil {
+	// specs[0] creates and loads the schema; specs[n] runs n users on it.
+	specs := map[int]string{}
+	for _, n := range append([]int{0}, pipeUserCounts...) {
+		specs[n] = filepath.Join(dir, fmt.Sprintf("target-%d.toml", n))
+		if err := os.WriteFile(specs[n], []byte(pipeTarget(db.DSN, n == 0, max(n, 1))), 0o644); err != nil {
 			return err
 		}
 	}
@@ -160,7 +183,7 @@ func (b *bench) pipelined(ctx context.Context) error {
 	defer wal.Close()
 	wal.SetMaxOpenConns(1)
 	t0 := time.Now()
-	if _, err := b.replabTarget(ctx, p, wal, bin, specs[true], dir); err != nil {
+	if _, err := b.replabTarget(ctx, p, wal, bin, specs[0], dir, 1); err != nil {
 		return fmt.Errorf("first replab run (schema, load): %w", err)
 	}
 	logf("      first replab run (schema %s, personnel's %d persons loaded, not counted) in %.1f s", pipeSchema, pipePersons, time.Since(t0).Seconds())
@@ -177,52 +200,58 @@ func (b *bench) pipelined(ctx context.Context) error {
 	idle := idleCores(ctx)
 	logf("      this process uses %.3f cores while idle (pgbench's lab up, no traffic)", idle)
 
-	var runs []toolRun
-	for i := 1; i <= pipeRounds; i++ {
-		// Each round in another order: every tool goes first, second
-		// and last as often.
-		tools := []string{toolPgbench, toolPgbenchImplicit, toolReplab}
-		order := append(tools[(i-1)%3:], tools[:(i-1)%3]...)
-		if (i-1)/3%2 == 1 {
-			slices.Reverse(order)
+	for _, users := range pipeUserCounts {
+		tools := []string{toolPgbench, toolReplab}
+		if users == pipeImplicitUsers {
+			tools = []string{toolPgbench, toolPgbenchImplicit, toolReplab}
 		}
-		for _, tool := range append(order, pipeVariants...) {
-			// Every run starts from the same table: vacuumed, checkpointed.
-			if err := p.exec(ctx, "db", "VACUUM "+pipeSchema+".per", "CHECKPOINT"); err != nil {
-				return err
+		var runs []toolRun
+		for i := 1; i <= pipeRounds; i++ {
+			// Each round in another order: every tool goes first and
+			// last as often.
+			k := (i - 1) % len(tools)
+			order := append(slices.Clone(tools[k:]), tools[:k]...)
+			if (i-1)/len(tools)%2 == 1 {
+				slices.Reverse(order)
 			}
-			q, err := benchkit.WaitQuiet(ctx, quiet)
-			if err != nil {
-				return err
+			for _, tool := range append(order, pipeVariants...) {
+				// Every run starts from the same table: vacuumed, checkpointed.
+				if err := p.exec(ctx, "db", "VACUUM "+pipeSchema+".per", "CHECKPOINT"); err != nil {
+					return err
+				}
+				q, err := benchkit.WaitQuiet(ctx, quiet)
+				if err != nil {
+					return err
+				}
+				var r toolRun
+				switch tool {
+				case toolPgbench, toolPgbenchImplicit:
+					r, err = b.pgbenchPipelined(ctx, p, wal, text, tool == toolPgbench, users)
+				case toolReplab:
+					r, err = b.replabTarget(ctx, p, wal, bin, specs[users], dir, users)
+				case "driver":
+					r, err = b.driverPersonnel(ctx, p, w, int64(i), users)
+				case "pipe":
+					r, err = b.barePipe(ctx, p, w, int64(i), users)
+				}
+				if err != nil {
+					return fmt.Errorf("%s, %d users, round %d: %w", tool, users, i, err)
+				}
+				r.Run, r.Quiet = i, q
+				runs = append(runs, r)
+				logf("      %-16s %d users round %d: %8.0f tps, latency %.3f ms, client CPU %.1f µs/tx (system %.0f%%), server CPU %.1f µs/tx, WAL %.0f bytes/tx, machine busy %.0f%%, unrelated work %.2f cores",
+					tool, users, i, r.TPS, r.LatencyMeanMs, r.ClientCPUUsPerTx, 100*r.ClientSysS/max(r.ClientCPUS, 1e-9), r.ServerCPUUsPerTx, r.WALBytesPerTx, 100*r.CPU.MachineBusy, r.UnrelatedCores)
 			}
-			var r toolRun
-			switch tool {
-			case toolPgbench, toolPgbenchImplicit:
-				r, err = b.pgbenchPipelined(ctx, p, wal, text, tool == toolPgbench)
-			case "replab":
-				r, err = b.replabTarget(ctx, p, wal, bin, specs[false], dir)
-			case "driver":
-				r, err = b.driverPersonnel(ctx, p, w, int64(i))
-			case "pipe":
-				r, err = b.barePipe(ctx, p, w, int64(i))
-			}
-			if err != nil {
-				return fmt.Errorf("%s run %d: %w", tool, i, err)
-			}
-			r.Run, r.Quiet = i, q
-			runs = append(runs, r)
-			logf("      %-7s %d users run %d: %8.0f tps, latency %.3f ms, client CPU %.1f µs/tx (system %.0f%%), server CPU %.1f µs/tx, WAL %.0f bytes/tx, machine busy %.0f%%, unrelated work %.2f cores",
-				tool, pipeUsers, i, r.TPS, r.LatencyMeanMs, r.ClientCPUUsPerTx, 100*r.ClientSysS/max(r.ClientCPUS, 1e-9), r.ServerCPUUsPerTx, r.WALBytesPerTx, 100*r.CPU.MachineBusy, r.UnrelatedCores)
 		}
+		b.addPipelined(runs, idle, users)
 	}
-	b.addPipelined(runs, idle)
 	return nil
 }
 
 // personnelWorkload is the personnel workload of replab's spec (its
 // transactions, for the variants).
 func personnelWorkload() (workload.Workload, error) {
-	s, err := spec.Parse("bench-pgpipe.toml", []byte("[lab]\nname = \"bench-pgpipe\"\n"+pipeBody+pipeWorkload))
+	s, err := spec.Parse("bench-pgpipe.toml", []byte("[lab]\nname = \"bench-pgpipe\"\n"+pipeBody+pipeWorkload(1)))
 	if err != nil {
 		return nil, err
 	}
@@ -235,14 +264,14 @@ var pipeVariants []string
 
 // driverPersonnel is driver.Run alone (no runner, no monitors, no lag
 // probe) with personnel's transactions, on pgbench's server.
-func (b *bench) driverPersonnel(ctx context.Context, p *pgLab, w workload.Workload, seed int64) (toolRun, error) {
+func (b *bench) driverPersonnel(ctx context.Context, p *pgLab, w workload.Workload, seed int64, users int) (toolRun, error) {
 	db, err := p.sql().Open(ctx, "db", "db")
 	if err != nil {
 		return toolRun{}, err
 	}
 	defer db.Close()
-	db.SetMaxOpenConns(pipeUsers + 2)
-	cfg := p.driverConfig(driver.Config{Users: pipeUsers, Duration: pipeSeconds * time.Second, Seed: seed, MaxRetries: 3})
+	db.SetMaxOpenConns(users + 2)
+	cfg := p.driverConfig(driver.Config{Users: users, Duration: pipeSeconds * time.Second, Seed: seed, MaxRetries: 3})
 	srv0, meter, self0, sys0, t0 := nodeCPU(ctx, p.cluster, "db"), benchkit.StartCPU(), benchkit.SelfCPU(), selfSys(), time.Now()
 	res, err := driver.Run(ctx, cfg, w.Transactions(), driver.Sources(db))
 	self, sys, cpu, srv, wall := benchkit.SelfCPU()-self0, selfSys()-sys0, meter.Read(), nodeCPU(ctx, p.cluster, "db")-srv0, time.Since(t0).Seconds()
@@ -253,24 +282,24 @@ func (b *bench) driverPersonnel(ctx context.Context, p *pgLab, w workload.Worklo
 		return toolRun{}, fmt.Errorf("driver: %d errors, %s", res.Errors, res.StopReason)
 	}
 	return toolRun{
-		Tool: "driver", Users: pipeUsers, TPS: benchkit.Round(res.TPS, 1), Transactions: res.Transactions,
+		Tool: "driver", Users: users, TPS: benchkit.Round(res.TPS, 1), Transactions: res.Transactions,
 		LatencyMeanMs: benchkit.Round(res.CommitLatency.Mean, 3), ClientCPUS: benchkit.Round(self, 3), ClientSysS: benchkit.Round(sys, 3),
 		ClientCPUUsPerTx: perTxUs(self, res.Transactions), ServerCPUUsPerTx: perTxUs(srv, res.Transactions), CPU: cpu,
 		UnrelatedCores: unrelated(cpu, self, srv, wall),
 	}, nil
 }
 
-// barePipe is the engine's Pipe alone: pipeUsers goroutines, each with
+// barePipe is the engine's Pipe alone: users goroutines, each with
 // its own Pipe, sending personnel's Batch (the same text making) with no
 // driver around it.
-func (b *bench) barePipe(ctx context.Context, p *pgLab, w workload.Workload, seed int64) (toolRun, error) {
+func (b *bench) barePipe(ctx context.Context, p *pgLab, w workload.Workload, seed int64, users int) (toolRun, error) {
 	db, err := p.sql().Open(ctx, "db", "db")
 	if err != nil {
 		return toolRun{}, err
 	}
 	defer db.Close()
 	t := w.Transactions()[0]
-	pipes := make([]engine.Pipe, pipeUsers)
+	pipes := make([]engine.Pipe, users)
 	defer func() {
 		for _, pp := range pipes {
 			if pp != nil {
@@ -315,13 +344,14 @@ func (b *bench) barePipe(ctx context.Context, p *pgLab, w workload.Workload, see
 		return toolRun{}, *e
 	}
 	n := count.Load()
-	return toolRun{Tool: "pipe", Users: pipeUsers, TPS: benchkit.Round(float64(n)/wall, 1), Transactions: n,
+	return toolRun{Tool: "pipe", Users: users, TPS: benchkit.Round(float64(n)/wall, 1), Transactions: n,
 		ClientCPUS: benchkit.Round(self, 3), ClientSysS: benchkit.Round(sys, 3),
 		ClientCPUUsPerTx: perTxUs(self, n), ServerCPUUsPerTx: perTxUs(srv, n), CPU: cpu, UnrelatedCores: unrelated(cpu, self, srv, wall)}, nil
 }
 
-// pgbenchPipelined runs pipeScript with pipeUsers clients and threads.
-func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, wal *sql.DB, text string, block bool) (toolRun, error) {
+// pgbenchPipelined runs pipeScript with users clients and
+// pgbenchThreads(users) threads.
+func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, wal *sql.DB, text string, block bool, users int) (toolRun, error) {
 	db, _ := p.node("db")
 	site := p.lab.Site("db")
 	script, err := os.CreateTemp("", "bench-pipe-*.sql")
@@ -336,8 +366,7 @@ func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, wal *sql.DB, tex
 	if err := script.Close(); err != nil {
 		return toolRun{}, err
 	}
-	n := strconv.Itoa(pipeUsers)
-	args := []string{"-n", "-f", script.Name(), "-M", "prepared", "-D", "text=" + text, "-c", n, "-j", n, "-T"}
+	args := []string{"-n", "-f", script.Name(), "-M", "prepared", "-D", "text=" + text, "-c", strconv.Itoa(users), "-j", strconv.Itoa(pgbenchThreads(users)), "-T"}
 	// pgbench's warmup, as replab run's: the measured run starts on a
 	// table that took pipeWarmup of updates since its VACUUM, as replab's
 	// measure phase does. Right after a VACUUM the same run is faster
@@ -354,7 +383,7 @@ func (b *bench) pgbenchPipelined(ctx context.Context, p *pgLab, wal *sql.DB, tex
 		return toolRun{}, err
 	}
 	return toolRun{
-		Tool: map[bool]string{true: toolPgbench, false: toolPgbenchImplicit}[block], Users: pipeUsers, TPS: benchkit.Round(res.TPS, 1), Transactions: res.Transactions, Errors: res.Failed,
+		Tool: map[bool]string{true: toolPgbench, false: toolPgbenchImplicit}[block], Users: users, TPS: benchkit.Round(res.TPS, 1), Transactions: res.Transactions, Errors: res.Failed,
 		LatencyMeanMs: res.LatencyMeanMs, ClientCPUS: benchkit.Round(res.CPUSeconds, 3), ClientSysS: benchkit.Round(res.SysSeconds, 3),
 		ClientCPUUsPerTx: perTxUs(res.CPUSeconds, res.Transactions), ServerCPUUsPerTx: perTxUs(srv, res.Transactions), CPU: cpu,
 		UnrelatedCores: unrelated(cpu, res.CPUSeconds, srv, wall), WALBytesPerTx: benchkit.Round(float64(walBytes(ctx, wal)-wal0)/float64(max(res.Transactions, 1)), 1),
@@ -377,7 +406,7 @@ func replabBinary(ctx context.Context, dir string) (string, error) {
 // (measure phase); its CPU is the process's (/proc/PID/stat, all its
 // threads) and the server's between the progress lines that bound the
 // measure phase (see cpuWindow).
-func (b *bench) replabTarget(ctx context.Context, p *pgLab, wal *sql.DB, bin, spec, dir string) (toolRun, error) {
+func (b *bench) replabTarget(ctx context.Context, p *pgLab, wal *sql.DB, bin, spec, dir string, users int) (toolRun, error) {
 	out, err := os.MkdirTemp(dir, "results-*")
 	if err != nil {
 		return toolRun{}, err
@@ -419,7 +448,7 @@ func (b *bench) replabTarget(ctx context.Context, p *pgLab, wal *sql.DB, bin, sp
 	cpuS, sysS, srv, wall := m1.cpu-m0.cpu, m1.sys-m0.sys, m1.srv-m0.srv, m1.at.Sub(m0.at).Seconds()
 	cpu := m0.meter.Read()
 	return toolRun{
-		Tool: "replab", Users: pipeUsers, TPS: benchkit.Round(sum.TPS, 1), Transactions: sum.Transactions, Errors: sum.Errors,
+		Tool: "replab", Users: users, TPS: benchkit.Round(sum.TPS, 1), Transactions: sum.Transactions, Errors: sum.Errors,
 		LatencyMeanMs: benchkit.Round(sum.CommitLatency.Mean, 3), ClientCPUS: benchkit.Round(cpuS, 3), ClientSysS: benchkit.Round(sysS, 3),
 		ClientCPUUsPerTx: perTxUs(cpuS, tx), ServerCPUUsPerTx: perTxUs(srv, tx), CPU: cpu,
 		UnrelatedCores: unrelated(cpu, cpuS, srv, wall), WALBytesPerTx: benchkit.Round(float64(m1.wal-m0.wal)/float64(tx), 1),
@@ -516,10 +545,11 @@ func (w *cpuWindow) measured() (start, end progressMark, tx int64, ok bool) {
 	return *w.start, *w.end, w.tx, true
 }
 
-// addPipelined turns the runs into figures: replab against pgbench with
-// the issue's script (the target), and against pgbench sending what
-// replab sends (no BEGIN and END), each with the ratios of the rounds.
-func (b *bench) addPipelined(runs []toolRun, idle float64) {
+// addPipelined turns one client count's runs into figures: replab
+// against pgbench with the issue's script (the target), and at
+// pipeImplicitUsers against pgbench sending what replab sends (no BEGIN
+// and END), each with the ratios of the rounds.
+func (b *bench) addPipelined(runs []toolRun, idle float64, users int) {
 	by := map[string][]toolRun{}
 	for _, r := range runs {
 		by[r.Tool] = append(by[r.Tool], r)
@@ -534,21 +564,31 @@ func (b *bench) addPipelined(runs []toolRun, idle float64) {
 	tps := func(r toolRun) float64 { return r.TPS }
 	cpuTx := func(r toolRun) float64 { return r.ClientCPUUsPerTx }
 	srvTx := func(r toolRun) float64 { return r.ServerCPUUsPerTx }
+	lat := func(r toolRun) float64 { return r.LatencyMeanMs }
 	rl := by[toolReplab]
-	pgbenchCmd := fmt.Sprintf("-n -M prepared -D text=<400 bytes> -c %d -j %d -T %d after a warmup run of the same with -T %d (replab's warmup)", pipeUsers, pipeUsers, pipeSeconds, int(pipeWarmup/time.Second))
-	cfg := map[string]any{
-		"users": pipeUsers, "client_site": "db", "node": "one primary, synchronous_commit = off",
-		"transaction": "UPDATE per SET per_dscrptn_text = $1 WHERE per_id = $2, one a transaction (personnel, 400-byte text, per_id uniform in 1.." + strconv.Itoa(pipePersons) + ")",
-		"replab":      fmt.Sprintf("the replab binary: replab run of a target spec (the lab's node, schema %s, personnel, %d users, warmup %s, measure %d s, lag_sample auto), in site db; the UPDATE and one Sync, an implicit transaction", pipeSchema, pipeUsers, pipeWarmup, pipeSeconds),
-		"order":       fmt.Sprintf("%d rounds of pgbench, pgbench-implicit and replab on one server and table, the order rotated each round and reversed after three; VACUUM per + CHECKPOINT before each run", pipeRounds),
+	threads := pgbenchThreads(users)
+	pgbenchCmd := fmt.Sprintf("-n -M prepared -D text=<400 bytes> -c %d -j %d -T %d after a warmup run of the same with -T %d (replab's warmup)", users, threads, pipeSeconds, int(pipeWarmup/time.Second))
+	tools := "pgbench and replab"
+	if users == pipeImplicitUsers {
+		tools = "pgbench, pgbench-implicit and replab"
 	}
+	cfg := map[string]any{
+		"users": users, "client_site": "db", "node": "one primary, synchronous_commit = off",
+		"transaction": "UPDATE per SET per_dscrptn_text = $1 WHERE per_id = $2, one a transaction (personnel, 400-byte text, per_id uniform in 1.." + strconv.Itoa(pipePersons) + ")",
+		"replab":      fmt.Sprintf("the replab binary: replab run of a target spec (the lab's node, schema %s, personnel, %d users, warmup %s, measure %d s, lag_sample auto), in site db; the UPDATE and one Sync, an implicit transaction", pipeSchema, users, pipeWarmup, pipeSeconds),
+		"order":       fmt.Sprintf("%d rounds of %s on one server and table, the order rotated each round and reversed after a full rotation; VACUUM per + CHECKPOINT before each run", pipeRounds, tools),
+	}
+	suffix := fmt.Sprintf("_%dusers", users)
 	for _, c := range []struct{ tool, figure, script, note string }{
-		{toolPgbench, "driver_vs_pgbench_pipelined", `\startpipeline BEGIN; UPDATE …; END; \endpipeline`,
+		{toolPgbench, "driver_vs_pgbench_pipelined" + suffix, `\startpipeline BEGIN; UPDATE …; END; \endpipeline`,
 			"the issue's script: BEGIN and END as statements of their own"},
-		{toolPgbenchImplicit, "driver_vs_pgbench_pipelined_implicit", `\startpipeline UPDATE …; \endpipeline`,
+		{toolPgbenchImplicit, "driver_vs_pgbench_pipelined_implicit" + suffix, `\startpipeline UPDATE …; \endpipeline`,
 			"what replab sends: the UPDATE as an implicit transaction (pgbench adds a Describe)"},
 	} {
 		pg := by[c.tool]
+		if len(pg) == 0 {
+			continue
+		}
 		var ratios []float64
 		for i := range min(len(pg), len(rl)) {
 			ratios = append(ratios, benchkit.Round(rl[i].TPS/pg[i].TPS, 3))
@@ -561,6 +601,7 @@ func (b *bench) addPipelined(runs []toolRun, idle float64) {
 			Note: "mean replab run TPS (summary tps, measure phase) / mean pgbench TPS, runs on the same server seconds apart; both pipelined (one round trip per transaction); pgbench: " + c.note,
 			Details: map[string]any{"pgbench_tps_mean": benchkit.Round(mean(pg, tps), 1), "replab_tps_mean": benchkit.Round(mean(rl, tps), 1),
 				"per_round_ratio": ratios, "per_round_ratio_mean": benchkit.Round(ci.Mean, 3), "per_round_ratio_ci95": benchkit.Round(ci.HalfWidth, 3),
+				"pgbench_latency_mean_ms": benchkit.Round(mean(pg, lat), 4), "replab_latency_mean_ms": benchkit.Round(mean(rl, lat), 4),
 				"pgbench_client_cpu_us_per_tx": benchkit.Round(mean(pg, cpuTx), 2), "replab_client_cpu_us_per_tx": benchkit.Round(mean(rl, cpuTx), 2),
 				"pgbench_server_cpu_us_per_tx": benchkit.Round(mean(pg, srvTx), 2), "replab_server_cpu_us_per_tx": benchkit.Round(mean(rl, srvTx), 2)},
 		}
@@ -569,11 +610,11 @@ func (b *bench) addPipelined(runs []toolRun, idle float64) {
 			f.Details["runs"], f.Details["idle_bench_process_cores"] = runs, idle
 		}
 		b.r.Add(f)
-		logf("      replab / %s: %.3f (per round %v, mean %.3f ± %.3f, 95 %% CI); client CPU %.2f / %.2f µs/tx, server CPU %.2f / %.2f µs/tx",
-			c.tool, f.Value, ratios, ci.Mean, ci.HalfWidth, mean(rl, cpuTx), mean(pg, cpuTx), mean(rl, srvTx), mean(pg, srvTx))
+		logf("      %d users: replab / %s: %.3f (per round %v, mean %.3f ± %.3f, 95 %% CI); client CPU %.2f / %.2f µs/tx, server CPU %.2f / %.2f µs/tx",
+			users, c.tool, f.Value, ratios, ci.Mean, ci.HalfWidth, mean(rl, cpuTx), mean(pg, cpuTx), mean(rl, srvTx), mean(pg, srvTx))
 	}
-	b.r.Add(Figure{Name: "replab_run_pipelined_cpu_us_per_tx", Value: benchkit.Round(mean(rl, cpuTx), 2), Configured: cfg,
+	b.r.Add(Figure{Name: "replab_run_pipelined_cpu_us_per_tx" + suffix, Value: benchkit.Round(mean(rl, cpuTx), 2), Configured: cfg,
 		Note: "the replab process's utime+stime (/proc/PID/stat, all its threads) from its last warmup progress line to its last measure one, per transaction committed meanwhile: the whole replab run (driver, monitors, lag probe)"})
-	b.r.Add(Figure{Name: "pgbench_pipelined_cpu_us_per_tx", Value: benchkit.Round(mean(by[toolPgbench], cpuTx), 2), Configured: cfg,
+	b.r.Add(Figure{Name: "pgbench_pipelined_cpu_us_per_tx" + suffix, Value: benchkit.Round(mean(by[toolPgbench], cpuTx), 2), Configured: cfg,
 		Note: "pgbench's utime+stime (its rusage at exit) per transaction, the issue's script (BEGIN … END)"})
 }
