@@ -20,6 +20,10 @@ type ReplicaState struct {
 	// ReplayLagMs is the engine's own estimate of how far replay trails
 	// (PostgreSQL: replay_lag); negative when the engine has none (idle).
 	ReplayLagMs float64 `json:"replay_lag_ms"`
+	// Error is the replication's own error when it has stopped on one
+	// (MariaDB's Last_SQL_Error or Last_IO_Error with its applier or
+	// receiver not running); empty while it runs.
+	Error string `json:"error,omitempty"`
 }
 
 // Backlog units.

@@ -44,6 +44,13 @@ type ReplicaSummary struct {
 	// scheme ran otherwise.
 	SyncStates       map[string]int `json:"sync_states,omitempty"`
 	SyncStateChanges int            `json:"sync_state_changes,omitempty"`
+	// StoppedError is the error the replica's replication stopped on, as
+	// the engine said at the phase's last sample that had one
+	// (engine.ReplicaState.Error), and StoppedSamples how many samples of
+	// the phase said it was stopped: a replica that applies nothing
+	// whatever its resources.
+	StoppedError   string `json:"stopped_error,omitempty"`
+	StoppedSamples int    `json:"stopped_samples,omitempty"`
 }
 
 // Lag growth: a backlog grows when the least-squares fit of it over the
@@ -128,6 +135,8 @@ func summarizeReplication(pts []replPoint, start, end time.Time, committed int64
 		syncs            map[string]int
 		lastSync         map[string]string // by upstream
 		syncChanges      int
+		stopped          int
+		stoppedErr       string
 	}
 	accs := map[string]*acc{}
 	for _, p := range pts {
@@ -145,6 +154,13 @@ func summarizeReplication(pts []replPoint, start, end time.Time, committed int64
 			sum[r.Node] += max(r.Backlog, 0)
 			if r.ReplayLagMs >= 0 {
 				a.lag = append(a.lag, r.ReplayLagMs)
+			}
+			if r.Error != "" {
+				a.stopped++
+				a.stoppedErr = r.Error
+				if r.From != "" && !strings.Contains(r.Error, r.From) {
+					a.stoppedErr = "from " + r.From + ": " + r.Error
+				}
 			}
 			if r.SyncState != "" {
 				a.syncs[r.SyncState]++
@@ -180,6 +196,7 @@ func summarizeReplication(pts []replPoint, start, end time.Time, committed int64
 		if len(a.syncs) > 0 {
 			s.SyncStates, s.SyncStateChanges = a.syncs, a.syncChanges
 		}
+		s.StoppedSamples, s.StoppedError = a.stopped, a.stoppedErr
 		if len(a.lag) > 0 {
 			h := stats.NewLatencyHist()
 			for _, ms := range a.lag {

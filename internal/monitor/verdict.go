@@ -11,6 +11,9 @@ import (
 // Verdict thresholds. A replica's verdict is the first rule that holds, in
 // this order:
 //
+//  0. "stopped": the engine said the replica's replication had stopped on
+//     an error (ReplicaSummary.StoppedError) in at least half of the
+//     phase's samples: it applies nothing, whatever its resources.
 //  1. "cpu-bound": one of its apply processes (a role the engine marks
 //     Apply: PostgreSQL's walreceiver, startup, logical apply…) used at least
 //     CPUBoundShare of a core over the measure phase (of the site's CPU
@@ -44,6 +47,7 @@ const (
 
 // Verdict kinds.
 const (
+	VerdictStopped       = "stopped"
 	VerdictCPU           = "cpu-bound"
 	VerdictIO            = "io-bound"
 	VerdictSaturated     = "network: link saturated"
@@ -74,6 +78,9 @@ type verdictInput struct {
 func verdict(in verdictInput) string {
 	if in.measureS <= 0 {
 		return VerdictUnknown + " (no measure phase)"
+	}
+	if r := in.replica; r != nil && r.StoppedError != "" && r.StoppedSamples*2 >= max(r.Samples, 1) {
+		return fmt.Sprintf("%s (replication stopped in %d of %d samples: %s)", VerdictStopped, r.StoppedSamples, r.Samples, r.StoppedError)
 	}
 	limit := in.siteCores // what one process can use
 	if limit <= 0 || limit > 1 {

@@ -33,6 +33,13 @@ func TestVerdict(t *testing.T) {
 		in   verdictInput
 		want string
 	}{
+		{"replication stopped on an error: stopped, before any resource",
+			verdictInput{apply: busy("startup", 0.95), replica: &ReplicaSummary{Samples: 30, LagGrows: true, StoppedSamples: 28,
+				StoppedError: "from g2: Duplicate entry '9' for key 'PRIMARY'"}},
+			"stopped (replication stopped in 28 of 30 samples: from g2: Duplicate entry '9' for key 'PRIMARY')"},
+		{"stopped in a few samples only (restarted since): judged on the rest",
+			verdictInput{apply: busy("startup", 0.2), replica: &ReplicaSummary{Samples: 30, StoppedSamples: 3, StoppedError: "x"}},
+			"keeping up"},
 		{"replay saturates a core: cpu-bound, whatever the link",
 			verdictInput{apply: busy("startup", 0.95), replica: growing, path: wan, rtt: 80 * time.Millisecond},
 			"cpu-bound (startup 95% of a core)"},
@@ -107,7 +114,7 @@ func TestVerdict(t *testing.T) {
 }
 
 func TestVerdictKindsPrefixTheirVerdicts(t *testing.T) {
-	for _, k := range []string{VerdictCPU, VerdictIO, VerdictSaturated, VerdictWindowLimited, VerdictFallingBehind, VerdictKeepingUp, VerdictUnknown} {
+	for _, k := range []string{VerdictStopped, VerdictCPU, VerdictIO, VerdictSaturated, VerdictWindowLimited, VerdictFallingBehind, VerdictKeepingUp, VerdictUnknown} {
 		if strings.Contains(k, " (") {
 			t.Errorf("kind %q contains the evidence separator", k)
 		}
@@ -170,7 +177,7 @@ func TestSummarizeReplication(t *testing.T) {
 		pts = append(pts, replPoint{t: at(s), rows: []engine.ReplicaState{
 			// m2 is fed by two masters; its backlog from m1 grows 1 MB/s.
 			{Node: "m2", From: "m1", Kind: "pglogical", Backlog: int64(s) * 1e6, BacklogUnit: engine.UnitBytes, ReplayLagMs: -1},
-			{Node: "m2", From: "m3", Kind: "pglogical", Backlog: 1000, BacklogUnit: engine.UnitBytes, ReplayLagMs: 40},
+			{Node: "m2", From: "m3", Kind: "pglogical", Backlog: 1000, BacklogUnit: engine.UnitBytes, ReplayLagMs: 40, Error: stoppedAt(s)},
 			{Node: "s1", From: "m1", Kind: "physical", Backlog: 5000, BacklogUnit: engine.UnitBytes, ReplayLagMs: float64(s), SyncState: syncAt(s)},
 		}})
 	}
@@ -192,6 +199,37 @@ func TestSummarizeReplication(t *testing.T) {
 	// 7 samples, one change there and one back.
 	if s1.SyncStates["async-fallback"] != 2 || s1.SyncStates["semi-sync"] != 5 || s1.SyncStateChanges != 2 || m2.SyncStates != nil {
 		t.Errorf("s1 sync states %v, %d changes; m2 %v", s1.SyncStates, s1.SyncStateChanges, m2.SyncStates)
+	}
+}
+
+// stoppedAt is the stream's error at second s: stopped from 6 s on (after
+// a first error at 1 s, before the phase, that cleared).
+func stoppedAt(s int) string {
+	switch {
+	case s == 1:
+		return "an earlier error"
+	case s >= 6:
+		return "Duplicate entry '9' for key 'PRIMARY'"
+	}
+	return ""
+}
+
+func TestSummarizeReplicationStopped(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	var pts []replPoint
+	for s := 0; s <= 10; s++ {
+		pts = append(pts, replPoint{t: at(s), rows: []engine.ReplicaState{
+			{Node: "m2", From: "m3", Kind: "binlog", BacklogUnit: engine.UnitTransactions, ReplayLagMs: -1, Error: stoppedAt(s)},
+			{Node: "m3", From: "m2", Kind: "binlog", BacklogUnit: engine.UnitTransactions, ReplayLagMs: -1},
+		}})
+	}
+	got := summarizeReplication(pts, at(2), at(8), 0)
+	if m2 := got["m2"]; m2.StoppedSamples != 3 || m2.StoppedError != "from m3: Duplicate entry '9' for key 'PRIMARY'" {
+		t.Errorf("m2 stopped in %d samples on %q: want 3 (6, 7, 8 s) on the error with its upstream", m2.StoppedSamples, m2.StoppedError)
+	}
+	if m3 := got["m3"]; m3.StoppedSamples != 0 || m3.StoppedError != "" {
+		t.Errorf("m3 %+v: never stopped", m3)
 	}
 }
 

@@ -341,6 +341,10 @@ func (a *attached) State(ctx context.Context, node, from, pos string) (engine.Re
 	r.State = st["Slave_SQL_Running_State"]
 	if st["Slave_SQL_Running"] != "Yes" || st["Slave_IO_Running"] != "Yes" {
 		r.State = fmt.Sprintf("io %s, sql %s", st["Slave_IO_Running"], st["Slave_SQL_Running"])
+		if e := firstNonEmpty(st["Last_SQL_Error"], st["Last_IO_Error"]); e != "" {
+			r.State += ": " + e
+			r.Error = e
+		}
 	}
 	r.Backlog = GTIDBehind(pos, st["Gtid_Slave_Pos"])
 	for _, p := range []engine.Position{

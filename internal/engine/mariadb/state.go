@@ -69,6 +69,7 @@ func (c *cluster) ReplicationState(ctx context.Context) ([]engine.ReplicaState, 
 			r.State = fmt.Sprintf("io %s, sql %s", st["Slave_IO_Running"], st["Slave_SQL_Running"])
 			if e := firstNonEmpty(st["Last_SQL_Error"], st["Last_IO_Error"]); e != "" {
 				r.State += ": " + e
+				r.Error = e
 			}
 		}
 		if c.plan.replication == Semisync && up.Role == "primary" {
