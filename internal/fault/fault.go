@@ -73,7 +73,10 @@ type Summary struct {
 	// the time between commits before.
 	UnavailableS float64 `json:"unavailable_s,omitempty"`
 	// LagPeakMs is each replica's worst per-second lag p99 from the fault
-	// until After ends; LagBeforeMs the same over Before.
+	// until the next fault (or the end of the watch, the catch-up after
+	// the run included): the commits a fault held back become visible,
+	// and get their lag, only once the replica is back. LagBeforeMs is
+	// the worst over Before.
 	LagPeakMs   map[string]float64 `json:"lag_peak_ms,omitempty"`
 	LagBeforeMs map[string]float64 `json:"lag_before_ms,omitempty"`
 	// BacklogPeak is each replica's largest backlog as the engine reports

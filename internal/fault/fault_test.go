@@ -42,7 +42,7 @@ func TestMeasure(t *testing.T) {
 	lag := map[string][]LagSecond{"e1": {{S: 5, P99Ms: 40}, {S: 9, P99Ms: 45}, {S: 12, P99Ms: 9000}, {S: 21, P99Ms: 3000}, {S: 35, P99Ms: 40}}}
 	backlog := map[string][]Backlog{"e1": {{S: 9, Value: 100, Unit: "bytes"}, {S: 15, Value: 80000, Unit: "bytes"}, {S: 31, Value: 1e9, Unit: "bytes"}}}
 	gaps := []Gap{{FromS: 2, ToS: 2.5}, {FromS: 9.9, ToS: 20.2}, {FromS: 35, ToS: 36}}
-	got := Measure(Span{Fault: 0, What: "link a<->b down", AtS: 10, HealS: &heal}, series, gaps, lag, backlog, -5, 40)
+	got := Measure(Span{Fault: 0, What: "link a<->b down", AtS: 10, HealS: &heal}, series, gaps, lag, backlog, -5, 40, math.Inf(1))
 	if got.Before.TPS != 100 || got.Before.FromS != 0 || got.During.TPS != 0 || got.After.TPS != 90 {
 		t.Errorf("windows: before %+v during %+v after %+v", got.Before, got.During, got.After)
 	}
@@ -59,6 +59,23 @@ func TestMeasure(t *testing.T) {
 		t.Errorf("backlog peak %v %v, want 80000 bytes (the sample after the window does not count)", got.BacklogPeak, got.BacklogUnit)
 	}
 
+	// A standby killed at 3 s and started at 5 s, near the end of a run
+	// whose series end at 6 s: the commits it missed become visible in
+	// the catch-up after the run (its lag series goes on), with the lag of
+	// the time it was down. The peak is theirs, not the 40 ms of the
+	// commits made after its return.
+	healAt := 5.0
+	late := map[string][]LagSecond{"e1": {{S: 2, P99Ms: 30}, {S: 5, P99Ms: 40}, {S: 6, P99Ms: 2400}, {S: 7, P99Ms: 20}}}
+	got = Measure(Span{What: "node e1 kill", AtS: 3, HealS: &healAt}, flat(0, 6, func(int) int64 { return 100 }), nil, late, nil, 0, 6, math.Inf(1))
+	if got.LagPeakMs["e1"] != 2400 || got.LagBeforeMs["e1"] != 30 {
+		t.Errorf("late catch-up: lag peak %v before %v, want 2400 (seen after the series end) and 30", got.LagPeakMs, got.LagBeforeMs)
+	}
+	// The next fault's lag is its own.
+	got = Measure(Span{What: "node e1 kill", AtS: 3, HealS: &healAt}, flat(0, 6, func(int) int64 { return 100 }), nil, late, nil, 0, 6, 6)
+	if got.LagPeakMs["e1"] != 40 {
+		t.Errorf("lag peak %v, want 40: the lag from 6 s on belongs to the fault then", got.LagPeakMs)
+	}
+
 	// A kill that is never healed and never recovers.
 	dead := flat(0, 30, func(s int) int64 {
 		if s >= 15 {
@@ -66,12 +83,12 @@ func TestMeasure(t *testing.T) {
 		}
 		return 80
 	})
-	got = Measure(Span{What: "node p kill", AtS: 15}, dead, nil, nil, nil, 0, 30)
+	got = Measure(Span{What: "node p kill", AtS: 15}, dead, nil, nil, nil, 0, 30, math.Inf(1))
 	if got.RecoverS != nil || got.HealS != nil || got.During.ToS != 16 || got.Before.TPS != 80 {
 		t.Errorf("unhealed: %+v", got)
 	}
 	// A fault at the start has no window before: no recovery can be judged.
-	got = Measure(Span{What: "x", AtS: 0}, dead, nil, nil, nil, 0, 30)
+	got = Measure(Span{What: "x", AtS: 0}, dead, nil, nil, nil, 0, 30, math.Inf(1))
 	if got.RecoverS != nil || got.Before.TPS != 0 {
 		t.Errorf("fault at 0: %+v", got)
 	}
@@ -94,6 +111,13 @@ func TestSpansAndMeasureAll(t *testing.T) {
 	}
 	if sums[1].Before.FromS != 20 {
 		t.Errorf("the second fault's window before starts at %.0f s, want 20 (the first one's heal)", sums[1].Before.FromS)
+	}
+	// Each fault's lag peak runs until the next fault, the last one's to
+	// the end of the watch (the catch-up after the run's 40 s).
+	lag := map[string][]LagSecond{"e1": {{S: 12, P99Ms: 900}, {S: 24, P99Ms: 1500}, {S: 27, P99Ms: 50}, {S: 41, P99Ms: 3000}}}
+	sums = MeasureAll(ev, series, nil, lag, nil, 0, 40)
+	if sums[0].LagPeakMs["e1"] != 1500 || sums[1].LagPeakMs["e1"] != 3000 {
+		t.Errorf("lag peaks %v and %v, want 1500 (before the second fault) and 3000 (in the catch-up)", sums[0].LagPeakMs, sums[1].LagPeakMs)
 	}
 
 	// Two faults at once (both halves of a partition): each has the same

@@ -49,8 +49,18 @@ const RecoveredShare = 0.9
 // Measure summarises the run around one fault. series and lag are the
 // run's seconds; floorS is where the window before may start at the
 // earliest (the heal of an earlier fault, or the run's start), endS where
-// the run's series end.
-func Measure(sp Span, series []Second, gaps []Gap, lag map[string][]LagSecond, backlog map[string][]Backlog, floorS, endS float64) Summary {
+// the run's series end; lagToS where the lag peak's window ends: the next
+// fault (math.Inf(1) when none).
+//
+// The lag peak is not cut where After ends: a replica's lag series is by
+// the second a transaction became visible there, and what a fault holds
+// back (the commits made while a standby was down) becomes visible only
+// once the replica is back, which may be after After, after the run's
+// series end (in the catch-up the runner waits for before measuring), or
+// long after a slow restart. Cut at After's end (never later than the
+// cooldown's), a standby that caught up only after it showed the lag of
+// the commits made after its return alone.
+func Measure(sp Span, series []Second, gaps []Gap, lag map[string][]LagSecond, backlog map[string][]Backlog, floorS, endS, lagToS float64) Summary {
 	sum := Summary{Fault: sp.Fault, What: sp.What, AtS: sp.AtS, HealS: sp.HealS, Err: sp.Err}
 	beforeFrom := math.Max(sp.AtS-BeforeS, floorS)
 	duringTo := sp.AtS + 1 // an instantaneous fault: the second after it
@@ -88,7 +98,7 @@ func Measure(sp Span, series []Second, gaps []Gap, lag map[string][]LagSecond, b
 		var seen, seenBefore bool
 		for _, l := range secs {
 			mid := l.S + 0.5
-			if mid >= sp.AtS && mid < afterTo {
+			if mid >= sp.AtS && mid < lagToS {
 				peak, seen = math.Max(peak, l.P99Ms), true
 			}
 			if mid >= beforeFrom && mid < sp.AtS {
@@ -173,12 +183,12 @@ func Spans(events []Event) []Span {
 // MeasureAll measures every scheduled fault. A fault's window before
 // starts no earlier than the heal of any fault that ended before it began
 // (faults at the same time, or overlapping ones, share what was before
-// them).
+// them); its lag peak's window ends where the next fault begins.
 func MeasureAll(events []Event, series []Second, gaps []Gap, lag map[string][]LagSecond, backlog map[string][]Backlog, startS, endS float64) []Summary {
 	spans := Spans(events)
 	var out []Summary
 	for _, sp := range spans {
-		floor := startS
+		floor, next := startS, math.Inf(1)
 		for _, o := range spans {
 			end := o.AtS
 			if o.HealS != nil {
@@ -187,8 +197,11 @@ func MeasureAll(events []Event, series []Second, gaps []Gap, lag map[string][]La
 			if end <= sp.AtS && o.Fault != sp.Fault {
 				floor = math.Max(floor, end)
 			}
+			if o.AtS > sp.AtS {
+				next = math.Min(next, o.AtS)
+			}
 		}
-		out = append(out, Measure(sp, series, gaps, lag, backlog, floor, endS))
+		out = append(out, Measure(sp, series, gaps, lag, backlog, floor, endS, next))
 	}
 	return out
 }

@@ -151,8 +151,28 @@ func TestMariaDBStatements(t *testing.T) {
 
 // mariadbServer is a mariadbd of a test's own.
 type mariadbServer struct {
-	addr  string
-	admin *sql.DB // as the test's user, no default database
+	addr    string
+	admin   *sql.DB // as the test's user, no default database
+	cmd     *exec.Cmd
+	exited  <-chan struct{}
+	logPath string
+}
+
+// report says whether the server still runs, or how it ended, and the
+// tail of its error log: a crash leaves its signal and stack there, a
+// SIGKILL from outside nothing.
+func (s *mariadbServer) report() string {
+	state := "still running"
+	select {
+	case <-s.exited:
+		state = fmt.Sprintf("exited during the test (%v)", s.cmd.ProcessState)
+	default:
+	}
+	log, err := os.ReadFile(s.logPath)
+	if err != nil {
+		return fmt.Sprintf("mariadbd on %s %s; error log: %v", s.addr, state, err)
+	}
+	return fmt.Sprintf("mariadbd on %s %s; error log %s ends:\n%s", s.addr, state, s.logPath, enginekit.LastLines(string(log), 10))
 }
 
 const mariadbTestUser, mariadbTestPassword = "rt", "rt-pw"
@@ -237,16 +257,23 @@ func startMariaDB(t *testing.T) *mariadbServer {
 	}
 	server := exec.Command(serverBin, "--defaults-file="+cnf, "--init-file="+initSQL)
 	enginekit.AsUser(server, uid, gid)
-	// Should the test binary die, the server goes with it.
-	server.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	if err := server.Start(); err != nil {
+	// Should the test binary die, the server goes with it; not when a
+	// thread of it does (StartTied).
+	exited, err := testkit.StartTied(server)
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = server.Wait(); close(exited) }()
 	t.Cleanup(func() { enginekit.StopServer(server, exited, syscall.SIGTERM, 20*time.Second) })
 
-	s := &mariadbServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	s := &mariadbServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: server, exited: exited, logPath: logPath}
+	// Before the stop above: a failed test says what became of the
+	// server (its subtests fail with "invalid connection" or "connection
+	// refused" when it has gone).
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(s.report())
+		}
+	})
 	s.admin, err = sql.Open("mysql", s.dsn(""))
 	if err != nil {
 		t.Fatal(err)

@@ -188,7 +188,9 @@ func TestPartitionBlocksSyncCommitsUntilHealed(t *testing.T) {
 // tracked transaction becomes visible.
 func TestStandbyKillAndRestart(t *testing.T) {
 	t.Parallel()
-	text := strings.Replace(syncPairSpec, `replication = "sync"`, `replication = "async"`, 1)
+	// Every commit tracked (lag_sample = 1), so that some committed in
+	// the first second e1 was down, whatever the machine's rate.
+	text := strings.NewReplacer(`replication = "sync"`, `replication = "async"`, "[run]\n", "[run]\nlag_sample = 1\n").Replace(syncPairSpec)
 	sum, out, log := runWithFaults(t, text, []spec.Fault{nodeFault(2*time.Second, 2*time.Second, "e1", "kill")})
 	f := sum.Faults[0]
 	if f.Err != "" || f.HealS == nil {
@@ -201,12 +203,15 @@ func TestStandbyKillAndRestart(t *testing.T) {
 	if f.Before.TPS < 10 || f.During.TPS < f.Before.TPS/10 {
 		t.Errorf("tps before %.1f during %.1f: an async primary should not care about a dead standby", f.Before.TPS, f.During.TPS)
 	}
-	// The lag should peak at about the time e1 was down. One suite run of
-	// ten (six packages at once) reported 43 ms: not yet understood (a
-	// sample with no tracked commit in the window, or the watcher's
-	// reconnection), so it is logged rather than failed until it is.
+	// A commit made in the first second e1 was down becomes visible there
+	// only after its start, 2 s after the kill: its lag is over 1 s, on
+	// any machine (load only delays the start and the catch-up). The
+	// peak counts it however late e1 catches up: one suite run of ten
+	// reported 43 ms when the peak stopped at the end of the cooldown
+	// and e1 caught up only in the catch-up after it (fault.Measure).
 	if peak := f.LagPeakMs["e1"]; peak < 1000 {
-		t.Logf("lag peak at e1 %.0f ms after 2 s down (lag_peak_ms %v)", peak, f.LagPeakMs)
+		b, _ := os.ReadFile(filepath.Join(out, "lag.csv"))
+		t.Errorf("lag peak at e1 %.0f ms after 2 s down, want over 1000 (lag_peak_ms %v)\nlag.csv:\n%s\n%s", peak, f.LagPeakMs, b, log)
 	}
 	if sum.Replicas["e1"] == nil || sum.Replicas["e1"].NotVisibleAtEnd != 0 {
 		t.Errorf("e1 did not catch up after its restart: %+v\n%s", sum.Replicas["e1"], log)

@@ -34,7 +34,7 @@ type server struct {
 	dir    string
 	cfg    string
 	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has been waited for
+	exited <-chan struct{} // closed when the process has been waited for
 	once   sync.Once
 }
 
@@ -98,15 +98,16 @@ func startServer(t *testing.T, files map[string][]byte) *server {
 		s.cmd = exec.Command(xrootdBin, "-c", s.cfg, "-l", filepath.Join(dir, "xrd.log"), "-n", name, "-I", "v4")
 		s.cmd.Dir = dir
 		s.cmd.Stdout, s.cmd.Stderr = out, out
-		s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
-		if err := s.cmd.Start(); err != nil {
-			out.Close()
+		s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+		// Killed if the test binary dies (testkit.StartTied: not when a
+		// thread of it does).
+		exited, err := testkit.StartTied(s.cmd)
+		out.Close()
+		if err != nil {
 			t.Fatalf("start xrootd: %v", err)
 		}
-		out.Close()
-		s.exited = make(chan struct{})
+		s.exited = exited
 		s.once = sync.Once{}
-		go func(cmd *exec.Cmd, exited chan struct{}) { cmd.Wait(); close(exited) }(s.cmd, s.exited)
 
 		err = s.waitReady(20 * time.Second)
 		if err == nil {
