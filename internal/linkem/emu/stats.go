@@ -42,11 +42,11 @@ type DirStats struct {
 	To       string          `json:"to"`
 	Params   linkem.Params   `json:"params"`
 	Counters linkem.Counters `json:"counters"`
-	Lateness Lateness        `json:"lateness"`          // since start
+	Lateness Lateness        `json:"lateness"` // since start
 	// LateHist is the lateness since start in fixed buckets, cumulative:
 	// the monitor subtracts two readings for a phase's percentiles.
 	LateHist LateHist `json:"-"`
-	InFlight int             `json:"in_flight_packets"` // accepted, not yet delivered (MTU-sized packets)
+	InFlight int      `json:"in_flight_packets"` // accepted, not yet delivered (MTU-sized packets)
 	// OverflowPackets were dropped by the emulator itself: the direction
 	// already held maxInFlightBytes (only an unlimited link gets there).
 	OverflowPackets uint64 `json:"overflow_packets"`
