@@ -77,8 +77,9 @@ type LinkSummary struct {
 	RatePeakSecondBps float64 `json:"rate_peak_second_bps"`
 	// BytesByClass splits Bytes by traffic class (linkem.Classifier).
 	BytesByClass ClassBytes `json:"bytes_by_class"`
-	// Check is the verdict: did the direction do what it was configured to?
-	Check LinkCheck `json:"check"`
+	// Check is the verdict: did the direction do what it was configured
+	// to? Absent from summaries written before the fact check.
+	Check *LinkCheck `json:"check,omitempty"`
 }
 
 // linkPoint is one direction's cumulative counters at one sample.
@@ -319,7 +320,8 @@ func summarizeLink(pts []linkPoint, start, end time.Time, minPeak time.Duration)
 			s.QueuePeakBytes = max(s.QueuePeakBytes, p.c.QueueHighWaterBytes)
 		}
 	}
-	s.Check = check(s, in)
+	c := check(s, in)
+	s.Check = &c
 	return s
 }
 
