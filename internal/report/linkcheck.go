@@ -92,4 +92,3 @@ func linkClassTable(s *Summary) (htmlTable, bool) {
 	}
 	return t, len(t.Rows) > 0
 }
-
