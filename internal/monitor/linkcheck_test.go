@@ -176,3 +176,41 @@ func equalSummary(a, b LinkSummary) bool {
 	a.Check, b.Check = nil, nil
 	return reflect.DeepEqual(a, b) && ac.OK() == bc.OK() && len(ac.Flags) == len(bc.Flags) && len(ac.Unchecked) == len(bc.Unchecked)
 }
+
+// TestLossCheckPassesHonestModels runs linkem's own loss models (pure, on
+// a virtual clock) and checks that their delivered loss passes: the
+// tolerance holds for independent loss and for Gilbert-Elliott bursts,
+// whose correlation the design effect accounts for.
+func TestLossCheckPassesHonestModels(t *testing.T) {
+	tests := []struct {
+		name string
+		p    linkem.Params
+	}{
+		{"1 % independent", linkem.Params{Loss: 0.01}},
+		{"Gilbert-Elliott bursts of 4, 1 % mean", linkem.Params{GE: &linkem.GilbertElliott{P: 0.0025, R: 0.25, LossBad: 1}}},
+		{"Gilbert-Elliott long bursts, 5 % mean", linkem.Params{GE: &linkem.GilbertElliott{P: 0.001, R: 0.02, LossBad: 1}}},
+	}
+	const packets, seeds = 20_000, 20
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			flagged := 0
+			for seed := range int64(seeds) {
+				p := tt.p
+				p.Seed = seed + 1
+				d := linkem.NewDirection(p)
+				for i := range packets {
+					d.Offer(int64(i)*1000, 100)
+				}
+				c := d.Counters()
+				s := LinkSummary{LossConfiguredPct: p.MeanLoss() * 100, LossDrawnPackets: c.OfferedPackets, DroppedLossPackets: c.DroppedLossPackets}
+				if chk := check(s, checkInput{lossDE: p.LossDesignEffect()}); !chk.LossOK {
+					flagged++
+					t.Logf("seed %d: %s", seed+1, chk.Flags[0])
+				}
+			}
+			if flagged > 0 {
+				t.Errorf("%d of %d honest runs flagged", flagged, seeds)
+			}
+		})
+	}
+}
