@@ -98,10 +98,13 @@ func (s *Site) Start(cmd *exec.Cmd) error {
 
 // DialContext connects from inside the site: the socket is created in the
 // site's namespace, so the connection crosses the lab's links.
+//
+// TCP and UDP sockets carry linkem.ClientTOS: the emulator counts them as
+// client traffic (classes.go).
 func (s *Site) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	var c net.Conn
 	err := s.Do(func() (err error) {
-		var d net.Dialer
+		d := net.Dialer{Control: markClient}
 		c, err = d.DialContext(ctx, network, addr)
 		return err
 	})

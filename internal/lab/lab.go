@@ -69,6 +69,7 @@ type Lab struct {
 	nodesMu  sync.Mutex
 	nodes    []NodeStatus
 	vols     map[string]*volume // by node: storage volumes (storage.go), guarded by nodesMu
+	storeEPs []netip.AddrPort   // storage services' addresses and ports (classes.go), guarded by nodesMu
 	faults   faultLog
 
 	capDir  string
@@ -407,6 +408,12 @@ func siteSysctls(ss spec.Site) error {
 	for _, k := range []string{"net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"} {
 		_ = set(k, "1")
 	}
+	// A server's answers carry the TOS its client's SYN had: the mark
+	// DialContext puts on the lab's own connections (linkem.ClientTOS),
+	// so both directions of a client's connection are counted as client
+	// traffic (classes.go). Best effort: without it only the client's
+	// direction carries the mark.
+	_ = set("net.ipv4.tcp_reflect_tos", "1")
 	t := ss.TCP
 	cc := t.Congestion
 	if cc == "" {

@@ -3,6 +3,9 @@ package lab
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"replab/internal/linkem"
 	"replab/internal/netcheck"
 	"replab/internal/testkit"
 )
@@ -257,6 +261,62 @@ loss = "1%"
 	// the receiver could not put together would stall far below.
 	if lost == 0 || r.Retransmits == 0 || r.GoodputBps < 2e6 {
 		t.Errorf("want losses, retransmits and a flow above 2 Mbit/s")
+	}
+
+	// Traffic classes: both sites hold "nodes" and b a server port, so an
+	// unmarked connection to it would be replication; one the lab dials
+	// (Site.DialContext) carries linkem.ClientTOS, which b's kernel
+	// reflects: client traffic both ways.
+	var ln net.Listener
+	if err := l.Site("b").Do(func() (err error) {
+		ln, err = net.Listen("tcp4", netip.AddrPortFrom(l.Site("b").Address, 0).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_, _ = io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+	classes := func() (ab, ba [linkem.NumClasses]uint64) {
+		for _, d := range l.Emulator().Stats() {
+			if d.From == "a" {
+				ab = d.Counters.ClassBytes
+			} else {
+				ba = d.Counters.ClassBytes
+			}
+		}
+		return ab, ba
+	}
+	l.SetTrafficClasses([]netip.AddrPort{ln.Addr().(*net.TCPAddr).AddrPort()}, []string{"a", "b"}, nil)
+	ab0, ba0 := classes()
+	c, err := l.Site("a").DialContext(ctxFor(t, time.Minute), "tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	deadline := time.Now().Add(30 * time.Second) // bounds a broken run; the loop ends when the bytes are counted
+	for {
+		ab, ba := classes()
+		client, repl := ab[linkem.ClassClient]-ab0[linkem.ClassClient], ab[linkem.ClassReplication]-ab0[linkem.ClassReplication]
+		acks := ba[linkem.ClassClient] - ba0[linkem.ClassClient]
+		if client >= 1<<20 && acks > 0 {
+			if repl > 0 {
+				t.Errorf("a->b: %d bytes counted as replication during a marked client connection", repl)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a->b: %d client bytes (want ≥ 1 MiB), b->a: %d (want > 0: the reflected mark); replication a->b %d", client, acks, repl)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -72,6 +73,9 @@ func (l *Lab) upStorage(ctx context.Context, offline bool) error {
 			}
 			v.Server, v.ServerAddr, v.Port = srv, srv.Address, ports[st.Site]
 			ports[st.Site]++
+			l.nodesMu.Lock()
+			l.storeEPs = append(l.storeEPs, netip.AddrPortFrom(srv.Address, uint16(v.Port)))
+			l.nodesMu.Unlock()
 		}
 		rec := &storage.Record{}
 		l.dataMu.Lock()

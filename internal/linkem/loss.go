@@ -1,6 +1,9 @@
 package linkem
 
-import "math/rand/v2"
+import (
+	"math"
+	"math/rand/v2"
+)
 
 // lossModel decides which admitted packets are lost: independent random loss
 // with probability Loss, and netem's Gilbert-Elliott model ("loss gemodel")
@@ -79,4 +82,37 @@ func (l *lossModel) gilbertElliott() bool {
 		l.bad = false
 	}
 	return l.uniform() < l.ge.LossBad
+}
+
+// MeanLoss is the share of admitted packets p's loss models lose in the
+// long run: the independent loss and the Gilbert-Elliott chain's
+// stationary mean, P/(P+R)*LossBad + R/(P+R)*LossGood, combined as
+// independent draws.
+func (p Params) MeanLoss() float64 {
+	ge := 0.0
+	if g := p.GE; g != nil && g.P+g.R > 0 {
+		ge = (g.P*g.LossBad + g.R*g.LossGood) / (g.P + g.R)
+	}
+	return 1 - (1-p.Loss)*(1-ge)
+}
+
+// LossDesignEffect is how much the Gilbert-Elliott chain's correlation
+// widens the variance of a loss count over what independent draws of
+// the same mean would give: (1+λ)/(1-λ) with λ = 1-P-R the chain's
+// lag-one correlation (an upper bound for the loss indicator, which is
+// the state blurred by LossBad and LossGood); 1 without the chain or
+// for λ ≤ 0.
+func (p Params) LossDesignEffect() float64 {
+	g := p.GE
+	if g == nil {
+		return 1
+	}
+	l := 1 - g.P - g.R
+	if l <= 0 {
+		return 1
+	}
+	if l >= 1 {
+		return math.Inf(1)
+	}
+	return (1 + l) / (1 - l)
 }

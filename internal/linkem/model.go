@@ -220,8 +220,7 @@ func (d *Direction) noteQueue() {
 // Delivered is called by the plumbing when a packet accepted by Offer was
 // actually written out; it counts the packet as delivered.
 func (d *Direction) Delivered(size int) {
-	d.c.DeliveredPackets++
-	d.c.DeliveredBytes += uint64(max(size, 0))
+	d.DeliveredSegments(1, size, ClassOther)
 }
 
 // Counters returns the cumulative counters. QueueBytes is the backlog after

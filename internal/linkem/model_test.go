@@ -117,6 +117,7 @@ func TestCountersAddUp(t *testing.T) {
 		DroppedQueuePackets: 1, DroppedQueueBytes: 1000,
 		DroppedOtherPackets: 2, DroppedOtherBytes: 1011,
 		QueueBytes: 2000, QueueHighWaterBytes: 2000,
+		ClassBytes: [NumClasses]uint64{ClassOther: 1000},
 	}
 	if got := d.Counters(); got != want {
 		t.Errorf("Counters() = %+v\nwant %+v", got, want)

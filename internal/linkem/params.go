@@ -95,4 +95,7 @@ type Counters struct {
 	DroppedOtherBytes   uint64 `json:"dropped_other_bytes"`
 	QueueBytes          int64  `json:"queue_bytes"`            // backlog waiting for serialization at the last offer
 	QueueHighWaterBytes int64  `json:"queue_high_water_bytes"` // largest backlog seen
+	// ClassBytes are the delivered bytes by traffic class (index: Class),
+	// as the plumbing's classifier said; all ClassOther without one.
+	ClassBytes [NumClasses]uint64 `json:"class_bytes"`
 }

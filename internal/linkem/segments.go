@@ -86,9 +86,13 @@ func (d *Direction) OfferSegments(now int64, s Segments, maxSpan int64, out []Pi
 	return out
 }
 
-// DeliveredSegments is Delivered for n packets of bytes in all: the
-// plumbing wrote a piece out.
-func (d *Direction) DeliveredSegments(n, bytes int) {
+// DeliveredSegments is Delivered for n packets of bytes in all, of
+// traffic class c: the plumbing wrote a piece out.
+func (d *Direction) DeliveredSegments(n, bytes int, c Class) {
 	d.c.DeliveredPackets += uint64(max(n, 0))
 	d.c.DeliveredBytes += uint64(max(bytes, 0))
+	if c >= NumClasses {
+		c = ClassOther
+	}
+	d.c.ClassBytes[c] += uint64(max(bytes, 0))
 }

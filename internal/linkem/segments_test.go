@@ -182,11 +182,14 @@ func TestOfferSegmentsFollowsThePacketsOneByOne(t *testing.T) {
 
 func TestDeliveredSegmentsCounts(t *testing.T) {
 	d := NewDirection(Params{})
-	d.DeliveredSegments(44, 44*1500)
+	d.DeliveredSegments(44, 44*1500, ClassReplication)
 	d.Delivered(60)
 	c := d.Counters()
 	if c.DeliveredPackets != 45 || c.DeliveredBytes != 44*1500+60 {
 		t.Errorf("delivered %d packets, %d bytes; want 45, %d", c.DeliveredPackets, c.DeliveredBytes, 44*1500+60)
+	}
+	if want := [NumClasses]uint64{ClassOther: 60, ClassReplication: 44 * 1500}; c.ClassBytes != want {
+		t.Errorf("bytes by class %v; want %v", c.ClassBytes, want)
 	}
 }
 

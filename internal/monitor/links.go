@@ -46,6 +46,40 @@ type LinkSummary struct {
 	QueuePeakBytes int64 `json:"queue_peak_bytes"`
 	// DelayMs is the configured one-way delay at the end of the phase.
 	DelayMs float64 `json:"delay_ms"`
+
+	// The fact check (linkcheck.go): configured next to delivered.
+	//
+	// LatenessCount deliveries (pieces written out: a packet, or segments
+	// due together) had their lateness measured in the phase;
+	// LatenessP50Us and LatenessP99Us are its percentiles (upper bounds
+	// of 12.5 %-wide buckets), and DelayP50Ms / DelayP99Ms the delivered
+	// delay they make: DelayMs plus the lateness.
+	LatenessCount uint64  `json:"lateness_count"`
+	LatenessP50Us float64 `json:"lateness_p50_us"`
+	LatenessP99Us float64 `json:"lateness_p99_us"`
+	DelayP50Ms    float64 `json:"delay_p50_ms"`
+	DelayP99Ms    float64 `json:"delay_p99_ms"`
+	// OfferedPackets were offered to the direction; LossDrawnPackets of
+	// them reached the loss models (not dropped before: queue full, link
+	// down, over the MTU). LossConfiguredPct is the models' long-run loss
+	// at the end of the phase (linkem.Params.MeanLoss), LossDeliveredPct
+	// dropped_loss_packets / loss_drawn_packets, with its 95 % Wilson
+	// interval (widened for Gilbert-Elliott's bursts).
+	OfferedPackets    uint64  `json:"offered_packets"`
+	LossDrawnPackets  uint64  `json:"loss_drawn_packets"`
+	LossConfiguredPct float64 `json:"loss_configured_pct"`
+	LossDeliveredPct  float64 `json:"loss_delivered_pct"`
+	LossCI95LowPct    float64 `json:"loss_ci95_low_pct"`
+	LossCI95HighPct   float64 `json:"loss_ci95_high_pct"`
+	// RatePeakSecondBps is the highest delivered bits per second of an
+	// interval between samples (≈ 1 s; see UtilizationPeakPct), to set
+	// against rate_bps.
+	RatePeakSecondBps float64 `json:"rate_peak_second_bps"`
+	// BytesByClass splits Bytes by traffic class (linkem.Classifier).
+	BytesByClass ClassBytes `json:"bytes_by_class"`
+	// Check is the verdict: did the direction do what it was configured
+	// to? Absent from summaries written before the fact check.
+	Check *LinkCheck `json:"check,omitempty"`
 }
 
 // linkPoint is one direction's cumulative counters at one sample.
@@ -54,6 +88,39 @@ type linkPoint struct {
 	c       linkem.Counters
 	rateBps int64 // configured at the sample; 0 = unlimited
 	delay   time.Duration
+	loss    float64 // configured long-run loss (linkem.Params.MeanLoss)
+	lossDE  float64 // its design effect (linkem.Params.LossDesignEffect)
+	trace   bool    // trace-driven rate
+	// late is the lateness histogram's growth since the previous sample,
+	// sparse: a second's deliveries fill a few of emu.LateBuckets.
+	late []lateCount
+}
+
+// lateCount is one bucket's growth.
+type lateCount struct {
+	bucket uint16
+	n      uint64
+}
+
+// lateDiff returns the buckets of cur that grew since prev.
+func lateDiff(prev, cur *emu.LateHist) []lateCount {
+	var out []lateCount
+	for i := range cur {
+		if cur[i] > prev[i] {
+			out = append(out, lateCount{uint16(i), cur[i] - prev[i]})
+		}
+	}
+	return out
+}
+
+// newLinkPoint is a direction's sample at t; prev is its previous
+// lateness histogram, updated to this one.
+func newLinkPoint(t time.Time, d emu.DirStats, prev *emu.LateHist) linkPoint {
+	p := linkPoint{t: t, c: d.Counters, rateBps: rateOf(d.Params), delay: d.Params.Delay,
+		loss: d.Params.MeanLoss(), lossDE: d.Params.LossDesignEffect(), trace: d.Params.Trace != nil,
+		late: lateDiff(prev, &d.LateHist)}
+	*prev = d.LateHist
+	return p
 }
 
 // rateOf is a direction's configured rate: a trace's mean, else RateBps.
@@ -136,6 +203,15 @@ func summarizeLink(pts []linkPoint, start, end time.Time, minPeak time.Duration)
 	s.DroppedLossPackets = diff(func(c linkem.Counters) uint64 { return c.DroppedLossPackets })
 	s.DroppedOtherPackets = diff(func(c linkem.Counters) uint64 { return c.DroppedOtherPackets })
 	s.ThroughputAvgBps = round(float64(s.Bytes)*8/end.Sub(start).Seconds(), 0)
+	s.OfferedPackets = diff(func(c linkem.Counters) uint64 { return c.OfferedPackets })
+	if before := s.DroppedQueuePackets + s.DroppedOtherPackets; s.OfferedPackets > before {
+		s.LossDrawnPackets = s.OfferedPackets - before
+	}
+	var cls [linkem.NumClasses]uint64
+	for i := range cls {
+		cls[i] = diff(func(c linkem.Counters) uint64 { return c.ClassBytes[i] })
+	}
+	s.BytesByClass = classBytes(cls)
 
 	last := pts[len(pts)-1]
 	for _, p := range pts {
@@ -146,6 +222,42 @@ func summarizeLink(pts []linkPoint, start, end time.Time, minPeak time.Duration)
 		last = p
 	}
 	s.RateBps, s.DelayMs = last.rateBps, float64(last.delay)/1e6
+	in := checkInput{lossDE: last.lossDE, trace: last.trace}
+
+	// The samples that bracket the phase: the last at or before its
+	// start, the first at or after its end (the monitor takes one at each
+	// boundary it knows of in time; otherwise the phase's histogram
+	// reaches to the samples around it).
+	first, final := 0, len(pts)-1
+	for i, p := range pts {
+		if !p.t.After(start) {
+			first = i
+		}
+		if !p.t.Before(end) {
+			final = i
+			break
+		}
+	}
+	var late emu.LateHist
+	for i := first + 1; i <= final; i++ {
+		for _, lc := range pts[i].late {
+			late[lc.bucket] += lc.n
+		}
+	}
+	for _, p := range pts[first : final+1] {
+		in.lossChanged = in.lossChanged || p.loss != last.loss
+	}
+	if s.LatenessCount = late.Count(); s.LatenessCount > 0 {
+		s.LatenessP50Us, s.LatenessP99Us = late.QuantileUs(0.5), late.QuantileUs(0.99)
+		s.DelayP50Ms = round(s.DelayMs+s.LatenessP50Us/1e3, 3)
+		s.DelayP99Ms = round(s.DelayMs+s.LatenessP99Us/1e3, 3)
+	}
+	s.LossConfiguredPct = round(last.loss*100, 6)
+	if n := s.LossDrawnPackets; n > 0 {
+		s.LossDeliveredPct = round(float64(s.DroppedLossPackets)/float64(n)*100, 6)
+		lo, hi := lossInterval(s.DroppedLossPackets, n, last.lossDE, LossReportLevel)
+		s.LossCI95LowPct, s.LossCI95HighPct = round(lo*100, 6), round(hi*100, 6)
+	}
 
 	// Per-interval utilization: each pair of consecutive samples, clipped
 	// to the phase, at the rate configured at the interval's end.
@@ -157,15 +269,25 @@ func summarizeLink(pts []linkPoint, start, end time.Time, minPeak time.Duration)
 		if !b.After(a) {
 			continue
 		}
-		rate := pts[i].rateBps
-		if rate <= 0 {
-			continue
-		}
 		var by uint64
 		if x, y := at(a, delivered), at(b, delivered); y > x {
 			by = y - x
 		}
 		dt := b.Sub(a)
+		if dt >= minPeak {
+			s.RatePeakSecondBps = max(s.RatePeakSecondBps, round(float64(by)*8/dt.Seconds(), 0))
+		}
+		rate := pts[i].rateBps
+		if rate <= 0 {
+			continue
+		}
+		// The check holds an interval to the higher of the rates at its
+		// ends: a rate lowered inside it is not a stray.
+		if top := max(rate, pts[i-1].rateBps); dt >= minPeak && pts[i-1].rateBps > 0 {
+			if x := float64(by) * 8 / rateAllowance(dt, top); x > in.rateExcess {
+				in.rateExcess, in.rateExcessAt, in.rateAt = x, float64(by)*8/dt.Seconds(), top
+			}
+		}
 		bits += float64(by) * 8
 		capacity += dt.Seconds() * float64(rate)
 		if pct, ok := UtilizationPct(by, dt, rate); ok && dt >= minPeak && (!havePeak || pct > peak) {
@@ -198,6 +320,8 @@ func summarizeLink(pts []linkPoint, start, end time.Time, minPeak time.Duration)
 			s.QueuePeakBytes = max(s.QueuePeakBytes, p.c.QueueHighWaterBytes)
 		}
 	}
+	c := check(s, in)
+	s.Check = &c
 	return s
 }
 

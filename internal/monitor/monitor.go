@@ -22,6 +22,7 @@ import (
 
 	"replab/internal/engine"
 	"replab/internal/lab"
+	"replab/internal/linkem/emu"
 )
 
 // Cluster is what the monitor asks of an engine; engine.Cluster is one.
@@ -233,6 +234,7 @@ type Monitor struct {
 	cancelCtx  context.CancelFunc
 	failures   map[string]*failure
 	costSample []sampleCost
+	lateSeen   map[string]*emu.LateHist // each direction's lateness histogram at the previous sample
 
 	mu           sync.Mutex
 	t0           time.Time
@@ -286,7 +288,7 @@ func Start(ctx context.Context, cfg Config) (*Monitor, error) {
 		cfg: cfg, links: cfg.Links, interval: cfg.Interval, now: cfg.Now, hz: clockTicks(),
 		reader: statReader{root: cfg.procRoot},
 		markc:  make(chan struct{}, 1), stopc: make(chan struct{}), done: make(chan struct{}), replDone: make(chan struct{}),
-		failures: map[string]*failure{}, linkPts: map[string][]linkPoint{},
+		failures: map[string]*failure{}, linkPts: map[string][]linkPoint{}, lateSeen: map[string]*emu.LateHist{},
 	}
 	if m.links == nil && cfg.Lab != nil && cfg.Lab.Emulator() != nil {
 		m.links = cfg.Lab.Emulator() // an offline lab has none
@@ -428,7 +430,13 @@ func (m *Monitor) sample() time.Time {
 	var dirs []linkPointNamed
 	if m.links != nil {
 		for _, d := range m.links.Stats() {
-			dirs = append(dirs, linkPointNamed{d.From + "->" + d.To, linkPoint{t: now, c: d.Counters, rateBps: rateOf(d.Params), delay: d.Params.Delay}})
+			name := d.From + "->" + d.To
+			prev := m.lateSeen[name]
+			if prev == nil {
+				prev = new(emu.LateHist)
+				m.lateSeen[name] = prev
+			}
+			dirs = append(dirs, linkPointNamed{name, newLinkPoint(now, d, prev)})
 		}
 	}
 	var procs []engine.Process

@@ -232,7 +232,7 @@ var foldRules = []struct {
 	{"pages.pages", sum}, {"pages.slow.pages", sum}, {"pages.slow.slow_pages", sum}, {"pages.slow.retransmits", sum},
 
 	// Configuration.
-	{"links.*.rate_bps", same}, {"links.*.delay_ms", same}, {"monitor.interval_s", same},
+	{"links.*.rate_bps", same}, {"links.*.delay_ms", same}, {"links.*.loss_configured_pct", same}, {"monitor.interval_s", same},
 	{"replicas.*.sample_budget_per_s", same},
 	{"pages.slow.period_pages", nonZero}, {"pages.slow.period_s", nonZero}, {"pages.slow.period_cv", nonZero},
 	{"pages.slow.slow_mean_ms", nonZero},

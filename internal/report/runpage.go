@@ -450,6 +450,12 @@ func runDetail(r *Results, missing *[]string) []section {
 	if t, ok := linksTable(s); ok {
 		net.Tables = append(net.Tables, t)
 	}
+	if t, ok := linkFactsTable(s); ok {
+		net.Tables = append(net.Tables, t)
+	}
+	if t, ok := linkClassTable(s); ok {
+		net.Tables = append(net.Tables, t)
+	}
 	addFigure(&net, missing, linkUtilChart("link-util", r))
 	if len(net.Tables)+len(net.Figures) > 0 {
 		secs = append(secs, net)

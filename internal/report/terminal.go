@@ -74,6 +74,7 @@ func PrintSummary(w io.Writer, s *Summary) {
 	if s.MachineBound {
 		fmt.Fprintf(w, "  warning: MACHINE-BOUND: %s: this result measures this machine, not the modelled system\n", machineWhy(s))
 	}
+	printLinkChecks(w, s)
 	if s.Steady != nil && !s.Steady.Steady {
 		fmt.Fprintf(w, "  warning: throughput was not steady in the measure phase: %s\n", s.Steady.Reason)
 	}

@@ -332,6 +332,7 @@ func (r *run) prepare(ctx context.Context, start time.Time) (err error) {
 		return fmt.Errorf("engine %s: no node takes writes", r.eng.Kind())
 	}
 	r.client = r.clientSite()
+	r.setTrafficClasses()
 	if r.stamps, r.stampSQL, err = enginekit.StampsOf(r.cluster); err != nil {
 		if len(r.replicas) > 0 {
 			fmt.Fprintf(r.log, "warning: %v\n", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 
@@ -246,4 +247,30 @@ func (r *run) siteDo() func(site string, f func() error) error {
 		}
 		return st.Do(f)
 	}
+}
+
+// setTrafficClasses tells the lab's links which packets are replication,
+// client and storage traffic (the links' bytes_by_class): the nodes'
+// server ports and sites, and the sites users run in.
+func (r *run) setTrafficClasses() {
+	if r.lab == nil || r.s.Target != nil {
+		return
+	}
+	var servers []netip.AddrPort
+	var nodeSites, clientSites []string
+	for _, n := range r.nodes {
+		if n.Addr.IsValid() {
+			servers = append(servers, n.Addr)
+		}
+		if n.Site != "" {
+			nodeSites = append(nodeSites, n.Site)
+		}
+	}
+	if r.client != "" {
+		clientSites = append(clientSites, r.client)
+	}
+	for _, c := range r.s.Clients {
+		clientSites = append(clientSites, c.Site)
+	}
+	r.lab.SetTrafficClasses(servers, nodeSites, clientSites)
 }

@@ -94,6 +94,7 @@ type Emulator struct {
 	pool    *framePool
 	span    int64 // ns, >= 0
 	tap     atomic.Pointer[TapFunc]
+	classes atomic.Pointer[linkem.Classifier] // nil: every packet is ClassOther
 
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -116,6 +117,7 @@ type direction struct {
 	late     *hdrhistogram.Histogram // delivery lateness, ns, since start
 	overflow uint64                  // segments dropped because maxInFlightBytes was reached
 	lateWin  *hdrhistogram.Histogram // since the last Window call
+	lateHist LateHist                // delivery lateness since start, in fixed buckets (DirStats.LateHist)
 	capture  atomic.Pointer[Capture] // nil unless the direction is being captured
 }
 
@@ -321,6 +323,7 @@ func (e *Emulator) readLoop(i int) {
 			d := -1
 			if f.parse() == nil {
 				d = e.route(i, f.pkt())
+				f.class = e.classes.Load().Classify(f.pkt())
 			}
 			if d < 0 {
 				pt.unroutable.Add(1)
@@ -428,7 +431,8 @@ func (e *Emulator) deliverLoop(d *direction) {
 			late := now - pc.deliverAt
 			_ = d.late.RecordValue(max(late, 1))
 			_ = d.lateWin.RecordValue(max(late, 1))
-			d.model.DeliveredSegments(pc.n, pc.bytes)
+			d.lateHist.record(late)
+			d.model.DeliveredSegments(pc.n, pc.bytes, pc.f.class)
 			batch = append(batch, pc)
 		}
 		d.mu.Unlock()
@@ -478,6 +482,14 @@ func (e *Emulator) deliver(d *direction, batch []piece, now int64, w *writer) {
 	for _, n := range woke[:nw] {
 		n.signal()
 	}
+}
+
+// SetClassifier installs the classifier of traffic classes (nil: every
+// packet is linkem.ClassOther from now on). Each packet read is
+// classified once, and its delivered bytes count in its class on every
+// link it crosses (linkem.Counters.ClassBytes).
+func (e *Emulator) SetClassifier(c *linkem.Classifier) {
+	e.classes.Store(c)
 }
 
 // TapFunc sees a packet the emulator has written to its destination

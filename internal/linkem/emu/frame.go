@@ -66,6 +66,7 @@ type frame struct {
 	refs   atomic.Int32
 	readAt int64 // CLOCK_MONOTONIC ns, read from the first site's device
 	dst    int   // final destination port
+	class  linkem.Class
 
 	hdr vnetHdr
 	// Segmentation, from parse: segs segments of hdrLen header bytes and

@@ -42,8 +42,11 @@ type DirStats struct {
 	To       string          `json:"to"`
 	Params   linkem.Params   `json:"params"`
 	Counters linkem.Counters `json:"counters"`
-	Lateness Lateness        `json:"lateness"`          // since start
-	InFlight int             `json:"in_flight_packets"` // accepted, not yet delivered (MTU-sized packets)
+	Lateness Lateness        `json:"lateness"` // since start
+	// LateHist is the lateness since start in fixed buckets, cumulative:
+	// the monitor subtracts two readings for a phase's percentiles.
+	LateHist LateHist `json:"-"`
+	InFlight int      `json:"in_flight_packets"` // accepted, not yet delivered (MTU-sized packets)
 	// OverflowPackets were dropped by the emulator itself: the direction
 	// already held maxInFlightBytes (only an unlimited link gets there).
 	OverflowPackets uint64 `json:"overflow_packets"`
@@ -80,6 +83,7 @@ func (e *Emulator) stats(window bool) []DirStats {
 			Counters:        d.model.Counters(),
 			InFlight:        d.q.segs,
 			OverflowPackets: d.overflow,
+			LateHist:        d.lateHist,
 		}
 		if window {
 			s.Lateness = summarize(d.lateWin)
