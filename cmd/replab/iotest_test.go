@@ -117,9 +117,37 @@ func TestIotestHelp(t *testing.T) {
 	if code != 0 || strings.Count(out, "Usage:") != 1 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	for _, w := range []string{"replab iotest FILE", "-quick", "-node", "-o", "O_SYNC", "p99"} {
+	for _, w := range []string{"replab iotest FILE", "-quick", "-node", "-bs", "-o", "O_SYNC", "p99"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("no %q in\n%s", w, out)
+		}
+	}
+}
+
+func TestParseBlockSizes(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		want    []int
+		wantErr string
+	}{
+		{"", nil, ""},
+		{"2k,4k,8k,16k,32k", []int{2048, 4096, 8192, 16384, 32768}, ""},
+		{" 4K , 512 ", []int{4096, 512}, ""},
+		{"4k,4096", nil, "given twice"},
+		{"3000", nil, "multiple of 512"},
+		{"2048k", nil, "up to 1024k"},
+		{"4kb", nil, "not a size"},
+		{"0", nil, "not a size"},
+	} {
+		got, err := parseBlockSizes(c.in)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%q: error %v, want one saying %q", c.in, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%q: %v, %v; want %v", c.in, got, err, c.want)
 		}
 	}
 }
