@@ -8,6 +8,7 @@ import (
 	"replab/internal/linkem"
 	"replab/internal/linkem/emu"
 	"replab/internal/stats"
+	"replab/internal/units"
 )
 
 // The link fact check: what a direction was configured to do next to
@@ -127,29 +128,8 @@ func rateAllowance(dt time.Duration, rateBps int64) float64 {
 	return float64(rateBps)*(dt+RateSlack).Seconds() + RateSlackBytes*8
 }
 
-func fmtMs(v float64) string { return trimFloat(v, 3) }
+func fmtMs(v float64) string { return units.Trim(v, 3) }
 
-func fmtLossPct(v float64) string { return trimFloat(v, 3) }
+func fmtLossPct(v float64) string { return units.Trim(v, 3) }
 
-func trimFloat(v float64, prec int) string {
-	s := fmt.Sprintf("%.*f", prec, v)
-	for len(s) > 1 && s[len(s)-1] == '0' {
-		s = s[:len(s)-1]
-	}
-	if s[len(s)-1] == '.' {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-func fmtBps(v float64) string {
-	switch {
-	case v >= 1e9:
-		return trimFloat(v/1e9, 3) + " Gbit/s"
-	case v >= 1e6:
-		return trimFloat(v/1e6, 3) + " Mbit/s"
-	case v >= 1e3:
-		return trimFloat(v/1e3, 3) + " kbit/s"
-	}
-	return trimFloat(v, 0) + " bit/s"
-}
+func fmtBps(v float64) string { return units.BitsPrec(v, 3) }

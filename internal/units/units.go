@@ -38,15 +38,19 @@ func Bytes(v float64) string {
 
 // Bits writes a bit rate in decimal units with one decimal: 948.6 kbit/s,
 // 50 Mbit/s.
-func Bits(v float64) string {
+func Bits(v float64) string { return BitsPrec(v, 1) }
+
+// BitsPrec is Bits with at most prec decimals: where two rates close to
+// each other are compared (a link's configured against its delivered).
+func BitsPrec(v float64, prec int) string {
 	a := math.Abs(v)
 	switch {
 	case a >= 1e9:
-		return Trim(v/1e9, 1) + " Gbit/s"
+		return Trim(v/1e9, prec) + " Gbit/s"
 	case a >= 1e6:
-		return Trim(v/1e6, 1) + " Mbit/s"
+		return Trim(v/1e6, prec) + " Mbit/s"
 	case a >= 1e3:
-		return Trim(v/1e3, 1) + " kbit/s"
+		return Trim(v/1e3, prec) + " kbit/s"
 	}
 	return Trim(v, 0) + " bit/s"
 }
