@@ -53,6 +53,9 @@ type HAInput struct {
 	// Checked: the journals were read after the run, so Found means
 	// something (RPO and surviving writes are measured).
 	Checked bool
+	// Unread are the nodes whose journals could not be read (down at the
+	// end): Found then means found at one of the others.
+	Unread []string
 }
 
 // HA is a fault's effect on an HA cluster, in summary.json's faults.
@@ -78,6 +81,10 @@ type HA struct {
 	// acknowledged them. Absent when the journals were not read.
 	Lost   *int64           `json:"lost,omitempty"`
 	LostBy map[string]int64 `json:"lost_by,omitempty"`
+	// LostUnread names the nodes that could not be read after the run:
+	// Lost is then the commits found at none of the others (a commit
+	// that only an unreadable node holds counts as lost).
+	LostUnread []string `json:"lost_unread,omitempty"`
 	// SplitBrain is present when it was measured: every commit's node was
 	// known and the roles were followed. Its zeros mean none.
 	SplitBrain *SplitBrain `json:"split_brain,omitempty"`
@@ -225,6 +232,9 @@ func MeasureHA(sp Span, lost Interval, nextS float64, in HAInput) *HA {
 			}
 		}
 		h.Lost = &n
+		if len(in.Unread) > 0 {
+			h.LostUnread = slices.Sorted(slices.Values(in.Unread))
+		}
 	}
 	if known {
 		h.SplitBrain = splitBrain(sp.AtS, nextS, in)

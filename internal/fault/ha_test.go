@@ -179,3 +179,19 @@ func TestMeasureHALostCountsOnce(t *testing.T) {
 		t.Errorf("lost %d and %d, want 5 and 5", *first.Lost, *second.Lost)
 	}
 }
+
+// Nodes down at the end (the pgaf kill run: e1 and a1 refused
+// connections) are named beside Lost: a commit only they hold counts as
+// lost.
+func TestMeasureHANamesTheUnreadNodes(t *testing.T) {
+	in := HAInput{Roles: []RoleSpan{{"p1", FromServer, RolePrimary, -5, 40}}, Checked: true, Unread: []string{"e1", "a1"}}
+	in.Acks = acks(0, "p1", 0, 20, 1, false)
+	h := MeasureHA(Span{AtS: 10}, Interval{0, 40}, 40, in)
+	if h.Lost == nil || *h.Lost != 20 || !reflect.DeepEqual(h.LostUnread, []string{"a1", "e1"}) {
+		t.Errorf("got %s", show(h))
+	}
+	in.Unread = nil
+	if h := MeasureHA(Span{AtS: 10}, Interval{0, 40}, 40, in); h.LostUnread != nil {
+		t.Errorf("every node read: %s", show(h))
+	}
+}

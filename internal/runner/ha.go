@@ -70,6 +70,13 @@ func (r *run) fillHA(dir *report.Dir) error {
 		return nil
 	}
 	in := fault.HAInput{Roles: roles, Acks: r.haAcks(), Checked: r.found != nil}
+	if v := r.sum.Verification; v != nil && in.Checked {
+		for node, why := range v.Skipped {
+			if strings.HasPrefix(why, "not readable") {
+				in.Unread = append(in.Unread, node)
+			}
+		}
+	}
 	order := make([]int, len(r.sum.Faults))
 	for i := range order {
 		order[i] = i
