@@ -53,6 +53,9 @@ type HAInput struct {
 	// Checked: the journals were read after the run, so Found means
 	// something (RPO and surviving writes are measured).
 	Checked bool
+	// Unread are the nodes whose journals could not be read (down at the
+	// end): Found then means found at one of the others.
+	Unread []string
 }
 
 // HA is a fault's effect on an HA cluster, in summary.json's faults.
@@ -71,11 +74,17 @@ type HA struct {
 	ElectedS  *float64 `json:"elected_s,omitempty"`
 	ClientsS  *float64 `json:"clients_s,omitempty"`
 	// Lost counts the acknowledged commits found at no node after the
-	// run, among those acknowledged from BeforeS before the fault (not
-	// before the previous fault) until the next fault; LostBy says which
-	// node had acknowledged them. Absent when the journals were not read.
+	// run, among those acknowledged in the fault's window for lost
+	// commits (LostWindows: from BeforeS before the fault, not before the
+	// previous fault, until the next fault's window begins, so that each
+	// commit counts for one fault only); LostBy says which node had
+	// acknowledged them. Absent when the journals were not read.
 	Lost   *int64           `json:"lost,omitempty"`
 	LostBy map[string]int64 `json:"lost_by,omitempty"`
+	// LostUnread names the nodes that could not be read after the run:
+	// Lost is then the commits found at none of the others (a commit
+	// that only an unreadable node holds counts as lost).
+	LostUnread []string `json:"lost_unread,omitempty"`
 	// SplitBrain is present when it was measured: every commit's node was
 	// known and the roles were followed. Its zeros mean none.
 	SplitBrain *SplitBrain `json:"split_brain,omitempty"`
@@ -135,10 +144,34 @@ func roleAt(roles []RoleSpan, node, source string, s float64) string {
 	return ""
 }
 
+// LostWindows gives the faults at ats (in order) their windows for lost
+// commits: each from BeforeS before its fault (not before the previous
+// fault, nor before floorS) until the next one's window begins, the last
+// until endS. Consecutive windows tile: a commit acknowledged just
+// before a fault counts for that fault, and for no other, so that the
+// faults' losses add up to the run's.
+func LostWindows(ats []float64, floorS, endS float64) []Interval {
+	out := make([]Interval, len(ats))
+	for i, at := range ats {
+		out[i].FromS = math.Max(at-BeforeS, floorS)
+		floorS = math.Max(floorS, at)
+		if i > 0 {
+			out[i-1].ToS = out[i].FromS
+		}
+	}
+	if n := len(out); n > 0 {
+		out[n-1].ToS = endS
+	}
+	return out
+}
+
+// Interval is [FromS, ToS) on the measure phase's axis.
+type Interval struct{ FromS, ToS float64 }
+
 // MeasureHA measures fault sp, whose window ends at nextS (the next
-// fault's start, or +Inf) and whose window for lost commits starts no
-// earlier than floorS. It returns nil without a role history.
-func MeasureHA(sp Span, floorS, nextS float64, in HAInput) *HA {
+// fault's start, or +Inf), counting the lost commits acknowledged within
+// lost (LostWindows). It returns nil without a role history.
+func MeasureHA(sp Span, lost Interval, nextS float64, in HAInput) *HA {
 	if len(in.Roles) == 0 {
 		return nil
 	}
@@ -184,11 +217,10 @@ func MeasureHA(sp Span, floorS, nextS float64, in HAInput) *HA {
 		}
 	}
 	if in.Checked {
-		from := math.Max(sp.AtS-BeforeS, floorS)
-		var lost int64
+		var n int64
 		for _, a := range in.Acks {
-			if a.S >= from && a.S < nextS && !a.Found {
-				lost++
+			if a.S >= lost.FromS && a.S < lost.ToS && !a.Found {
+				n++
 				node := a.Node
 				if node == "" {
 					node = "unknown"
@@ -199,7 +231,10 @@ func MeasureHA(sp Span, floorS, nextS float64, in HAInput) *HA {
 				h.LostBy[node]++
 			}
 		}
-		h.Lost = &lost
+		h.Lost = &n
+		if len(in.Unread) > 0 {
+			h.LostUnread = slices.Sorted(slices.Values(in.Unread))
+		}
 	}
 	if known {
 		h.SplitBrain = splitBrain(sp.AtS, nextS, in)

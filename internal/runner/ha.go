@@ -70,25 +70,42 @@ func (r *run) fillHA(dir *report.Dir) error {
 		return nil
 	}
 	in := fault.HAInput{Roles: roles, Acks: r.haAcks(), Checked: r.found != nil}
+	if v := r.sum.Verification; v != nil && in.Checked {
+		for node, why := range v.Skipped {
+			if strings.HasPrefix(why, "not readable") {
+				in.Unread = append(in.Unread, node)
+			}
+		}
+	}
 	order := make([]int, len(r.sum.Faults))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(r.sum.Faults[a].AtS, r.sum.Faults[b].AtS) })
-	floor := -r.s.Run.Warmup.Seconds()
+	applied := func(f *fault.Summary) bool { return f.Err == "" || strings.HasPrefix(f.Err, "heal: ") }
+	// The applied faults' windows for lost commits tile the measurement
+	// (a fault not applied did nothing: what was lost meanwhile is the
+	// previous one's doing).
+	var ats []float64
+	for _, i := range order {
+		if applied(&r.sum.Faults[i]) {
+			ats = append(ats, r.sum.Faults[i].AtS)
+		}
+	}
+	windows := fault.LostWindows(ats, -r.s.Run.Warmup.Seconds(), endS)
+	w := 0
 	for k, i := range order {
 		f := &r.sum.Faults[i]
 		next := endS
 		if k+1 < len(order) {
 			next = r.sum.Faults[order[k+1]].AtS
 		}
-		floor0 := floor
-		floor = f.AtS
-		if f.Err != "" && !strings.HasPrefix(f.Err, "heal: ") {
+		if !applied(f) {
 			continue // not applied: nothing to measure (its error says why)
 		}
 		sp := fault.Span{Fault: f.Fault, What: f.What, AtS: f.AtS, HealS: f.HealS, Err: f.Err}
-		f.HA = fault.MeasureHA(sp, floor0, next, in)
+		f.HA = fault.MeasureHA(sp, windows[w], next, in)
+		w++
 	}
 	r.sum.HA = fault.FoldHA(r.sum.Faults)
 	for _, g := range r.sum.HA {

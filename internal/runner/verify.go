@@ -339,6 +339,10 @@ func (r *run) checkAcks(ctx context.Context, stopped time.Time) *report.Verifica
 				present, err := read(rctx, n)
 				if err != nil {
 					fmt.Fprintf(r.log, "journal at %s not readable: %v\n", n.Name, err)
+					if v.Skipped == nil {
+						v.Skipped = map[string]string{}
+					}
+					v.Skipped[n.Name] = fmt.Sprintf("not readable after the run: %v", err)
 					continue
 				}
 				r.noteFound(present)
