@@ -27,7 +27,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the run (the driver, the lag watcher and the link emulator run in this process) to this file")
 	users := flag.String("users", "8,1", "comma-separated user counts for the compare step")
 	client := flag.String("client-site", "db", `site pgbench and the driver run in for the comparison: "db" (the server's own site, no emulator in the path) or "client" (across an unshaped emulated link)`)
-	variants := flag.String("pipelined-variants", "", `comma-separated extra runs for the pipelined step, after each pair, on pgbench's server: "driver" (driver.Run alone), "pipe" (the engine's Pipe alone)`)
+	variants := flag.String("pipelined-variants", "", `comma-separated extra runs for the pipelined step, after each pair, on pgbench's server: "driver" (driver.Run alone), "pipe" (the engine's Pipe alone), "replab-procs" (replab run with GOMAXPROCS = users + 2)`)
 	rounds := flag.Int("pipelined-rounds", pipeRounds, "rounds of the pipelined step per client count (each tool once a round)")
 	flag.Parse()
 	if *rounds < 1 {
@@ -38,10 +38,10 @@ func main() {
 	for _, v := range strings.Split(*variants, ",") {
 		switch v = strings.TrimSpace(v); v {
 		case "":
-		case "driver", "pipe":
+		case "driver", "pipe", "replab-procs":
 			pipeVariants = append(pipeVariants, v)
 		default:
-			logf("driver: -pipelined-variants: want driver or pipe, got %q", v)
+			logf("driver: -pipelined-variants: want driver, pipe or replab-procs, got %q", v)
 			os.Exit(2)
 		}
 	}

@@ -183,7 +183,7 @@ func (b *bench) pipelined(ctx context.Context) error {
 	defer wal.Close()
 	wal.SetMaxOpenConns(1)
 	t0 := time.Now()
-	if _, err := b.replabTarget(ctx, p, wal, bin, specs[0], dir, 1); err != nil {
+	if _, err := b.replabTarget(ctx, p, wal, bin, specs[0], dir, 1, nil); err != nil {
 		return fmt.Errorf("first replab run (schema, load): %w", err)
 	}
 	logf("      first replab run (schema %s, personnel's %d persons loaded, not counted) in %.1f s", pipeSchema, pipePersons, time.Since(t0).Seconds())
@@ -228,7 +228,12 @@ func (b *bench) pipelined(ctx context.Context) error {
 				case toolPgbench, toolPgbenchImplicit:
 					r, err = b.pgbenchPipelined(ctx, p, wal, text, tool == toolPgbench, users)
 				case toolReplab:
-					r, err = b.replabTarget(ctx, p, wal, bin, specs[users], dir, users)
+					r, err = b.replabTarget(ctx, p, wal, bin, specs[users], dir, users, nil)
+				case "replab-procs":
+					// One P per user and two more: a user whose reply came
+					// finds a P free instead of waiting for one.
+					r, err = b.replabTarget(ctx, p, wal, bin, specs[users], dir, users, []string{"GOMAXPROCS=" + strconv.Itoa(users+2)})
+					r.Tool = "replab-procs"
 				case "driver":
 					r, err = b.driverPersonnel(ctx, p, w, int64(i), users)
 				case "pipe":
@@ -406,7 +411,7 @@ func replabBinary(ctx context.Context, dir string) (string, error) {
 // (measure phase); its CPU is the process's (/proc/PID/stat, all its
 // threads) and the server's between the progress lines that bound the
 // measure phase (see cpuWindow).
-func (b *bench) replabTarget(ctx context.Context, p *pgLab, wal *sql.DB, bin, spec, dir string, users int) (toolRun, error) {
+func (b *bench) replabTarget(ctx context.Context, p *pgLab, wal *sql.DB, bin, spec, dir string, users int, env []string) (toolRun, error) {
 	out, err := os.MkdirTemp(dir, "results-*")
 	if err != nil {
 		return toolRun{}, err
@@ -415,7 +420,7 @@ func (b *bench) replabTarget(ctx context.Context, p *pgLab, wal *sql.DB, bin, sp
 	ctx, cancel := context.WithTimeout(ctx, pipeWarmup+pipeSeconds*time.Second+2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", spec, "--out", out+"/results")
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	cmd.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}, env...)
 	cmd.Dir = "/"
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
