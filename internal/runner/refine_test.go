@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -167,5 +170,72 @@ func TestRefineSearchStopsWhenInterrupted(t *testing.T) {
 	report.PrintSearch(&b, sr)
 	if !strings.Contains(b.String(), "probe 2, against 40: interrupted") {
 		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+// TestFakeSearchRefinesTheKnee: the fake commits one transaction at a time
+// for 2 ms (about 500 a second); users thinking 10 ms between
+// transactions scale from 2 (about 170 a second) and are exhausted well
+// before 32. Two probes, each repeated twice, narrow the bracket: where
+// they land depends on the machine's timing, so the test holds them to
+// the rules only — each inside the bracket of its time, judged against
+// the knee then, closing one end — and checks what the run leaves behind.
+func TestFakeSearchRefinesTheKnee(t *testing.T) {
+	t.Parallel()
+	sum, out, log, err := fakeRun(t, fakeSpec(`commit_time = "2ms"`, `think = "10ms"
+search = "users"
+search_steps = [2, 32]
+search_refine = 2
+repetitions = 2
+`))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "search.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sr report.Search
+	if err := json.Unmarshal(b, &sr); err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	report.PrintSearch(&table, &sr)
+	t.Logf("\n%s", table.String())
+	if sr.KneeStep != 1 || sr.ExhaustStep != 2 || len(sr.Steps) != 2 {
+		t.Fatalf("steps: knee %d, exhaust %d of %d; want 1 and 2: 32 users cannot scale on 500 commits a second", sr.KneeStep, sr.ExhaustStep, len(sr.Steps))
+	}
+	if len(sr.Refine) != 2 || sr.Refine[0].Load != 17 {
+		t.Fatalf("probes %+v: want two, the first at 17 users", sr.Refine)
+	}
+	knee, exhaust := 2.0, 32.0
+	for i, p := range sr.Refine {
+		if p.Load <= knee || p.Load >= exhaust || p.Against != knee {
+			t.Errorf("probe %d at %g against %g: outside the bracket [%g, %g], or judged against another knee", i+1, p.Load, p.Against, knee, exhaust)
+		}
+		switch p.Closed {
+		case report.ClosedKnee:
+			knee = p.Load
+		case report.ClosedExhaust:
+			exhaust = p.Load
+		default:
+			t.Errorf("probe %d closed %q", i+1, p.Closed)
+		}
+		var ps map[string]any
+		if b, err := os.ReadFile(filepath.Join(out, p.Dir, "summary.json")); err != nil || json.Unmarshal(b, &ps) != nil || ps["kind"] != "repetitions" {
+			t.Errorf("probe %s: %v, kind %v: want its repetitions' aggregate", p.Dir, err, ps["kind"])
+		}
+		if _, err := os.Stat(filepath.Join(out, p.Dir, "rep-02", "summary.json")); err != nil {
+			t.Errorf("probe %s is not repeated: %v", p.Dir, err)
+		}
+	}
+	if sr.KneeLoad != knee || sr.ExhaustLoad != exhaust {
+		t.Errorf("bracket [%g, %g], want [%g, %g] from the probes", sr.KneeLoad, sr.ExhaustLoad, knee, exhaust)
+	}
+	if users := num(t, sum, "users"); users != knee {
+		t.Errorf("summary.json is of %g users, the knee is at %g", users, knee)
+	}
+	if !strings.Contains(table.String(), "← probe 2, against ") || !strings.Contains(table.String(), "refined by 2 probes between the steps' knee at 2 and exhaust point at 32 users") {
+		t.Errorf("the table does not mark the probes:\n%s", table.String())
 	}
 }
