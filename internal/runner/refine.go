@@ -18,7 +18,7 @@ func (r *run) refine(ctx context.Context, dir *report.Dir, sr *report.Search, pr
 		fmt.Fprintf(r.log, "\n=== search probe %d of at most %d: %s, between the knee at %s and the exhaust point at %s\n",
 			len(sr.Refine)+1, probes, loadText(sr.By, load), loadText(sr.By, sr.KneeLoad), loadText(sr.By, sr.ExhaustLoad))
 		st, sum, err := r.searchLoad(ctx, dir, name, load, knee)
-		if st != nil && (err == nil || ctx.Err() == nil) {
+		if st != nil && ctx.Err() == nil {
 			err = nil // judged: a run that failed is a probe that does not scale
 		}
 		return st, sum, err
