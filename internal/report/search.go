@@ -7,8 +7,9 @@ import (
 )
 
 // Search is a saturation search ([run] search): the same lab measured at
-// rising load until a step is exhausted. search.json holds it; the
-// search's summary.json is the knee step's, with it inside.
+// rising load until a step is exhausted, then, refined, at loads between
+// the knee and the exhaust point. search.json holds it; the search's
+// summary.json is the final knee's (a step's or a probe's), with it inside.
 type Search struct {
 	By string `json:"by"` // "users" or "rate" (transactions per second)
 	// The rule: a step is exhausted when its throughput rose by less than
