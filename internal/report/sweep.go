@@ -74,13 +74,17 @@ func Headline(s *Summary) *HeadlineFigs {
 		h.PagesPerS, h.SlowShare = &pps, &share
 	}
 	if sr := s.Search; sr != nil {
-		if sr.KneeStep > 0 {
-			h.Knee = &sr.Steps[sr.KneeStep-1].Load
+		// The final bracket: refined by probes, or the steps'.
+		if k := sr.Knee(); k != nil {
+			h.Knee = &k.Load
 		}
-		if sr.ExhaustStep > 0 {
-			h.Exhausted = &sr.Steps[sr.ExhaustStep-1].Load
+		if e := sr.Exhaust(); e != nil {
+			h.Exhausted = &e.Load
 		}
 		h.RanOut = sr.Resource
+		if sr.ExhaustResource != "" {
+			h.RanOut = sr.ExhaustResource
+		}
 	}
 	for n, r := range s.Replicas {
 		h.LagP50Ms[n] = r.LagMs.P50

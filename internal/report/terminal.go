@@ -27,10 +27,15 @@ func PrintSummary(w io.Writer, s *Summary) {
 	fmt.Fprintf(w, "\nrun %s (%s, %s, %s): %s\n", s.Name, s.Engine, s.Scheme, s.Workload, state)
 	if s.Search != nil {
 		PrintSearch(w, s.Search)
-		if s.Search.KneeStep == 0 {
+		knee := s.Search.Knee()
+		if knee == nil {
 			return
 		}
-		fmt.Fprintf(w, "\nthe knee, step %d (%s):\n", s.Search.KneeStep, s.Search.Steps[s.Search.KneeStep-1].Dir)
+		if k := s.Search.KneeStep; k > 0 && knee == &s.Search.Steps[k-1] {
+			fmt.Fprintf(w, "\nthe knee, step %d (%s):\n", k, knee.Dir)
+		} else {
+			fmt.Fprintf(w, "\nthe knee, a probe (%s):\n", knee.Dir)
+		}
 	}
 	if s.LinkSearch != nil {
 		if !printLinkSearchHead(w, s.LinkSearch) {

@@ -31,6 +31,9 @@ func TestBisection(t *testing.T) {
 		{"the bad end keeps it: the whole range does", bisection{lo: 0, hi: 10, resolution: 1}, atMost(20),
 			[]bisectProbe{{0, true}, {10, true}},
 			true, 10, 0},
+		{"at most four probes, the ends included", bisection{lo: 0, hi: 400, resolution: 1, maxProbes: 4}, atMost(100),
+			[]bisectProbe{{0, true}, {400, false}, {200, false}, {100, true}},
+			true, 100, 200},
 		{"adjacent on the grid before the resolution", bisection{lo: 9600, hi: 9602, resolution: 0.1, higherBetter: true, round: whole}, atLeast(9602),
 			[]bisectProbe{{9602, true}, {9600, false}, {9601, false}},
 			true, 9602, 9601},
@@ -46,7 +49,7 @@ func TestBisection(t *testing.T) {
 			if out.found != tc.found || (tc.found && out.answer != tc.answer) || (out.bracketed && out.fail != tc.fail) {
 				t.Errorf("found %v answer %v fail %v (bracketed %v); want %v %v %v", out.found, out.answer, out.fail, out.bracketed, tc.found, tc.answer, tc.fail)
 			}
-			if out.found && out.bracketed && math.Abs(out.answer-out.fail) > tc.b.resolution && math.Abs(out.answer-out.fail) > 1 {
+			if out.found && out.bracketed && tc.b.maxProbes == 0 && math.Abs(out.answer-out.fail) > tc.b.resolution && math.Abs(out.answer-out.fail) > 1 {
 				t.Errorf("bracket [%v, %v] wider than the resolution %v", out.fail, out.answer, tc.b.resolution)
 			}
 		})

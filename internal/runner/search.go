@@ -21,9 +21,12 @@ import (
 
 // search measures the same lab at each step of load in turn — more users,
 // or a higher open-loop rate — until a step is exhausted (spec.Search),
-// each step into step-NN/ (with repetitions, each step repeated). It keeps
-// search.json up to date after every step, and returns the summary of the
-// knee — the highest step that still scaled — with the search in it.
+// each step into step-NN/ (with repetitions, each step repeated); with
+// search_refine, it then bisects the load between the knee and the
+// exhaust point, each probe into refine-NN/ (refine.go). It keeps
+// search.json up to date after every step and probe, and returns the
+// summary of the final knee — the highest load that still scaled — with
+// the search in it.
 func (r *run) search(ctx context.Context, dir *report.Dir) (*report.Summary, error) {
 	base := r.s.Run
 	defer func() { r.s.Run = base }()
@@ -35,34 +38,18 @@ func (r *run) search(ctx context.Context, dir *report.Dir) (*report.Summary, err
 			runErr = ctx.Err()
 			break
 		}
-		if base.Search.By == spec.SearchUsers {
-			r.s.Run.Users = int(load)
-		} else {
-			r.s.Run.RatePerSec = load
-		}
 		name := fmt.Sprintf("step-%02d", i+1)
 		fmt.Fprintf(r.log, "\n=== search step %d of %d: %s\n", i+1, len(base.Search.Steps), loadText(base.Search.By, load))
-		sd, err := report.NewDir(filepath.Join(dir.Path, name), "")
-		if err != nil {
+		var prev *report.SearchStep
+		if n := len(sr.Steps); n > 0 {
+			prev = &sr.Steps[n-1]
+		}
+		st, sum, err := r.searchLoad(ctx, dir, name, load, prev)
+		if st == nil {
 			return nil, err
 		}
-		cpu0, wall0, thr0 := processCPU(), time.Now(), r.throttles()
-		var sum *report.Summary
-		if base.Repetitions > 1 || base.Confidence > 0 {
-			sum, err = r.repeat(ctx, sd)
-		} else {
-			sum, err = r.measure(ctx, sd)
-			err = errors.Join(err, r.writeAll(sd, sum))
-		}
-		client := 0.0
-		if wall := time.Since(wall0).Seconds(); wall > 0 {
-			client = (processCPU() - cpu0).Seconds() / wall
-		}
-		throttled := throttledShares(thr0, r.throttles())
 		sums = append(sums, sum)
-		st := judgeStep(sr, load, name, sum, err)
-		st.Resources = resources(sum, r.s, client, runtime.NumCPU(), throttled)
-		sr.Steps = append(sr.Steps, st)
+		sr.Steps = append(sr.Steps, *st)
 		if werr := dir.WriteJSON("search.json", sr); werr != nil && runErr == nil {
 			runErr = werr
 		}
@@ -75,16 +62,30 @@ func (r *run) search(ctx context.Context, dir *report.Dir) (*report.Summary, err
 		}
 	}
 	concludeSearch(sr, len(base.Search.Steps))
+	var kneeSum *report.Summary
+	if k := sr.KneeStep; k > 0 {
+		kneeSum = sums[k-1]
+	}
+	if base.Search.Refine > 0 && runErr == nil && sr.KneeStep > 0 && sr.ExhaustStep > 0 {
+		var err error
+		if kneeSum, err = r.refine(ctx, dir, sr, base.Search.Refine, kneeSum); err != nil {
+			runErr = err
+		}
+	}
 	if err := dir.WriteJSON("search.json", sr); err != nil && runErr == nil {
 		runErr = err
 	}
-	fmt.Fprintf(r.log, "\nsearch: %d steps measured\n", len(sr.Steps))
+	fmt.Fprintf(r.log, "\nsearch: %d steps measured", len(sr.Steps))
+	if len(sr.Refine) > 0 {
+		fmt.Fprintf(r.log, " and %d probes between them", len(sr.Refine))
+	}
+	fmt.Fprintln(r.log)
 
 	// The directory's summary is the knee's (a sweep's table shows it),
 	// with the whole search in it; the steps keep their own series.
 	out := &report.Summary{Kind: "search", Name: r.s.Lab.Name, Complete: false, StopReason: "no step completed"}
-	if k := sr.KneeStep; k > 0 && sums[k-1] != nil {
-		c := *sums[k-1]
+	if kneeSum != nil {
+		c := *kneeSum
 		out = &c
 	}
 	out.Search = sr
@@ -94,6 +95,39 @@ func (r *run) search(ctx context.Context, dir *report.Dir) (*report.Summary, err
 	}
 	r.res, r.probe, r.lagHist = nil, nil, nil
 	return out, errors.Join(runErr, r.writeAll(dir, out))
+}
+
+// searchLoad measures one load — a step, or a probe between the knee and
+// the exhaust point — into dir/name (repeated with repetitions) and judges
+// it against prev, the step before or the knee (nil: none). A nil step
+// means its directory could not be made; otherwise err is the run's.
+func (r *run) searchLoad(ctx context.Context, dir *report.Dir, name string, load float64, prev *report.SearchStep) (*report.SearchStep, *report.Summary, error) {
+	sp := r.s.Run.Search
+	if sp.By == spec.SearchUsers {
+		r.s.Run.Users = int(load)
+	} else {
+		r.s.Run.RatePerSec = load
+	}
+	sd, err := report.NewDir(filepath.Join(dir.Path, name), "")
+	if err != nil {
+		return nil, nil, err
+	}
+	cpu0, wall0, thr0 := processCPU(), time.Now(), r.throttles()
+	var sum *report.Summary
+	if r.s.Run.Repetitions > 1 || r.s.Run.Confidence > 0 {
+		sum, err = r.repeat(ctx, sd)
+	} else {
+		sum, err = r.measure(ctx, sd)
+		err = errors.Join(err, r.writeAll(sd, sum))
+	}
+	client := 0.0
+	if wall := time.Since(wall0).Seconds(); wall > 0 {
+		client = (processCPU() - cpu0).Seconds() / wall
+	}
+	throttled := throttledShares(thr0, r.throttles())
+	st := judgeStep(newSearch(sp), prev, load, name, sum, err)
+	st.Resources = resources(sum, r.s, client, runtime.NumCPU(), throttled)
+	return &st, sum, err
 }
 
 func newSearch(s *spec.Search) *report.Search {
@@ -111,11 +145,12 @@ func loadText(by string, load float64) string {
 	return fmt.Sprintf("%g transactions/s", load)
 }
 
-// judgeStep applies the rule to one step: it scales unless it did not
-// complete, failed more than MaxErrorPct of its transactions, passed the
-// latency bound, or raised throughput by less than MinEfficiency of the
-// load's relative rise over the step before.
-func judgeStep(sr *report.Search, load float64, dir string, sum *report.Summary, err error) report.SearchStep {
+// judgeStep applies the rule to one step (or probe): it scales unless it
+// did not complete, failed more than MaxErrorPct of its transactions,
+// passed the latency bound, or raised throughput by less than
+// MinEfficiency of the load's relative rise over prev — the step before,
+// or for a probe the knee (nil: none).
+func judgeStep(sr *report.Search, prev *report.SearchStep, load float64, dir string, sum *report.Summary, err error) report.SearchStep {
 	st := report.SearchStep{Load: load, Dir: dir, Scales: true}
 	if sum != nil {
 		st.Complete = sum.Complete
@@ -123,10 +158,6 @@ func judgeStep(sr *report.Search, load float64, dir string, sum *report.Summary,
 		if n := sum.Transactions + sum.Errors; n > 0 {
 			st.ErrorPct = 100 * float64(sum.Errors) / float64(n)
 		}
-	}
-	var prev *report.SearchStep
-	if n := len(sr.Steps); n > 0 {
-		prev = &sr.Steps[n-1]
 	}
 	if prev != nil && prev.TPS > 0 && load > prev.Load {
 		e := (st.TPS/prev.TPS - 1) / (load/prev.Load - 1)
@@ -164,19 +195,30 @@ func concludeSearch(sr *report.Search, planned int) {
 		sr.KneeStep = i + 1
 	}
 	sr.Complete = sr.ExhaustStep > 0 || len(sr.Steps) == planned
+	sr.KneeLoad, sr.ExhaustLoad = 0, 0
+	if sr.KneeStep > 0 {
+		sr.KneeLoad = sr.Steps[sr.KneeStep-1].Load
+	}
 	if sr.ExhaustStep == 0 {
 		return
 	}
 	st := sr.Steps[sr.ExhaustStep-1]
+	sr.ExhaustLoad = st.Load
 	sr.Why = st.Why
-	if len(st.Resources) > 0 {
-		top := st.Resources[0]
-		if top.Used >= resourceFull {
-			sr.Resource = fmt.Sprintf("%s: %s", top.What, top.Detail)
-		} else {
-			sr.Resource = fmt.Sprintf("none near its limit; the busiest: %s: %s", top.What, top.Detail)
-		}
+	sr.Resource = ranOut(st.Resources)
+}
+
+// ranOut names the busiest resource, as run out when it is near its
+// limit.
+func ranOut(res []report.Resource) string {
+	if len(res) == 0 {
+		return ""
 	}
+	top := res[0]
+	if top.Used >= resourceFull {
+		return fmt.Sprintf("%s: %s", top.What, top.Detail)
+	}
+	return fmt.Sprintf("none near its limit; the busiest: %s: %s", top.What, top.Detail)
 }
 
 // resourceFull is the share of a resource above which it counts as run

@@ -59,7 +59,11 @@ func TestJudgeSteps(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sr := rule()
 			for _, st := range tc.steps {
-				js := judgeStep(sr, st.load, "step", st.sum, st.err)
+				var prev *report.SearchStep
+				if n := len(sr.Steps); n > 0 {
+					prev = &sr.Steps[n-1]
+				}
+				js := judgeStep(sr, prev, st.load, "step", st.sum, st.err)
 				sr.Steps = append(sr.Steps, js)
 				if !js.Scales {
 					break

@@ -132,9 +132,13 @@ var wantInError = map[string][]string{
 		`fault-flap.toml:90: fault[10].for = "20s": a time past the end`,
 		`fault-flap.toml:115: fault[13].link: overlaps fault[11] (line 96) on primary->eu`,
 	},
-	"fault-no-engine.toml": {`fault-no-engine.toml:19: fault[2].node = "n1": node faults need an engine`},
-	"fault-not-array.toml": {`fault-not-array.toml:7: fault = {…}: want a list of faults: write each one as [[fault]]`},
-	"many-errors.toml":     {`many-errors.toml:9: link[1].key00: unknown key`, `many-errors.toml: 5 more errors not shown`},
+	"fault-no-engine.toml":        {`fault-no-engine.toml:19: fault[2].node = "n1": node faults need an engine`},
+	"fault-not-array.toml":        {`fault-not-array.toml:7: fault = {…}: want a list of faults: write each one as [[fault]]`},
+	"search-refine-negative.toml": {`search-refine-negative.toml:17: run.search_refine = -2: want a number of probes from 0 (none) to 20`},
+	"search-refine-fraction.toml": {`search-refine-fraction.toml:16: run.search_refine = 2.5: want a whole number of probes`},
+	"search-refine-alone.toml":    {`search-refine-alone.toml:16: run.search_refine: search_refine belongs to a saturation search: add search = "users"`},
+	"search-refine-link.toml":     {`search-refine-link.toml:19: run.search_refine: belongs to a saturation search`},
+	"many-errors.toml":            {`many-errors.toml:9: link[1].key00: unknown key`, `many-errors.toml: 5 more errors not shown`},
 }
 
 // TestBadSpecs parses every testdata/errors/*.toml and compares the error

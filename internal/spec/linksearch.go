@@ -119,7 +119,7 @@ func (c *decoder) linkSearch(s *Spec, p path, m map[string]any, by string) {
 		return
 	}
 	ls.Link, ls.Dir, ls.Param = n-1, mt[2], mt[3]
-	for _, k := range []string{"search_steps", "search_min_efficiency"} {
+	for _, k := range []string{"search_steps", "search_min_efficiency", "search_refine"} {
 		if _, present := m[k]; present {
 			c.failAt(p.child(k), "belongs to a saturation search (search = \"users\" or \"rate\"); a link search takes search_range and search_resolution")
 		}

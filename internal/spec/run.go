@@ -12,7 +12,7 @@ var (
 	workloadKeyRE = identRE
 	runKeys       = []string{"users", "warmup", "duration", "cooldown", "transactions", "rate", "arrival", "think", "seed", "client", "max_error_pct", "lag_interval",
 		"repetitions", "confidence", "relative_error", "max_repetitions", "lag_sample", "provision", "verify", "history",
-		"search", "search_steps", "search_min_efficiency", "search_max_p99", "search_max_error_pct",
+		"search", "search_steps", "search_min_efficiency", "search_max_p99", "search_max_error_pct", "search_refine",
 		"search_range", "search_resolution", "search_max_lag_p99", "metrics"}
 	provisions = []string{ProvisionAuto, ProvisionFast, ProvisionLink}
 	arrivals   = []string{"poisson", "regular"}

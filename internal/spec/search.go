@@ -10,7 +10,7 @@ import (
 func (c *decoder) search(s *Spec, p path, m map[string]any) {
 	v, ok := c.get(p, m, "search", kString, `"users", "rate" or "link[N].rate"`)
 	if !ok {
-		for _, k := range []string{"search_steps", "search_min_efficiency", "search_max_p99", "search_max_error_pct"} {
+		for _, k := range []string{"search_steps", "search_min_efficiency", "search_max_p99", "search_max_error_pct", "search_refine"} {
 			if _, present := m[k]; present {
 				c.failAt(p.child(k), `%s belongs to a saturation search: add search = "users" (or "rate")`, k)
 			}
@@ -84,6 +84,14 @@ func (c *decoder) search(s *Spec, p path, m map[string]any) {
 			c.fail(p.child("search_max_error_pct"), m["search_max_error_pct"], "want a percentage from 0 to 100")
 		} else {
 			sr.MaxErrorPct = f
+		}
+	}
+	if v, ok := c.get(p, m, "search_refine", kInt, "a whole number of probes like 3 (0: none)"); ok {
+		c.remember(s, p.child("search_refine"))
+		if n := v.(int64); n < 0 || n > MaxSearchRefine {
+			c.fail(p.child("search_refine"), v, "want a number of probes from 0 (none) to %d: each halves the bracket between the knee and the exhaust point", MaxSearchRefine)
+		} else {
+			sr.Refine = int(n)
 		}
 	}
 	s.Run.Search = sr

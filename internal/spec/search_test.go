@@ -31,6 +31,12 @@ func TestSearch(t *testing.T) {
 		{"users as rates", "search = \"users\"\nsearch_steps = [\"3/s\", 10]", nil, `step 1: want a whole number of users from 1 to 10000`},
 		{"efficiency", "search = \"users\"\nsearch_min_efficiency = 1.5", nil, `r.toml:19: run.search_min_efficiency = 1.5: want a fraction above 0 and at most 1`},
 		{"p99", "search = \"users\"\nsearch_max_p99 = \"0s\"", nil, `run.search_max_p99 = "0s": want a positive duration`},
+		{"refined", "search = \"users\"\nsearch_steps = [1, 4, 16, 64]\nsearch_refine = 4",
+			&Search{By: "users", Steps: []float64{1, 4, 16, 64}, MinEfficiency: 0.5, MaxErrorPct: 1, Refine: 4, Line: 18}, ""},
+		{"refined by rate", "search = \"rate\"\nsearch_steps = [\"100/s\", \"400/s\"]\nsearch_refine = 0",
+			&Search{By: "rate", Steps: []float64{100, 400}, MinEfficiency: 0.5, MaxErrorPct: 1, Line: 18}, ""},
+		{"refine too many", "search = \"users\"\nsearch_refine = 21", nil, `r.toml:19: run.search_refine = 21: want a number of probes from 0 (none) to 20`},
+		{"refine as text", "search = \"users\"\nsearch_refine = \"3\"", nil, `r.toml:19: run.search_refine = "3": want a whole number of probes`},
 		{"a search key alone", "search_steps = [1, 2]", nil, `r.toml:18: run.search_steps: search_steps belongs to a saturation search: add search = "users"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

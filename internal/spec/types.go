@@ -298,7 +298,10 @@ type Search struct {
 	MinEfficiency float64
 	MaxP99        time.Duration
 	MaxErrorPct   float64
-	Line          int
+	// Refine is how many loads to probe between the knee and the exhaust
+	// point once the steps found them, each halving the bracket (0: none).
+	Refine int
+	Line   int
 }
 
 // Saturation search kinds and defaults.
@@ -309,6 +312,9 @@ const (
 	// as much as the load did.
 	DefaultSearchMinEfficiency = 0.5
 	DefaultSearchMaxErrorPct   = 1
+	// MaxSearchRefine caps search_refine: 20 halvings narrow any bracket
+	// of steps to a millionth of it.
+	MaxSearchRefine = 20
 )
 
 // DefaultSearchUsers are the storage study's loads (3, 30, 300 users) and

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"io"
 	"sync/atomic"
+	"time"
 )
 
 // The fake's database/sql driver: a connector per node (sql.OpenDB, no
@@ -148,6 +149,11 @@ func (t *tx) commit() error {
 			return sqlErr("XX000", "fake engine: injected failure (fail_every = %d)", p.failEvery)
 		case p.conflictEvery > 0 && k%p.conflictEvery == 0:
 			return sqlErr("40001", "fake engine: could not serialize access (conflict_every = %d)", p.conflictEvery)
+		}
+		if p.commitTime > 0 {
+			n.serial.Lock()
+			time.Sleep(p.commitTime)
+			n.serial.Unlock()
 		}
 	}
 	n.mu.Lock()

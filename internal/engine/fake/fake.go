@@ -13,7 +13,10 @@
 // Its [scheme] options: delay (how long a change takes to reach a
 // replica, per hop; default "2ms"), conflict_every (every Nth commit at a
 // source fails as a serialization conflict, SQLSTATE 40001, which clients
-// may retry) and fail_every (every Nth commit fails for good, XX000).
+// may retry), fail_every (every Nth commit fails for good, XX000) and
+// commit_time (each commit at a source holds it this long, one commit at
+// a time: a server whose capacity is 1 / commit_time commits a second,
+// for a saturation search to find; default 0, none).
 package fake
 
 import (
@@ -62,6 +65,7 @@ type plan struct {
 	delay         time.Duration
 	conflictEvery int64
 	failEvery     int64
+	commitTime    time.Duration
 }
 
 // Validate implements engine.Engine.
@@ -78,6 +82,7 @@ func makePlan(s *spec.Spec) (*plan, error) {
 		delay:         o.Duration("delay", 2*time.Millisecond, 0, time.Minute),
 		conflictEvery: o.Int("conflict_every", 0, 0, 1<<30),
 		failEvery:     o.Int("fail_every", 0, 0, 1<<30),
+		commitTime:    o.Duration("commit_time", 0, 0, time.Second),
 	}
 	errs.Join(o.Err())
 	if p.replication == "" {
@@ -139,6 +144,9 @@ type node struct {
 	// pause, when not nil, is closed when a paused node resumes: every
 	// statement waits on it (a SIGSTOPped server).
 	pause atomic.Pointer[chan struct{}]
+
+	// serial is held for commit_time by each commit at a source.
+	serial sync.Mutex
 
 	mu   sync.Mutex // guards st and seq; held while a change is forwarded
 	st   *store
