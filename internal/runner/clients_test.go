@@ -86,7 +86,12 @@ func TestFakeTwoMastersLoseAndDivergeRows(t *testing.T) {
 	t.Parallel()
 	text := strings.NewReplacer("role = \"primary\"", "role = \"master\"", "role = \"standby\"\nfrom = \"p\"", "role = \"master\"",
 		"[scheme]\n", "[scheme]\nreplication = \"multimaster\"\n",
-		"kind = \"kv-insert\"", "kind = \"list-append\"\nkeys = 2\nops_per_txn = 1\nread_share = 0\nread_before_write = true\nappends_per_key = 100000").Replace(fakeSpec("", ""))
+		"kind = \"kv-insert\"", "kind = \"list-append\"\nkeys = 2\nops_per_txn = 1\nread_share = 0\nread_before_write = true\nappends_per_key = 100000",
+		// Rows diverge when the last writes of a key at both masters cross:
+		// with 5 ms per hop a loaded machine's users wrote each key's last
+		// append further apart than that (converged, 1 run in 4); with
+		// 300 ms both masters write every key within its crossing.
+		`delay = "5ms"`, `delay = "300ms"`).Replace(fakeSpec("", ""))
 	_, out, log, err := fakeRun(t, text)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log)
