@@ -308,8 +308,12 @@ loss = "1%"
 		client, repl := ab[linkem.ClassClient]-ab0[linkem.ClassClient], ab[linkem.ClassReplication]-ab0[linkem.ClassReplication]
 		acks := ba[linkem.ClassClient] - ba0[linkem.ClassClient]
 		if client >= 1<<20 && acks > 0 {
-			if repl > 0 {
-				t.Errorf("a->b: %d bytes counted as replication during a marked client connection", repl)
+			// The earlier iperf3 flow's last packets (its FIN and ACKs,
+			// between two sites with nodes: replication) may still cross
+			// now: 104 bytes in one suite run. The marked megabyte must
+			// not.
+			if repl >= client/100 {
+				t.Errorf("a->b: %d bytes counted as replication during a marked client connection of %d bytes", repl, client)
 			}
 			break
 		}
