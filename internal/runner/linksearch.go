@@ -63,13 +63,7 @@ func (r *run) linkSearch(ctx context.Context, dir *report.Dir) (*report.Summary,
 		if err != nil {
 			return false, err
 		}
-		var sum *report.Summary
-		if r.s.Run.Repetitions > 1 || r.s.Run.Confidence > 0 {
-			sum, err = r.repeat(ctx, sd)
-		} else {
-			sum, err = r.measure(ctx, sd)
-			err = errors.Join(err, r.writeAll(sd, sum))
-		}
+		sum, err := r.measureInto(ctx, sd)
 		p := judgeProbe(ls, v, name, sum, err)
 		out.Probes = append(out.Probes, p)
 		sums[v] = sum

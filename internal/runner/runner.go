@@ -226,7 +226,14 @@ func runPoint(ctx context.Context, s *spec.Spec, opt Options, eng engine.Engine,
 	if rs.LinkSearch != nil {
 		return r.linkSearch(ctx, dir)
 	}
-	if rs.Repetitions <= 1 && rs.Confidence == 0 {
+	return r.measureInto(ctx, dir)
+}
+
+// measureInto measures the lab as it is into dir: once, or repeated when
+// the spec asks for repetitions or a confidence target. A run, a
+// search's step or probe and a link search's probe each measure so.
+func (r *run) measureInto(ctx context.Context, dir *report.Dir) (*report.Summary, error) {
+	if r.s.Run.Repetitions <= 1 && r.s.Run.Confidence == 0 {
 		sum, err := r.measure(ctx, dir)
 		return sum, errors.Join(err, r.writeAll(dir, sum))
 	}

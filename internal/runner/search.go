@@ -113,13 +113,7 @@ func (r *run) searchLoad(ctx context.Context, dir *report.Dir, name string, load
 		return nil, nil, err
 	}
 	cpu0, wall0, thr0 := processCPU(), time.Now(), r.throttles()
-	var sum *report.Summary
-	if r.s.Run.Repetitions > 1 || r.s.Run.Confidence > 0 {
-		sum, err = r.repeat(ctx, sd)
-	} else {
-		sum, err = r.measure(ctx, sd)
-		err = errors.Join(err, r.writeAll(sd, sum))
-	}
+	sum, err := r.measureInto(ctx, sd)
 	client := 0.0
 	if wall := time.Since(wall0).Seconds(); wall > 0 {
 		client = (processCPU() - cpu0).Seconds() / wall
