@@ -26,8 +26,8 @@ import (
 // commit position; a stamp watcher and a position watcher poll the same
 // replica. Both time a stamped transaction from the same COMMIT-sent
 // instant (the driver reads the clock once for both journals), so the
-// stamped sample is measured twice, and the two distributions must agree:
-// p50 within 0.5 ms, p99 within 1 ms (issue 35). The position method must
+// stamped sample is measured twice, and each transaction's two
+// visibility intervals must meet (see agreement). The position method must
 // also time every measured transaction.
 
 const (
@@ -91,6 +91,11 @@ func agreement(t *testing.T, ctx context.Context, c engine.Cluster, source, repl
 		byPos[at{w, sent}] = lag
 		mu.Unlock()
 	}
+	// Each watcher's polls, in order: a transaction seen by the poll that
+	// ended at e became visible after the start of the poll before it.
+	var stampPolls, posPolls polls
+	ps.onPoll = func(_ string, start, end int64) { stampPolls.add(start, end) }
+	pp.onPoll = func(_ string, start, end int64) { posPolls.add(start, end) }
 
 	sq, err := st.LagReader(ctx, replica)
 	if err != nil {
@@ -158,10 +163,16 @@ func agreement(t *testing.T, ctx context.Context, c engine.Cluster, source, repl
 	// The stamped sample, timed by both.
 	mu.Lock()
 	var a, b, d []float64
+	var apart []float64 // ms between the two methods' visibility intervals, where disjoint
 	for k, ls := range byStamp {
 		if lp, ok := byPos[k]; ok {
 			a, b = append(a, float64(ls)/1e6), append(b, float64(lp)/1e6)
 			d = append(d, float64(lp-ls)/1e6)
+			slo, shi := stampPolls.interval(k.sent + ls)
+			plo, phi := posPolls.interval(k.sent + lp)
+			if gap := max(slo, plo) - min(shi, phi); gap > 0 {
+				apart = append(apart, float64(gap)/1e6)
+			}
 		}
 	}
 	mu.Unlock()
@@ -177,16 +188,33 @@ func agreement(t *testing.T, ctx context.Context, c engine.Cluster, source, repl
 	pa, pb, pd := pctl(a), pctl(b), pctl(d)
 	t.Logf("on the same %d transactions: stamps p50 %.3f p99 %.3f, positions p50 %.3f p99 %.3f ms; position − stamp per transaction: p1 %.3f p50 %.3f p99 %.3f ms",
 		len(a), pa(50), pa(99), pb(50), pb(99), pd(1), pd(50), pd(99))
-	// Each method's lag is an upper bound that its own polling makes late
-	// by up to a poll interval, and a loaded machine stretches both: the
-	// medians agree within the intervals, the tails within a quarter.
-	// (The issue's targets, 0.5 and 1 ms at a 1.1 ms resolution on a quiet
-	// machine, are bench/driver's lag-all figures, not a test's.)
-	if diff, tol := pb(50)-pa(50), max(0.5, stamps.ResolutionMs+positions.ResolutionMs); math.Abs(diff) > tol {
-		t.Errorf("p50 by position %.3f ms, by stamps %.3f: %.3f ms apart, want within %.3f (both resolutions)", pb(50), pa(50), diff, tol)
+	// Each method's lag is the end of the poll that first saw the
+	// transaction, an upper bound; the previous poll's start is a lower
+	// bound. The transaction became visible at one instant, inside both
+	// methods' intervals, so the intervals must meet, whatever the load:
+	// a loaded machine stalls one watcher or one replica backend and not
+	// the other (per-transaction differences of 80–450 ms beside a CPU
+	// hog, so that the two distributions' tails part), but a stalled poll
+	// only widens its own interval. A method biased by a millisecond or
+	// more parts most of them. (The issue's targets, p50 within 0.5 ms and
+	// p99 within 1 ms at a 1.1 ms resolution on a quiet machine, are
+	// bench/driver's lag-all figures, not a test's.) The position may lie
+	// a few records past the commit (the WAL flushed with it), so a
+	// millisecond's grace, and a handful may part by more when the replica
+	// stalls between those records: 0–12 of 3,000–7,000, at most 4.5 ms,
+	// alone or beside a hog.
+	slices.Sort(apart)
+	var parted int
+	for _, g := range apart {
+		if g > 1 {
+			parted++
+		}
 	}
-	if diff, tol := pb(99)-pa(99), max(1, 0.25*max(pa(99), pb(99))); math.Abs(diff) > tol {
-		t.Errorf("p99 by position %.3f ms, by stamps %.3f: %.3f ms apart, want within %.3f", pb(99), pa(99), diff, tol)
+	t.Logf("visibility intervals apart on %d of %d transactions (by more than 1 ms: %d), the widest gaps %.3f ms",
+		len(apart), len(a), parted, apart[max(len(apart)-5, 0):])
+	if parted > len(a)/100 {
+		t.Errorf("on %d of %d transactions the two methods' visibility intervals are more than 1 ms apart (want at most 1 %%): the widest gaps %.3f ms",
+			parted, len(a), apart[max(len(apart)-5, 0):])
 	}
 	// Every measured transaction timed by position.
 	if positions.Tracked != res.Transactions || positions.LagMs.Count != res.Transactions || positions.Unpositioned != 0 || positions.NotVisibleAtEnd != 0 {
@@ -197,6 +225,30 @@ func agreement(t *testing.T, ctx context.Context, c engine.Cluster, source, repl
 		t.Errorf("position polls every %.3f ms, want about one a millisecond (at most 5 on a loaded machine)", positions.ResolutionMs)
 	}
 	return stamps, positions
+}
+
+// polls are one watcher's successful polls, in the order they ended.
+type polls struct {
+	mu         sync.Mutex
+	start, end []int64
+}
+
+func (p *polls) add(start, end int64) {
+	p.mu.Lock()
+	p.start, p.end = append(p.start, start), append(p.end, end)
+	p.mu.Unlock()
+}
+
+// interval is when a transaction seen by the poll that ended at end
+// became visible: after the previous poll's start, by end.
+func (p *polls) interval(end int64) (lo, hi int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i, found := slices.BinarySearch(p.end, end)
+	if !found || i == 0 {
+		return math.MinInt64 / 2, end // the baseline, or not a poll: no lower bound
+	}
+	return p.start[i-1], end
 }
 
 // pctl is the p-th percentile of xs (nearest rank).

@@ -74,6 +74,9 @@ type Probe struct {
 	// onSent sees every lag the position method records with its
 	// transaction's COMMIT-sent time (a test's key across methods).
 	onSent func(replica string, writer int, sent, lagNs int64)
+	// onPoll sees every successful poll's start and end: a transaction
+	// seen by a poll became visible after the previous poll's start.
+	onPoll func(replica string, start, end int64)
 }
 
 // New creates a probe for cfg.Writers writers.

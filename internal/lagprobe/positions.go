@@ -322,6 +322,9 @@ func (r *posReplica) observe(start, end, pos int64, chained bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.countPoll(start, end, chained)
+	if f := r.p.onPoll; f != nil {
+		f(r.name, start, end)
+	}
 	r.applied = pos
 	r.ingest()
 	r.out = r.j.poll(end, pos, r.out[:0])

@@ -291,6 +291,9 @@ func (r *replica) observe(start, end int64, pos []int64, chained bool) {
 	defer r.mu.Unlock()
 	prev, floor := r.last, r.floor // as this poll was scheduled
 	r.countPoll(start, end, chained)
+	if f := r.p.onPoll; f != nil {
+		f(r.name, start, end)
+	}
 	r.resolve()
 	first := !r.polled
 	r.polled = true
