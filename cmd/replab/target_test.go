@@ -222,34 +222,14 @@ func execAt(t *testing.T, l *lab.Lab, n engine.Node, stmts ...string) {
 	}
 }
 
-// TestTargetMode: a lab-mode run of the cluster first, for the lag it
-// measures with one clock beside each replica; then the same cluster
-// measured in target mode from the client site by nobody: bad specs
-// refused with clear errors and nothing changed, then a run whose lag,
-// polled across the links and corrected, agrees with the lab's.
+// TestTargetMode: a cluster measured in target mode from the client site
+// by nobody: bad specs refused with clear errors and nothing changed; then
+// a lab-mode run of the same cluster, for the lag it measures with one
+// clock beside each replica, and two target runs whose lag, polled across
+// the links and corrected or read through agents, agrees with the lab's.
 func TestTargetMode(t *testing.T) {
 	t.Parallel()
 	pgtest.Require(t)
-	// Its three runs measure commit latency against the round trip and
-	// lags against the lab's: each runs with the machine to itself.
-	measure := func(args ...string) (out string, code int) {
-		testkit.Alone(t, func() { out, code = replab(t, "", args...) })
-		return out, code
-	}
-	measureInSite := func(l *lab.Lab, args ...string) (out string, code int) {
-		testkit.Alone(t, func() { out, code = runInSite(t, l, "client", args...) })
-		return out, code
-	}
-
-	// The lab's own measurement, as replab run does it.
-	// The lab's users run in the client site too.
-	labSpec, _ := writeSpecText(t, "tl", targetLab+strings.Replace(targetRun, "[run]\n", "[run]\nclient = \"client\"\n", 1))
-	labOut := t.TempDir()
-	out, code := measure("run", labSpec, "--out", labOut)
-	if code != 0 {
-		t.Fatalf("lab-mode run: exit %d\n%s", code, out)
-	}
-	labSum := readSummary(t, labOut)
 
 	l, c := pgtest.Up(t, "tg", targetLab)
 	nodes := c.Nodes()
@@ -316,15 +296,58 @@ func TestTargetMode(t *testing.T) {
 		return
 	}
 
-	// The measurement, lag polled from the client site.
+	// The three measurements: the lab's own, as replab run does it (its
+	// users in the client site too), then the cluster in target mode with
+	// lag polled from the client site, then through an agent beside each
+	// standby, each agent told its clock is off by a known amount. They
+	// compare commit latency with the round trip and lags with the lab's,
+	// so they run with the machine to themselves, one after another (one
+	// wait for the other tests to finish, not three).
+	labSpec, _ := writeSpecText(t, "tl", targetLab+strings.Replace(targetRun, "[run]\n", "[run]\nclient = \"client\"\n", 1))
+	labOut := t.TempDir()
 	spec := targetSpec(t, dir, nodes, head, nil)
 	res := filepath.Join(dir, "remote")
-	out, code = measureInSite(l, "run", spec, "--out", res)
+	token := filepath.Join(dir, "agent.token")
+	if err := os.WriteFile(token, []byte("a-token-of-the-test-0123456789\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	skew := map[string]time.Duration{"e1": 300 * time.Millisecond, "a1": -250 * time.Millisecond}
+	agents := map[string]string{}
+	for _, n := range nodes {
+		if d, ok := skew[n.Name]; ok {
+			agents[n.Name] = startAgent(t, l, n, token, d)
+		}
+	}
+	agentSpec := targetSpec(t, dir, nodes, head+fmt.Sprintf("agent_token_file = %q\n", token), func(s string) string {
+		for name, addr := range agents {
+			s = strings.Replace(s, "[target.node."+name+"]\n", fmt.Sprintf("[target.node.%s]\nagent = %q\n", name, addr), 1)
+		}
+		return s
+	})
+	agentRes := filepath.Join(dir, "agents")
+	var labText, remoteText, agentText string
+	var labCode, targetCode, agentCode int
+	testkit.Alone(t, func() {
+		labText, labCode = replab(t, "", "run", labSpec, "--out", labOut)
+		if labCode != 0 {
+			return
+		}
+		remoteText, targetCode = runInSite(t, l, "client", "run", spec, "--out", res)
+		if targetCode != 0 {
+			return
+		}
+		agentText, agentCode = runInSite(t, l, "client", "run", agentSpec, "--out", agentRes)
+	})
+	if labCode != 0 {
+		t.Fatalf("lab-mode run: exit %d\n%s", labCode, labText)
+	}
+	labSum := readSummary(t, labOut)
+	out, code := remoteText, targetCode
 	if code != 0 {
 		t.Fatalf("target run: exit %d\n%s", code, out)
 	}
 	if got := schemas(t, l, primary); len(got) != 0 {
-		t.Errorf("schemas left at the primary after the run: %v", got)
+		t.Errorf("schemas left at the primary after the runs: %v", got)
 	}
 	sum := readSummary(t, res)
 	if !sum.Complete || sum.Transactions == 0 {
@@ -367,30 +390,12 @@ func TestTargetMode(t *testing.T) {
 		t.Logf("%s: lag p50 target %.2f ms (resolution %.2f, correction %.2f ± %.2f), lab %.2f ms", name, rep.LagMs.P50, rep.ResolutionMs, lc.CorrectionMs, lc.BoundMs, lr.LagMs.P50)
 	}
 
-	// The same with an agent beside each standby, each told its clock is
-	// off by a known amount.
-	token := filepath.Join(dir, "agent.token")
-	if err := os.WriteFile(token, []byte("a-token-of-the-test-0123456789\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	skew := map[string]time.Duration{"e1": 300 * time.Millisecond, "a1": -250 * time.Millisecond}
-	agents := map[string]string{}
-	for _, n := range nodes {
-		if d, ok := skew[n.Name]; ok {
-			agents[n.Name] = startAgent(t, l, n, token, d)
-		}
-	}
-	spec = targetSpec(t, dir, nodes, head+fmt.Sprintf("agent_token_file = %q\n", token), func(s string) string {
-		for name, addr := range agents {
-			s = strings.Replace(s, "[target.node."+name+"]\n", fmt.Sprintf("[target.node.%s]\nagent = %q\n", name, addr), 1)
-		}
-		return s
-	})
-	res = filepath.Join(dir, "agents")
-	out, code = measureInSite(l, "run", spec, "--out", res)
+	// The same through the agents.
+	out, code = agentText, agentCode
 	if code != 0 {
 		t.Fatalf("target run with agents: exit %d\n%s", code, out)
 	}
+	res = agentRes
 	sum = readSummary(t, res)
 	if !sum.Complete || sum.Transactions == 0 {
 		t.Fatalf("target run with agents: complete %v, %d transactions", sum.Complete, sum.Transactions)

@@ -281,7 +281,12 @@ type Verification struct {
 	Skipped map[string]string            `json:"skipped,omitempty"`
 	// Lost is the most acknowledged commits missing at any node: 0 means
 	// every acknowledged commit survived everywhere.
-	Lost          int64   `json:"lost"`
+	Lost int64 `json:"lost"`
+	// LostEverywhere counts the acknowledged commits missing at every node
+	// checked: lost by the cluster, not only by a node that fell behind or
+	// stopped following (its missing commits are held_elsewhere). A node
+	// not checked (Skipped) may still hold some.
+	LostEverywhere int64   `json:"lost_everywhere"`
 	CheckedAfterS float64 `json:"checked_after_s"`
 	Error         string  `json:"error,omitempty"`
 }
@@ -293,6 +298,11 @@ type NodeVerification struct {
 	// first few ("writer/seq").
 	Lost     int64    `json:"lost"`
 	LostKeys []string `json:"lost_keys,omitempty"`
+	// HeldElsewhere counts the commits missing here that another node
+	// checked holds: this node is behind, or stopped following (a standby
+	// left on a forked timeline after a failover), rather than the commits
+	// being gone.
+	HeldElsewhere int64 `json:"held_elsewhere"`
 	// UnacknowledgedButPresent counts commits whose acknowledgement never
 	// came (Unknown) but which landed here.
 	UnacknowledgedButPresent int64 `json:"unacknowledged_but_present"`

@@ -350,15 +350,27 @@ func printVerification(w io.Writer, v *Verification) {
 		}
 		unknown = fmt.Sprintf("; %d never acknowledged, landed: %s", v.Unknown, strings.Join(landed, ", "))
 	}
-	if v.Lost == 0 {
+	switch {
+	case v.Lost == 0:
 		fmt.Fprintf(w, "  commits     verified: all %d acknowledged commits at %d nodes%s\n", v.Acked, len(nodes), unknown)
-	} else {
-		fmt.Fprintf(w, "  warning: acknowledged commits LOST (of %d)%s\n", v.Acked, unknown)
-		for _, n := range nodes {
-			if nv := v.Nodes[n]; nv.Lost > 0 {
-				fmt.Fprintf(w, "    %s: %d missing, first %s\n", n, nv.Lost, strings.Join(nv.LostKeys, ", "))
-			}
+	case v.LostEverywhere == 0:
+		fmt.Fprintf(w, "  warning: acknowledged commits missing at some nodes, each held at another (of %d)%s\n", v.Acked, unknown)
+	default:
+		fmt.Fprintf(w, "  warning: acknowledged commits LOST: %d at no node checked (of %d)%s\n", v.LostEverywhere, v.Acked, unknown)
+	}
+	for _, n := range nodes {
+		nv := v.Nodes[n]
+		if nv.Lost == 0 {
+			continue
 		}
+		held := ""
+		switch {
+		case nv.HeldElsewhere == nv.Lost:
+			held = ", all held at another node: behind, or no longer following"
+		case nv.HeldElsewhere > 0:
+			held = fmt.Sprintf(", %d of them held at another node", nv.HeldElsewhere)
+		}
+		fmt.Fprintf(w, "    %s: %d missing%s; first %s\n", n, nv.Lost, held, strings.Join(nv.LostKeys, ", "))
 	}
 	for _, n := range slices.Sorted(maps.Keys(v.Skipped)) {
 		fmt.Fprintf(w, "    %s not checked: %s\n", n, v.Skipped[n])

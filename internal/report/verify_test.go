@@ -14,12 +14,24 @@ func TestPrintVerification(t *testing.T) {
 	}{
 		{"all there", &Verification{Acked: 500, Nodes: map[string]*NodeVerification{"p1": {Present: 500}, "e1": {Present: 500}}},
 			[]string{"commits     verified: all 500 acknowledged commits at 2 nodes"}},
-		{"lost", &Verification{Acked: 500, Unknown: 2, Lost: 3, Nodes: map[string]*NodeVerification{
+		{"lost", &Verification{Acked: 500, Unknown: 2, Lost: 3, LostEverywhere: 3, Nodes: map[string]*NodeVerification{
 			"p1": {Present: 498, Lost: 3, LostKeys: []string{"0/7", "0/8", "1/9"}, UnacknowledgedButPresent: 1},
 			"e1": {Present: 497, Lost: 3, LostKeys: []string{"0/7", "0/8", "1/9"}}},
 			Skipped: map[string]string{"r1": "a partial copy"}},
-			[]string{"warning: acknowledged commits LOST (of 500); 2 never acknowledged, landed: e1 0, p1 1",
-				"    e1: 3 missing, first 0/7, 0/8, 1/9", "    p1: 3 missing", "    r1 not checked: a partial copy"}},
+			[]string{"warning: acknowledged commits LOST: 3 at no node checked (of 500); 2 never acknowledged, landed: e1 0, p1 1",
+				"    e1: 3 missing; first 0/7, 0/8, 1/9", "    p1: 3 missing", "    r1 not checked: a partial copy"}},
+		{"a node no longer following", &Verification{Acked: 900, Lost: 400, LostEverywhere: 2, Nodes: map[string]*NodeVerification{
+			"p1": {Present: 898, Lost: 2, LostKeys: []string{"0/8", "0/9"}},
+			"a1": {Present: 500, Lost: 400, HeldElsewhere: 398, LostKeys: []string{"0/3"}},
+			"e1": {Present: 898, Lost: 2, HeldElsewhere: 2, LostKeys: []string{"1/4"}}}},
+			[]string{"warning: acknowledged commits LOST: 2 at no node checked (of 900)",
+				"    a1: 400 missing, 398 of them held at another node; first 0/3",
+				"    e1: 2 missing, all held at another node: behind, or no longer following; first 1/4",
+				"    p1: 2 missing; first 0/8, 0/9"}},
+		{"missing at a node only", &Verification{Acked: 900, Lost: 400, Nodes: map[string]*NodeVerification{
+			"p1": {Present: 900}, "a1": {Present: 500, Lost: 400, HeldElsewhere: 400, LostKeys: []string{"0/3"}}}},
+			[]string{"warning: acknowledged commits missing at some nodes, each held at another (of 900)",
+				"    a1: 400 missing, all held at another node: behind, or no longer following; first 0/3"}},
 		{"error", &Verification{Error: "the cluster was not flowing"}, []string{"commits     not verified: the cluster was not flowing"}},
 	} {
 		var b bytes.Buffer

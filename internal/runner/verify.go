@@ -321,6 +321,7 @@ func (r *run) checkAcks(ctx context.Context, stopped time.Time) *report.Verifica
 		return nil
 	}
 	v := &report.Verification{Nodes: map[string]*report.NodeVerification{}}
+	missing := map[string][]enginekit.AckKey{} // acknowledged commits missing, by node
 	base := r.ackWriterBase()
 	v.Acked, v.Unknown = int64(len(acked)), int64(len(unknown))
 	r.found = nil
@@ -369,18 +370,38 @@ func (r *run) checkAcks(ctx context.Context, stopped time.Time) *report.Verifica
 			continue
 		}
 		r.noteFound(present)
-		nv := compareAcks(present, base, acked, unknown)
+		nv, lost := compareAcks(present, base, acked, unknown)
+		missing[n.Name] = lost
 		v.Nodes[n.Name] = nv
 		v.Lost = max(v.Lost, nv.Lost)
 		if nv.Lost > 0 {
 			fmt.Fprintf(r.log, "warning: %d of %d acknowledged commits are missing at %s (first: %s)\n", nv.Lost, v.Acked, n.Name, strings.Join(nv.LostKeys, ", "))
 		}
 	}
+	v.LostEverywhere = heldElsewhere(v.Nodes, missing, r.found)
 	v.CheckedAfterS = math.Round(time.Since(stopped).Seconds()*1000) / 1000
 	if len(v.Nodes) == 0 {
 		v.Error = "no node could be read"
 	}
 	return v
+}
+
+// heldElsewhere sets each node's HeldElsewhere, from the acknowledged
+// commits missing there and the journal keys found at any node checked,
+// and returns how many acknowledged commits no node checked holds.
+func heldElsewhere(nodes map[string]*report.NodeVerification, missing map[string][]enginekit.AckKey, found map[enginekit.AckKey]bool) int64 {
+	nowhere := map[enginekit.AckKey]bool{}
+	for n, keys := range missing {
+		nv := nodes[n]
+		for _, k := range keys {
+			if found[k] {
+				nv.HeldElsewhere++
+			} else {
+				nowhere[k] = true
+			}
+		}
+	}
+	return int64(len(nowhere))
 }
 
 // noteFound adds the journal keys one node holds to those found anywhere
@@ -397,8 +418,9 @@ func (r *run) noteFound(present map[enginekit.AckKey]bool) {
 
 // compareAcks compares the journal keys present at one node with this
 // measurement's (writers from base on): acknowledged ones missing are
-// lost; present ones neither acknowledged nor unknown are unexpected.
-func compareAcks(present map[enginekit.AckKey]bool, base int, acked, unknown map[enginekit.AckKey]bool) *report.NodeVerification {
+// lost (and returned, in order); present ones neither acknowledged nor
+// unknown are unexpected.
+func compareAcks(present map[enginekit.AckKey]bool, base int, acked, unknown map[enginekit.AckKey]bool) (*report.NodeVerification, []enginekit.AckKey) {
 	nv := &report.NodeVerification{}
 	for k := range present {
 		if k.Writer < base || k.Writer >= base+ackWriters {
@@ -429,5 +451,5 @@ func compareAcks(present map[enginekit.AckKey]bool, base int, acked, unknown map
 	for _, k := range lost[:min(len(lost), maxLostKeys)] {
 		nv.LostKeys = append(nv.LostKeys, fmt.Sprintf("%d/%d", k.Writer-base, k.Seq))
 	}
-	return nv
+	return nv, lost
 }

@@ -75,9 +75,30 @@ func TestCompareJournal(t *testing.T) {
 	unknown := map[enginekit.AckKey]bool{k(0, 3): true, k(1, 2): true}
 	present := map[enginekit.AckKey]bool{k(0, 1): true, k(1, 1): true, k(0, 3): true, k(1, 9): true,
 		{Writer: base - 1, Seq: 1}: true, {Writer: base + ackWriters, Seq: 1}: true}
-	got := compareAcks(present, base, acked, unknown)
+	got, lost := compareAcks(present, base, acked, unknown)
 	want := &report.NodeVerification{Present: 4, Lost: 2, LostKeys: []string{"0/2", "1/3"}, UnacknowledgedButPresent: 1, Unexpected: 1}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if want := []enginekit.AckKey{k(0, 2), k(1, 3)}; !reflect.DeepEqual(lost, want) {
+		t.Errorf("lost %v, want %v", lost, want)
+	}
+}
+
+// TestHeldElsewhere: a commit missing at a node but found at another is
+// held elsewhere (the node fell behind or stopped following); one found
+// nowhere is lost by the cluster, counted once however many nodes miss it.
+func TestHeldElsewhere(t *testing.T) {
+	k := func(s int64) enginekit.AckKey { return enginekit.AckKey{Seq: s} }
+	nodes := map[string]*report.NodeVerification{"p1": {Lost: 1}, "e1": {Lost: 1}, "a1": {Lost: 3}}
+	missing := map[string][]enginekit.AckKey{"p1": {k(9)}, "e1": {k(9)}, "a1": {k(5), k(6), k(9)}}
+	found := map[enginekit.AckKey]bool{k(1): true, k(5): true, k(6): true}
+	if got := heldElsewhere(nodes, missing, found); got != 1 {
+		t.Errorf("lost everywhere %d, want 1 (seq 9)", got)
+	}
+	for n, want := range map[string]int64{"p1": 0, "e1": 0, "a1": 2} {
+		if got := nodes[n].HeldElsewhere; got != want {
+			t.Errorf("%s: held elsewhere %d, want %d", n, got, want)
+		}
 	}
 }

@@ -61,19 +61,32 @@ func switchTo(t testing.TB, m mode) {
 	if h.mode == m {
 		return
 	}
-	h.f.Close()
+	h.close()
 	f, err := acquire(t.Logf, m)
 	if err != nil {
 		t.Fatalf("testkit: the machine's test lock: %v", err)
 	}
 	mu.Lock()
-	held[t.Name()] = &holding{mode: m, f: f}
+	held[t.Name()] = &holding{mode: m, f: f, since: time.Now(), logf: t.Logf}
 	mu.Unlock()
 }
 
 type holding struct {
 	mode mode
 	f    *os.File
+	// since: when an exclusive hold began, and logf says how long it
+	// lasted when it ends (every second alone is a second the suite's
+	// other integration tests waited).
+	since time.Time
+	logf  func(format string, args ...any)
+}
+
+// close lets the lock go.
+func (h *holding) close() {
+	h.f.Close() // closing the file drops its flock
+	if h.mode == exclusive {
+		h.logf("testkit: had the machine alone for %.1f s", time.Since(h.since).Seconds())
+	}
 }
 
 var (
@@ -106,7 +119,7 @@ func hold(t testing.TB, m mode) {
 		t.Fatalf("testkit: the machine's test lock: %v", err)
 	}
 	mu.Lock()
-	held[t.Name()] = &holding{mode: m, f: f}
+	held[t.Name()] = &holding{mode: m, f: f, since: time.Now(), logf: t.Logf}
 	mu.Unlock()
 	if h == nil {
 		name := t.Name()
@@ -134,7 +147,7 @@ func release(name string) {
 	delete(held, name)
 	mu.Unlock()
 	if h != nil {
-		h.f.Close() // closing the file drops its flock
+		h.close()
 	}
 }
 
