@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -551,6 +552,18 @@ func TestSeriesCSVHasOneRowPerDirectionPerSecond(t *testing.T) {
 		f := strings.Split(line, ",")
 		if len(f) != cols {
 			t.Fatalf("row %q has %d columns, want %d", line, len(f), cols)
+		}
+		// The classes' bytes, the last columns, add up to the delivered.
+		var byClass int64
+		for _, v := range f[cols-int(linkem.NumClasses):] {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("row %q: class bytes %q: %v", line, v, err)
+			}
+			byClass += n
+		}
+		if delivered := f[5]; strconv.FormatInt(byClass, 10) != delivered {
+			t.Errorf("row %q: bytes by class sum to %d, delivered_bytes %s", line, byClass, delivered)
 		}
 		seen[f[1]]++
 		if f[1] == "primary->eu" {
