@@ -95,15 +95,38 @@ func TestMultimasterConflictDiverges(t *testing.T) {
 	_ = c.byName["m1"].query1(ctx, "SELECT v FROM t WHERE id = 1", nil, &v1)
 	_ = c.byName["m2"].query1(ctx, "SELECT v FROM t WHERE id = 1", nil, &v2)
 	t.Logf("after crossing updates: m1 has v = %d, m2 has v = %d; checksums %v", v1, v2, d[0].Sums)
-	st, err := c.ReplicationState(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := idleStreams(t, ctx, c)
 	for _, r := range st {
 		t.Logf("%s <- %s: %q backlog %d %v", r.Node, r.From, r.State, r.Backlog, r.Positions)
-		if r.Backlog != 0 || r.State != "Waiting for master to send event" {
+		if r.Backlog != 0 || r.State != idleIO {
 			t.Errorf("%s: replication did not stay quiet and running: %+v", r.Node, r)
 		}
+	}
+}
+
+// idleIO is a replica's I/O thread between events.
+const idleIO = "Waiting for master to send event"
+
+// idleStreams reads the replication streams until each is idle and
+// caught up, for up to 10 s, and returns the last reading: a stream
+// passes through "Queueing master event to the relay log" for each
+// event, the heartbeats included, so one reading may catch it there.
+func idleStreams(t *testing.T, ctx context.Context, c *cluster) []engine.ReplicaState {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := c.ReplicationState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle := true
+		for _, r := range st {
+			idle = idle && r.Backlog == 0 && r.State == idleIO
+		}
+		if idle || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -165,12 +188,9 @@ func TestMultimasterRing(t *testing.T) {
 			t.Errorf("%s has %d rows (%v), want 15", m, rows, err)
 		}
 	}
-	st, err := c.ReplicationState(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := idleStreams(t, ctx, c)
 	for _, r := range st {
-		if r.Backlog != 0 || r.State != "Waiting for master to send event" {
+		if r.Backlog != 0 || r.State != idleIO {
 			t.Errorf("%s <- %s: %+v", r.Node, r.From, r)
 		}
 	}
