@@ -287,8 +287,8 @@ type Verification struct {
 	// stopped following (its missing commits are held_elsewhere). A node
 	// not checked (Skipped) may still hold some.
 	LostEverywhere int64   `json:"lost_everywhere"`
-	CheckedAfterS float64 `json:"checked_after_s"`
-	Error         string  `json:"error,omitempty"`
+	CheckedAfterS  float64 `json:"checked_after_s"`
+	Error          string  `json:"error,omitempty"`
 }
 
 // NodeVerification is one node's journal against the driver's.
