@@ -2,6 +2,7 @@ package runner
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -138,4 +139,76 @@ func (r *run) haAcks() []fault.Ack {
 		}
 	}
 	return out
+}
+
+// waitRedundant gives an HA manager the time to bring a failed primary
+// back after the run's last fault: it waits, up to the catch-up timeout,
+// until the cluster has one primary and every other node streaming, as
+// the role history says. A rejoin that the run's end would cut short is
+// then measured, from its heal, rather than reported as none; a manager
+// that does not rejoin (repmgr, two primaries after a partition) costs
+// the timeout, said in the log.
+func (r *run) waitRedundant(ctx context.Context) {
+	rw, ok := r.cluster.(engine.RoleWatcher)
+	if !ok || len(r.s.Faults) == 0 || ctx.Err() != nil {
+		return
+	}
+	if periods, _ := rw.RoleHistory(); len(periods) == 0 {
+		return // roles not followed: no manager
+	}
+	start := time.Now()
+	deadline := start.Add(r.catchUpTimeout())
+	said := false
+	for {
+		missing := notRedundant(rw, r.nodes)
+		if missing == "" {
+			if said {
+				fmt.Fprintf(r.log, "cluster redundant again after %.1f s\n", time.Since(start).Seconds())
+			}
+			return
+		}
+		if !said {
+			fmt.Fprintf(r.log, "waiting for the cluster to be redundant again (%s)\n", missing)
+			said = true
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(r.log, "warning: not redundant %.0f s after the run: %s\n", time.Since(start).Seconds(), missing)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// notRedundant says what keeps the cluster from one primary and every
+// other node streaming, by the servers' latest roles; "" when nothing.
+func notRedundant(rw engine.RoleWatcher, nodes []engine.Node) string {
+	periods, _ := rw.RoleHistory()
+	now := map[string]string{}
+	for _, p := range periods {
+		if p.Source == engine.RoleFromServer && p.End.IsZero() {
+			now[p.Node] = p.Role
+		}
+	}
+	var primaries, others []string
+	for _, n := range nodes {
+		switch role := now[n.Name]; role {
+		case engine.RolePrimary:
+			primaries = append(primaries, n.Name)
+		case engine.RoleStreaming:
+		case "":
+			others = append(others, n.Name+" unknown")
+		default:
+			others = append(others, n.Name+" "+role)
+		}
+	}
+	if len(primaries) > 1 {
+		others = append(others, "primaries "+strings.Join(primaries, ", "))
+	} else if len(primaries) == 0 {
+		others = append(others, "no primary")
+	}
+	return strings.Join(others, "; ")
 }

@@ -579,6 +579,7 @@ func (r *run) measure(ctx context.Context, dir *report.Dir) (_ *report.Summary, 
 		}
 		cancel()
 	}
+	r.waitRedundant(ctx)
 	werr := stopWatch()
 	r.stopMonitor() // after the catch-up, so replication.csv shows it
 	r.fillLag()

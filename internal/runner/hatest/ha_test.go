@@ -77,6 +77,9 @@ func TestPatroniKillOfThePrimaryFailsOverAndRejoins(t *testing.T) {
 	if left := processesUnder(dataRoot); len(left) > 0 {
 		t.Errorf("left running: %s", strings.Join(left, "; "))
 	}
+	if t.Failed() {
+		return // a figure below may be missing
+	}
 	t.Logf("no commit for %.2f s; promoted %.2f s, elected %.2f s, clients %.2f s; rejoined %.2f s after the start, redundant %.2f s",
 		f.UnavailableS, *h.PromotedS, *h.ElectedS, *h.ClientsS, *h.Rejoin.RejoinedS, *h.Rejoin.RedundantS)
 }
@@ -105,6 +108,9 @@ func TestPatroniKillThroughHAProxy(t *testing.T) {
 	}
 	if left := processesUnder(dataRoot); len(left) > 0 {
 		t.Errorf("left running: %s", strings.Join(left, "; "))
+	}
+	if t.Failed() {
+		return // a figure below may be missing
 	}
 	t.Logf("no commit for %.2f s; promoted %.2f s, clients %.2f s (haproxy marks a server up after 2 checks 3 s apart)", sum.Faults[0].UnavailableS, *h.PromotedS, *h.ClientsS)
 }
@@ -164,6 +170,9 @@ monitor_interval = "1s"
 	}
 	if left := processesUnder(dataRoot); len(left) > 0 {
 		t.Errorf("left running: %s", strings.Join(left, "; "))
+	}
+	if t.Failed() {
+		return // a figure below may be missing
 	}
 	t.Logf("no commit for %.2f s; promoted %.2f s, clients %.2f s; lost %d; rejoined %.2f s after the start, redundant %.2f s",
 		f.UnavailableS, *h.PromotedS, *h.ClientsS, *h.Lost, *h.Rejoin.RejoinedS, *h.Rejoin.RedundantS)
@@ -252,6 +261,9 @@ func TestPgAutoFailoverKillOfThePrimaryFailsOverAndRejoins(t *testing.T) {
 	if left := append(processesUnder(dataRoot), pgautoctlsUnder(dataRoot)...); len(left) > 0 {
 		t.Errorf("left running: %s", strings.Join(left, "; "))
 	}
+	if t.Failed() {
+		return // a figure below may be missing
+	}
 	t.Logf("no commit for %.2f s; promoted %.2f s, elected %.2f s, clients %.2f s; rejoined %.2f s after the start, redundant %.2f s",
 		f.UnavailableS, *h.PromotedS, *h.ElectedS, *h.ClientsS, *h.Rejoin.RejoinedS, *h.Rejoin.RedundantS)
 }
@@ -286,6 +298,9 @@ func TestPgAutoFailoverKillThroughHAProxy(t *testing.T) {
 	}
 	if left := append(processesUnder(dataRoot), pgautoctlsUnder(dataRoot)...); len(left) > 0 {
 		t.Errorf("left running: %s", strings.Join(left, "; "))
+	}
+	if t.Failed() {
+		return // a figure below may be missing
 	}
 	t.Logf("no commit for %.2f s; promoted %.2f s, clients %.2f s (haproxy marks a server up after 2 checks 3 s apart)", sum.Faults[0].UnavailableS, *h.PromotedS, *h.ClientsS)
 }
