@@ -282,6 +282,10 @@ func TestPgAutoFailoverKillThroughHAProxy(t *testing.T) {
 	j := strings.Index(text, "[workload]")
 	text = text[:i] + pgafTrioScheme + "route = \"haproxy\"\n" + text[j:]
 	text = strings.Replace(text, "at = \"3s\"\nfor = \"8s\"", "at = \"3s\"\nfor = \"16s\"", 1)
+	// The clients write at the new primary once haproxy has seen it up
+	// twice, 3 s apart, after the promotion: 5 s after the kill alone, 18 s
+	// on a suite's loaded machine (a run of 24 s ended first).
+	text = strings.Replace(text, `duration = "24s"`, `duration = "36s"`, 1)
 	sum, _, log, dataRoot := runHASpec(t, text)
 	if !strings.Contains(log, "route: haproxy") || len(sum.Faults) != 1 || sum.Faults[0].HA == nil {
 		t.Fatalf("faults %+v\n%s", sum.Faults, log)
