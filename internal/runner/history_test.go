@@ -93,7 +93,8 @@ func TestHistoryOnPostgres(t *testing.T) {
 			}
 			if tc.anomaly == "" {
 				if !res.Valid() || res.StrongestSatisfied != hcheck.StrictSerializable {
-					t.Errorf("serializable: anomalies %v, strongest %s; want none, strict-serializable", res.Anomalies, res.StrongestSatisfied)
+					w, _ := json.MarshalIndent(res.Witnesses, "", "  ")
+					t.Errorf("serializable: anomalies %v, strongest %s; want none, strict-serializable; witnesses:\n%s", res.Anomalies, res.StrongestSatisfied, w)
 				}
 			} else {
 				ws := res.Witnesses[tc.anomaly]
