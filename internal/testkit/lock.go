@@ -66,9 +66,7 @@ func switchTo(t testing.TB, m mode) {
 	if err != nil {
 		t.Fatalf("testkit: the machine's test lock: %v", err)
 	}
-	mu.Lock()
-	held[t.Name()] = &holding{mode: m, f: f, since: time.Now(), logf: t.Logf}
-	mu.Unlock()
+	keep(t, m, f)
 }
 
 type holding struct {
@@ -79,6 +77,13 @@ type holding struct {
 	// other integration tests waited).
 	since time.Time
 	logf  func(format string, args ...any)
+}
+
+// keep records that t holds the lock in mode m through f, from now.
+func keep(t testing.TB, m mode, f *os.File) {
+	mu.Lock()
+	held[t.Name()] = &holding{mode: m, f: f, since: time.Now(), logf: t.Logf}
+	mu.Unlock()
 }
 
 // close lets the lock go.
@@ -118,9 +123,7 @@ func hold(t testing.TB, m mode) {
 	if err != nil {
 		t.Fatalf("testkit: the machine's test lock: %v", err)
 	}
-	mu.Lock()
-	held[t.Name()] = &holding{mode: m, f: f, since: time.Now(), logf: t.Logf}
-	mu.Unlock()
+	keep(t, m, f)
 	if h == nil {
 		name := t.Name()
 		t.Cleanup(func() { release(name) })
