@@ -186,7 +186,8 @@ func TestFakeHistoryOfAWorkloadWithoutMicroOperations(t *testing.T) {
 
 // TestFakeHistoryOfRepetitions: list-append records by default; each
 // repetition records and checks its own history, on keys no other
-// repetition used, and the aggregate sums their counts. history = false
+// repetition used and with transactions drawn anew, and the aggregate sums
+// their counts. history = false
 // records nothing.
 func TestFakeHistoryOfRepetitions(t *testing.T) {
 	spec := strings.Replace(fakeSpec("", "repetitions = 2\n"), `kind = "kv-insert"`, "kind = \"list-append\"\nkeys = 3", 1)
@@ -197,8 +198,16 @@ func TestFakeHistoryOfRepetitions(t *testing.T) {
 	}
 	keys := map[int64]string{}
 	var checked float64
+	shapes := map[string]string{} // by repetition: its first transactions' micro-operations, keys left out
 	for _, rep := range []string{"rep-01", "rep-02"} {
-		for _, op := range readOps(t, filepath.Join(out, rep, "history.jsonl")) {
+		var shape strings.Builder
+		for i, op := range readOps(t, filepath.Join(out, rep, "history.jsonl")) {
+			if i < 40 {
+				for _, m := range op.Value {
+					shape.WriteString(m.Fn.String() + " ")
+				}
+				shape.WriteByte('|')
+			}
 			for _, m := range op.Value {
 				if was, ok := keys[m.Key]; ok && was != rep {
 					t.Fatalf("key %d in %s and %s", m.Key, was, rep)
@@ -214,6 +223,7 @@ func TestFakeHistoryOfRepetitions(t *testing.T) {
 		if err := json.Unmarshal(b, &rs); err != nil {
 			t.Fatal(err)
 		}
+		shapes[rep] = shape.String()
 		checked += num(t, rs, "consistency", "transactions_checked")
 		if s := rs["consistency"].(map[string]any)["strongest_satisfied"]; s != hcheck.StrictSerializable {
 			t.Errorf("%s: strongest %v", rep, s)
@@ -221,6 +231,11 @@ func TestFakeHistoryOfRepetitions(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, rep, "check.json")); err != nil {
 			t.Error(err)
 		}
+	}
+	// Each repetition draws transactions of its own (measureSeed): the
+	// same draws would give the same reads and appends in the same order.
+	if shapes["rep-01"] == shapes["rep-02"] {
+		t.Errorf("the repetitions ran the same transactions: %s", shapes["rep-01"])
 	}
 	if got := num(t, sum, "consistency", "transactions_checked"); got != checked || checked == 0 {
 		t.Errorf("aggregate: %v transactions checked, the repetitions %v", got, checked)

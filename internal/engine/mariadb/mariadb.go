@@ -405,12 +405,16 @@ func (c *cluster) writeMarker(ctx context.Context, n *node, seq int64) error {
 	return err
 }
 
-// waitMarker polls n until src's marker reaches seq.
+// waitMarker polls n until src's marker reaches seq. A replica draining a
+// backlog (a saturated link's, after a measurement) shows an older marker
+// for as long as the backlog lasts; the GTIDs it has applied move, and
+// count as progress.
 func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64) error {
 	_, err := enginekit.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		var got int64
-		err := n.query1(ctx, `SELECT coalesce(max(seq), 0) FROM replab_marker WHERE source = ?`, []any{src}, &got)
-		return err == nil && got >= seq, fmt.Sprintf("still at %d", got), err
+		var applied string
+		err := n.query1(ctx, `SELECT coalesce(max(seq), 0), @@gtid_current_pos FROM replab_marker WHERE source = ?`, []any{src}, &got, &applied)
+		return err == nil && got >= seq, fmt.Sprintf("still at %d, applied %s", got, applied), err
 	})
 	if err != nil {
 		return fmt.Errorf("node %s: marker %d from %s not visible: replication is not flowing: %w", n.Name, seq, src, err)
