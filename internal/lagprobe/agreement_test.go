@@ -386,3 +386,41 @@ parallel_mode = "optimistic"
 		t.Errorf("lag by position at least %.3f ms, below the link's 10 ms", pos.LagMinMs)
 	}
 }
+
+// TestPositionsAgreeWithStampsGalera: three members, users at g1, the
+// member measured 10 ms away; a write-set reaches it no sooner than that,
+// whenever g1's commit returns.
+func TestPositionsAgreeWithStampsGalera(t *testing.T) {
+	t.Parallel()
+	testkit.Need(t, testkit.Lab, testkit.MariaDB)
+	_, c := labtest.Cluster(t, mariadb.Engine{}, "lagagg", `
+[lab]
+name = "NAME"
+[site.primary]
+[site.eu]
+[[link]]
+sites = ["primary", "eu"]
+delay = "10ms"
+rate = "1gbit"
+[engine]
+kind = "mariadb"
+[node.g1]
+site = "primary"
+role = "master"
+[node.g2]
+site = "eu"
+role = "master"
+[node.g3]
+site = "eu"
+role = "master"
+[scheme]
+replication = "galera"
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	agreeTable(t, ctx, c, engine.MySQL)
+	_, pos := agreement(t, ctx, c, "g1", "g2", agreeTx(engine.MySQL))
+	if pos.LagMinMs < 10 {
+		t.Errorf("lag by position at least %.3f ms, below the link's 10 ms", pos.LagMinMs)
+	}
+}
