@@ -389,12 +389,9 @@ parallel_mode = "optimistic"
 
 // TestPositionsAgreeWithStampsGalera: three members, users at g1, the
 // member measured 10 ms away; a write-set reaches it no sooner than that,
-// whenever g1's commit returns. Not parallel: it runs before this
-// package's other agreement tests rather than beside them (in the one
-// suite that ran them together, the MariaDB test committed 302 a second
-// instead of about 2,000 and parted 4 of 302 intervals by more than 1 ms,
-// where it had parted 0–1).
+// whenever g1's commit returns.
 func TestPositionsAgreeWithStampsGalera(t *testing.T) {
+	t.Parallel()
 	testkit.Need(t, testkit.Lab, testkit.MariaDB)
 	_, c := labtest.Cluster(t, mariadb.Engine{}, "lagagg", `
 [lab]
