@@ -68,16 +68,7 @@ func (n *node) galeraSettings(s map[string]string) {
 	s["wsrep_slave_threads"] = strconv.FormatInt(max(1, p.parThreads), 10)
 	s["innodb_autoinc_lock_mode"] = "2" // interleaved: required by Galera
 	s["wsrep_auto_increment_control"] = "ON"
-	// Every member binlogs a write-set under one GTID, the cluster's
-	// sequence number in galeraDomain (lag by position); what a member
-	// commits outside the cluster goes to a domain of its own.
-	s["wsrep_gtid_mode"] = "ON"
-	s["wsrep_gtid_domain_id"] = strconv.Itoa(galeraDomain)
-	s["gtid_domain_id"] = strconv.Itoa(n.index + 1)
 }
-
-// galeraDomain is the GTID domain of a Galera cluster's write-sets.
-const galeraDomain = 100
 
 // upGalera installs every node at once, bootstraps the first and joins
 // the others one after the other (each SST blocks its donor).

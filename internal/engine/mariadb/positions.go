@@ -31,17 +31,6 @@ import (
 // COMMIT itself (the driver reads the OK packet's header and ignores the
 // rest).
 //
-// Galera certifies every member's write-sets into one total order and
-// each member commits them in that order. With wsrep_gtid_mode every
-// member binlogs a write-set under the same GTID (domain
-// galeraDomain, the cluster's sequence number): a member's
-// @@gtid_binlog_pos in that domain is how far it has committed, and the
-// writer learns its commit's GTID from the OK packet as above. The binary
-// log is written just before the storage engine's commit makes a
-// transaction visible (with sync_binlog = 1, flushed between the two), so
-// a member's position may run ahead of what it shows by that step: the
-// agreement test measures by how much.
-//
 // Rings and two-way masters number each master's transactions in a domain
 // of their own: no positions there.
 
@@ -54,12 +43,7 @@ var (
 // semi-sync schemes.
 func (c *cluster) PositionMethod(name string) string {
 	n := c.byName[name]
-	switch {
-	case n == nil:
-		return ""
-	case c.plan.replication == Galera:
-		return "Galera GTID binlog position"
-	case n.From == "" || (c.plan.replication != Async && c.plan.replication != Semisync):
+	if n == nil || n.From == "" || (c.plan.replication != Async && c.plan.replication != Semisync) {
 		return ""
 	}
 	return "GTID slave position"
@@ -71,9 +55,6 @@ func (c *cluster) CommitPositions() engine.CommitPositions { return engine.Sessi
 
 // domain is the GTID domain the sources' transactions are numbered in.
 func (c *cluster) domain() uint32 {
-	if c.plan.replication == Galera {
-		return galeraDomain
-	}
 	if len(c.plan.sources) > 0 {
 		if d, err := strconv.ParseUint(c.byName[c.plan.sources[0]].Settings["gtid_domain_id"], 10, 32); err == nil {
 			return uint32(d)
@@ -82,10 +63,9 @@ func (c *cluster) domain() uint32 {
 	return 0
 }
 
-// PositionReader implements engine.Positions: SELECT @@gtid_slave_pos (a
-// Galera member's @@gtid_binlog_pos) over the replica's Unix socket,
-// spoken to directly as the lag reader does (wireReader): beside the
-// server, no link crossed, cheaper than TCP.
+// PositionReader implements engine.Positions: SELECT @@gtid_slave_pos
+// over the replica's Unix socket, spoken to directly as the lag reader
+// does (wireReader): beside the server, no link crossed, cheaper than TCP.
 func (c *cluster) PositionReader(ctx context.Context, name string) (engine.PositionReader, error) {
 	n := c.byName[name]
 	if n == nil {
@@ -94,22 +74,18 @@ func (c *cluster) PositionReader(ctx context.Context, name string) (engine.Posit
 	var d net.Dialer
 	r := &gtidReader{wireReader: wireReader{dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return d.DialContext(ctx, "unix", n.socket())
-	}, addr: n.socket(), user: User, pw: c.password, db: Database, fd: -1}, domain: c.domain(), query: "SELECT @@gtid_slave_pos"}
-	if c.plan.replication == Galera {
-		r.query = "SELECT @@gtid_binlog_pos"
-	}
+	}, addr: n.socket(), user: User, pw: c.password, db: Database, fd: -1}, domain: c.domain()}
 	if err := r.connect(ctx); err != nil {
 		return nil, err
 	}
-	r.req = packet(0, append([]byte{comQuery}, r.query...))
+	r.req = packet(0, append([]byte{comQuery}, "SELECT @@gtid_slave_pos"...))
 	return r, nil
 }
 
-// gtidReader reads a replica's applied GTIDs with query.
+// gtidReader reads a replica's @@gtid_slave_pos.
 type gtidReader struct {
 	wireReader
 	domain uint32
-	query  string
 }
 
 // Applied implements engine.PositionReader: the sequence number of the
@@ -119,7 +95,7 @@ func (r *gtidReader) Applied(ctx context.Context) (int64, error) {
 		if err := r.connect(ctx); err != nil {
 			return 0, err
 		}
-		r.req = packet(0, append([]byte{comQuery}, r.query...))
+		r.req = packet(0, append([]byte{comQuery}, "SELECT @@gtid_slave_pos"...))
 	}
 	var pos int64
 	err := r.queryRows(ctx, r.req, func(p []byte) error {
