@@ -89,6 +89,7 @@ func Aggregate(sums []*Summary, dirs []string, level float64) *Summary {
 	}
 	agg.HA = fault.FoldHA(occurrences)
 	agg.CI = f.ci
+	rateCIs(agg.CI, complete, level)
 	if ci, ok := agg.CI["tpm"]; ok {
 		agg.TPMCI = &ci
 	}
@@ -103,6 +104,38 @@ func Aggregate(sums []*Summary, dirs []string, level float64) *Summary {
 		}
 	}
 	return agg
+}
+
+// The CI keys of the rates rateCIs adds: per 10,000 transactions checked
+// (anomalies of every class, lost updates) or measured (conflicts the
+// replication counted).
+const (
+	ciAnomaliesPer10k = "consistency.anomalies_per_10k"
+	ciLostPer10k      = "consistency.lost_updates_per_10k"
+	ciConflictsPer10k = "replication_conflicts.per_10k"
+)
+
+// rateCIs adds the CIs of rates whose parts the aggregate sums: the
+// anomalies per 10,000 transactions checked and the conflicts per 10,000
+// transactions, one rate per repetition. (The sums give the pooled rate;
+// its spread between repetitions is only in these.)
+func rateCIs(ci map[string]stats.CI, complete []*Summary, level float64) {
+	var anomalies, lost, conflicts []float64
+	for _, s := range complete {
+		if c := s.Consistency; c != nil && c.Error == "" && c.TransactionsChecked > 0 {
+			n := float64(c.TransactionsChecked)
+			anomalies = append(anomalies, float64(c.anomalyCount())*1e4/n)
+			lost = append(lost, float64(c.Anomalies["lost-update"])*1e4/n)
+		}
+		if rc := s.ReplicationConflicts; rc != nil && rc.Counted != "" && rc.Error == "" && s.Transactions > 0 {
+			conflicts = append(conflicts, float64(rc.Count)*1e4/float64(s.Transactions))
+		}
+	}
+	for k, xs := range map[string][]float64{ciAnomaliesPer10k: anomalies, ciLostPer10k: lost, ciConflictsPer10k: conflicts} {
+		if len(xs) >= 2 {
+			ci[k] = stats.MeanCI(xs, level)
+		}
+	}
 }
 
 // repetitionOf is a repetition's line in the aggregate.

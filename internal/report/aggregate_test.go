@@ -309,6 +309,33 @@ func TestAggregateFigures(t *testing.T) {
 			},
 		},
 		{
+			name: "anomalies and conflicts per 10,000 transactions are one rate per repetition; the counts sums",
+			reps: []*Summary{
+				rep(func(s *Summary) {
+					s.Transactions = 1000
+					s.Consistency = &Consistency{TransactionsChecked: 1000, Anomalies: map[string]int64{"lost-update": 1, "G2-item": 1}}
+					s.ReplicationConflicts = &ReplicationConflicts{Counted: "c", Count: 10}
+				}),
+				rep(func(s *Summary) {
+					s.Transactions = 1000
+					s.Consistency = &Consistency{TransactionsChecked: 2000, Anomalies: map[string]int64{"lost-update": 4}}
+					s.ReplicationConflicts = &ReplicationConflicts{Counted: "c", Count: 20}
+				}),
+				rep(func(s *Summary) {
+					s.Transactions = 1000
+					s.Consistency = &Consistency{TransactionsChecked: 1000, Anomalies: map[string]int64{"lost-update": 3, "G-single": 1}}
+					s.ReplicationConflicts = &ReplicationConflicts{Counted: "c", Count: 30}
+				}),
+			},
+			checks: []check{
+				{"consistency.anomalies_per_10k", func(s *Summary) float64 { return s.CI["consistency.anomalies_per_10k"].Mean }, 80.0 / 3, ci95of3(sdOf(20, 20, 40))},
+				{"consistency.lost_updates_per_10k", func(s *Summary) float64 { return s.CI["consistency.lost_updates_per_10k"].Mean }, 20, ci95of3(10)},
+				{"replication_conflicts.per_10k", func(s *Summary) float64 { return s.CI["replication_conflicts.per_10k"].Mean }, 200, ci95of3(100)},
+				{"", func(s *Summary) float64 { return float64(s.Consistency.Anomalies["lost-update"]) }, 8, math.NaN()},
+				{"", func(s *Summary) float64 { return float64(s.Consistency.TransactionsChecked) }, 4000, math.NaN()},
+			},
+		},
+		{
 			name: "an incomplete repetition counts in no figure",
 			reps: []*Summary{
 				rep(func(s *Summary) { s.TPM, s.Transactions, s.CommitLatency.P999 = 100, 10, 20 }),

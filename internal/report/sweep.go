@@ -63,6 +63,10 @@ type HeadlineFigs struct {
 	ReplicationConflicts *int64           `json:"replication_conflicts,omitempty"`
 	DivergedTables       *int             `json:"diverged_tables,omitempty"`
 	DivergedRows         *int64           `json:"diverged_rows,omitempty"`
+	// CI: with repetitions, the intervals of the figures above the table
+	// shows (summary.json "ci" keys: commit latency, lag, stale and
+	// predicted shares, the rates per 10,000 transactions).
+	CI map[string]stats.CI `json:"ci,omitempty"`
 }
 
 // Headline extracts a sweep row from a summary.
@@ -120,6 +124,14 @@ func Headline(s *Summary) *HeadlineFigs {
 	if rc := s.ReplicationConflicts; rc != nil && rc.Counted != "" {
 		n := rc.Count
 		h.ReplicationConflicts = &n
+	}
+	for k, ci := range s.CI {
+		if ci.Bounded() && headlineCIKey(k) {
+			if h.CI == nil {
+				h.CI = map[string]stats.CI{}
+			}
+			h.CI[k] = ci
+		}
 	}
 	if cv := s.Convergence; cv != nil && cv.Error == "" {
 		d := cv.DivergedTables
@@ -210,22 +222,27 @@ func PrintSweep(w io.Writer, sw *Sweep) {
 		if h.TPMCI != nil && h.TPMCI.N > 1 {
 			tpm = fmt.Sprintf("%.0f ± %.0f", h.TPM, h.TPMCI.HalfWidth)
 		}
-		row = append(row, tpm, fmt.Sprintf("%.2f", h.CommitP50Ms), fmt.Sprintf("%.2f", h.CommitP99Ms))
+		row = append(row, tpm, h.pm("commit_latency_ms.p50", fmt.Sprintf("%.2f", h.CommitP50Ms), "%.2f", 1),
+			h.pm("commit_latency_ms.p99", fmt.Sprintf("%.2f", h.CommitP99Ms), "%.2f", 1))
 		for _, t := range types {
 			row = append(row, dashOr(h.TypeP50Ms, t, "%.2f", 1))
 		}
 		for _, r := range replicas {
-			row = append(row, fmt.Sprintf("%.2f", h.LagP50Ms[r]), fmt.Sprintf("%.2f", h.LagP99Ms[r]))
+			k := "replicas." + r + ".lag_ms."
+			row = append(row, h.pm(k+"p50", fmt.Sprintf("%.2f", h.LagP50Ms[r]), "%.2f", 1), h.pm(k+"p99", fmt.Sprintf("%.2f", h.LagP99Ms[r]), "%.2f", 1))
 		}
 		for _, r := range stale {
-			row = append(row, dashOr(h.StaleShare, r, "%.3f", 100), dashOr(h.PredictedShare, r, "%.3f", 100))
+			k := "stale_reads.nodes." + r + "."
+			row = append(row, h.pm(k+"stale_share", dashOr(h.StaleShare, r, "%.3f", 100), "%.3f", 100),
+				h.pm(k+"predicted.share", dashOr(h.PredictedShare, r, "%.3f", 100), "%.3f", 100))
 		}
 		if checked {
-			row = append(row, per10k(h.Checked, sumAnomalies(h.Anomalies)), per10k(h.Checked, h.Anomalies["lost-update"]))
+			row = append(row, h.pm(ciAnomaliesPer10k, per10k(h.Checked, sumAnomalies(h.Anomalies)), "%.1f", 1),
+				h.pm(ciLostPer10k, per10k(h.Checked, h.Anomalies["lost-update"]), "%.1f", 1))
 		}
 		if conflicts {
 			if h.ReplicationConflicts != nil {
-				row = append(row, per10k(&h.Transactions, *h.ReplicationConflicts))
+				row = append(row, h.pm(ciConflictsPer10k, per10k(&h.Transactions, *h.ReplicationConflicts), "%.1f", 1))
 			} else {
 				row = append(row, "—")
 			}
@@ -300,6 +317,34 @@ func sumAnomalies(m map[string]int64) int64 {
 		n += v
 	}
 	return n
+}
+
+// headlineCIKey says whether a summary.json "ci" key is one the sweep
+// table shows with its interval.
+func headlineCIKey(k string) bool {
+	p := strings.Split(k, ".")
+	switch {
+	case k == ciAnomaliesPer10k, k == ciLostPer10k, k == ciConflictsPer10k,
+		k == "commit_latency_ms.p50", k == "commit_latency_ms.p99":
+		return true
+	case len(p) == 4 && p[0] == "replicas" && p[2] == "lag_ms":
+		return p[3] == "p50" || p[3] == "p99"
+	case len(p) == 4 && p[0] == "stale_reads" && p[1] == "nodes":
+		return p[3] == "stale_share"
+	case len(p) == 5 && p[0] == "stale_reads" && p[1] == "nodes":
+		return p[3] == "predicted" && p[4] == "share"
+	}
+	return false
+}
+
+// pm is a cell with its interval: the mean ± the half-width when the
+// repetitions gave one for key (scaled as the cell is), else text.
+func (h *HeadlineFigs) pm(key, text, format string, scale float64) string {
+	ci, ok := h.CI[key]
+	if !ok || !ci.Bounded() {
+		return text
+	}
+	return fmt.Sprintf(format+" ± "+format, ci.Mean*scale, ci.HalfWidth*scale)
 }
 
 // per10k is n per 10,000 transactions checked.

@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"replab/internal/check"
+	"replab/internal/stats"
 )
 
 func TestSweepTableGolden(t *testing.T) {
@@ -22,6 +25,34 @@ func TestSweepTableGolden(t *testing.T) {
 	var out bytes.Buffer
 	PrintSweep(&out, &sw)
 	golden(t, "sweep-table.golden", out.Bytes())
+}
+
+// A sweep of points with repetitions shows each figure's interval where
+// the repetitions gave one: commit latency, lag, the stale and predicted
+// shares, the rates per 10,000 transactions.
+func TestSweepTableWithIntervals(t *testing.T) {
+	point := func(scale float64) *HeadlineFigs {
+		var reps []*Summary
+		for i := range 3 {
+			f := float64(i) * scale
+			reps = append(reps, rep(func(s *Summary) {
+				s.TPM, s.Transactions = 600+60*f, 1000
+				s.CommitLatency = stats.Percentiles{Count: 1000, P50: 2 + f, P99: 9 + f}
+				s.Replicas["s1"] = &Replica{LagMs: stats.Percentiles{Count: 10, P50: 40 + f, P99: 44 + 2*f}}
+				s.StaleReads = &StaleReads{Roles: map[string]string{"s1": "replica"}, Nodes: map[string]*check.NodeStale{
+					"s1": {Reads: 500, Stale: int64(5 + f), StaleShare: (5 + f) / 500, Predicted: &check.Prediction{Share: (6 + f) / 500}}}}
+				s.Consistency = &Consistency{TransactionsChecked: 1000, Anomalies: map[string]int64{"lost-update": int64(1 + f), "G2-item": 2}}
+			}))
+		}
+		return Headline(Aggregate(reps, []string{"rep-01", "rep-02", "rep-03"}, 0.95))
+	}
+	sw := Sweep{Name: "readers", Complete: true, Parameters: []string{"links.wan.delay"}, Points: []SweepPoint{
+		{Label: "p", Values: map[string]any{"links.wan.delay": "20ms"}, Dir: "p01", Summary: point(1)},
+		{Label: "p", Values: map[string]any{"links.wan.delay": "75ms"}, Dir: "p02", Summary: point(0)},
+	}}
+	var out bytes.Buffer
+	PrintSweep(&out, &sw)
+	golden(t, "sweep-ci.golden", out.Bytes())
 }
 
 // A sweep of page reads has its own columns: pages per second, the page
