@@ -19,10 +19,17 @@ import (
 	"replab/internal/workload/listappend"
 )
 
-// The history on real servers (issue 31): PostgreSQL's SERIALIZABLE under
-// contention shows no anomaly, while its REPEATABLE READ (snapshot
-// isolation) under a workload made for write skew — transactions that
-// read both of two keys and append to one — shows G2-item, with a witness.
+// The history on real servers (issue 31): PostgreSQL's REPEATABLE READ
+// (snapshot isolation) under a workload made for write skew — transactions
+// that read both of two keys and append to one — shows G2-item, with a
+// witness, in about 8 % of transactions; its SERIALIZABLE shows nothing but,
+// rarely, a G2-item too. That one is PostgreSQL's: Jepsen reported G2-item
+// at SERIALIZABLE with this very workload (list-append by INSERT … ON
+// CONFLICT DO UPDATE, reads by key) to pgsql-hackers ("Possible G2-item at
+// SERIALIZABLE", PostgreSQL 18.4), and here it came once in about 12,000
+// transactions in 2 of 16 suites (docs/consistency.md). So serializable may
+// show G2-item at a rate a hundred times below repeatable read's, and
+// nothing else.
 
 const historySpec = `
 [lab]
@@ -54,6 +61,11 @@ duration = "4s"
 cooldown = "0s"
 max_error_pct = 100   # contention on purpose: serialization failures are what isolation costs
 `
+
+// serializableG2Per: at SERIALIZABLE, at most one G2-item per this many
+// transactions checked — 12 times the worst rate seen (1 in ~12,000), 100
+// times below repeatable read's (~1 in 12).
+const serializableG2Per = 1000
 
 func TestHistoryOnPostgres(t *testing.T) {
 	pgtest.Require(t)
@@ -92,9 +104,26 @@ func TestHistoryOnPostgres(t *testing.T) {
 					res.TransactionsChecked, res.Operations.Fail, res.Complete)
 			}
 			if tc.anomaly == "" {
-				if !res.Valid() || res.StrongestSatisfied != hcheck.StrictSerializable {
-					w, _ := json.MarshalIndent(res.Witnesses, "", "  ")
-					t.Errorf("serializable: anomalies %v, strongest %s; want none, strict-serializable; witnesses:\n%s", res.Anomalies, res.StrongestSatisfied, w)
+				g2 := res.Anomalies[hcheck.G2Item]
+				others := 0
+				for class, n := range res.Anomalies {
+					if class != hcheck.G2Item {
+						others += n
+					}
+				}
+				w, _ := json.MarshalIndent(res.Witnesses, "", "  ")
+				switch {
+				case others > 0 || g2*serializableG2Per > res.TransactionsChecked:
+					t.Errorf("serializable: anomalies %v in %d transactions; want none but G2-item, at most 1 per %d (PostgreSQL's reported one); witnesses:\n%s",
+						res.Anomalies, res.TransactionsChecked, serializableG2Per, w)
+				case g2 > 0:
+					// The checker must still explain what it found.
+					if ws := res.Witnesses[hcheck.G2Item]; len(ws) == 0 || len(ws[0].Edges) < 2 {
+						t.Errorf("serializable: %d G2-item without a witness", g2)
+					}
+					t.Logf("serializable: %d G2-item in %d transactions — PostgreSQL's (see the comment above), not replab's; witnesses:\n%s", g2, res.TransactionsChecked, w)
+				case res.StrongestSatisfied != hcheck.StrictSerializable:
+					t.Errorf("serializable: no anomaly, yet the strongest model satisfied is %s; want strict-serializable", res.StrongestSatisfied)
 				}
 			} else {
 				ws := res.Witnesses[tc.anomaly]

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -408,18 +409,35 @@ func (c *cluster) writeMarker(ctx context.Context, n *node, seq int64) error {
 // waitMarker polls n until src's marker reaches seq. A replica draining a
 // backlog (a saturated link's, after a measurement) shows an older marker
 // for as long as the backlog lasts; the GTIDs it has applied move, and
-// count as progress.
+// count as progress. A replica whose SQL thread stopped on an error (two
+// masters that inserted the same key) will not move again: that ends the
+// wait at once, with the error.
 func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64) error {
-	_, err := enginekit.Poll{Stall: c.flowTimeout()}.Until(ctx, func(ctx context.Context) (bool, string, error) {
+	var stopped *replicationStopped
+	poll := enginekit.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stopped) }}
+	_, err := poll.Until(ctx, func(ctx context.Context) (bool, string, error) {
 		var got int64
 		var applied string
 		err := n.query1(ctx, `SELECT coalesce(max(seq), 0), @@gtid_current_pos FROM replab_marker WHERE source = ?`, []any{src}, &got, &applied)
+		if err == nil && got < seq && c.upstream(n) != nil {
+			if st, serr := slaveStatus(ctx, n); serr == nil && st["Slave_SQL_Running"] == "No" && st["Last_SQL_Error"] != "" {
+				err = &replicationStopped{node: n.Name, err: st["Last_SQL_Error"]}
+			}
+		}
 		return err == nil && got >= seq, fmt.Sprintf("still at %d, applied %s", got, applied), err
 	})
 	if err != nil {
 		return fmt.Errorf("node %s: marker %d from %s not visible: replication is not flowing: %w", n.Name, seq, src, err)
 	}
 	return nil
+}
+
+// replicationStopped: a replica's SQL thread stopped on an error, which
+// MariaDB does not retry (slave_exec_mode = STRICT).
+type replicationStopped struct{ node, err string }
+
+func (e *replicationStopped) Error() string {
+	return fmt.Sprintf("replication stopped at %s: %s (the SQL thread does not restart by itself)", e.node, e.err)
 }
 
 // flowTimeout bounds a marker's trip: generous for satellite links, and

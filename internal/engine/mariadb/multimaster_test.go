@@ -102,6 +102,20 @@ func TestMultimasterConflictDiverges(t *testing.T) {
 			t.Errorf("%s: replication did not stay quiet and running: %+v", r.Node, r)
 		}
 	}
+
+	// Both insert the same new key: each master's row event then collides
+	// with its own row, both SQL threads stop (slave_exec_mode = STRICT),
+	// and nothing restarts them. Waiting for replication to flow ends at
+	// once with the error, not after the stall timeout (over a minute here).
+	execAt(t, ctx, c, "m1", "INSERT INTO t VALUES (2, 1)")
+	execAt(t, ctx, c, "m2", "INSERT INTO t VALUES (2, 2)")
+	wctx, wcancel := context.WithTimeout(ctx, 45*time.Second) // below flowTimeout: a stall would end as a deadline
+	defer wcancel()
+	err = c.WaitFlowing(wctx)
+	if err == nil || !strings.Contains(err.Error(), "replication stopped at") || !strings.Contains(err.Error(), "Duplicate entry") {
+		t.Fatalf("after crossing inserts of one key, WaitFlowing: %v; want replication stopped with the duplicate entry", err)
+	}
+	t.Logf("after crossing inserts: %v", err)
 }
 
 // idleIO is a replica's I/O thread between events.

@@ -374,7 +374,10 @@ func (c *cluster) writeMarker(ctx context.Context, n *node, seq int64) error {
 	return err
 }
 
-// waitMarker polls n until src's marker reaches seq.
+// waitMarker polls n until src's marker reaches seq. A standby draining a
+// backlog (a saturated link's, after a measurement) shows an older marker
+// for as long as the backlog lasts; its replay position moves, and counts
+// as progress.
 func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64) error {
 	var stageErr *pipelineStageError
 	_, err := enginekit.Poll{Stall: c.flowTimeout(), Permanent: func(err error) bool { return errors.As(err, &stageErr) }}.Until(ctx, func(ctx context.Context) (bool, string, error) {
@@ -388,7 +391,15 @@ func (c *cluster) waitMarker(ctx context.Context, n *node, src string, seq int64
 		if err == nil && got < seq {
 			err = c.pipelineDown() // a stage that died carries nothing more
 		}
-		return err == nil && got >= seq, fmt.Sprintf("still at %d", got), err
+		state := fmt.Sprintf("still at %d", got)
+		if err == nil && got < seq && !c.isSink(n.Name) {
+			// NULL (so "") on a node not in recovery: only the marker counts there.
+			var replayed string
+			if n.query1(ctx, "", `SELECT coalesce(pg_last_wal_replay_lsn()::text, '')`, &replayed) == nil && replayed != "" {
+				state += ", replayed to " + replayed
+			}
+		}
+		return err == nil && got >= seq, state, err
 	})
 	if err != nil {
 		return fmt.Errorf("node %s: marker %d from %s not visible: replication is not flowing: %w", n.Name, seq, src, err)
