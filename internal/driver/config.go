@@ -34,6 +34,9 @@ type Config struct {
 	// MaxRetries is how often a transaction that failed with a retryable
 	// error (serialization failure, deadlock) is tried again.
 	MaxRetries int
+	// StartRetry is how long a user keeps making a connection that is lost
+	// as it is made, before the run starts (connectAtStart); default 10 s.
+	StartRetry time.Duration
 	// Classify says what an error means (its code, whether to retry it,
 	// whether it lost a conflict): the engine's classifier. Default
 	// engine.DefaultClass.

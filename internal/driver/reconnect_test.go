@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -63,6 +65,57 @@ func downFor(t *testing.T, c engine.Cluster, up time.Duration) func(Progress) {
 			}
 		})
 	}
+}
+
+// TestFakeConnectionLostAtStartIsMadeAgain: the node is down as the users
+// connect (a route cutting connections for a moment, a node restarting).
+// The users make their connections again, asking Pools with one more try
+// — which here brings the node back — and the run goes on; before, the
+// first lost connection ended the run ("user 1: pipeline: prepare …:
+// unexpected EOF" through HAProxy in the HA tests).
+func TestFakeConnectionLostAtStartIsMadeAgain(t *testing.T) {
+	db, c := fakeDB(t, "")
+	nc := c.(engine.NodeControl)
+	if err := nc.Kill(context.Background(), "p"); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var calls []int
+	pools := func(user, tries int, at string) (*sql.DB, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, tries)
+		if tries == 1 {
+			if err := nc.Start(context.Background(), "p"); err != nil && !strings.Contains(err.Error(), "already up") {
+				return nil, err
+			}
+		}
+		return db, nil
+	}
+	cfg := withEngine(c, Config{Users: 2, Duration: 200 * time.Millisecond, Seed: 5})
+	res, err := Run(context.Background(), cfg, []workload.TxType{upsertTx()}, pools)
+	if err != nil {
+		t.Fatalf("the run ended on the connection lost at the start: %v", err)
+	}
+	t.Logf("Pools asked with tries %v; %d commits", calls, res.Transactions)
+	if res.Transactions == 0 || !slices.Contains(calls, 1) {
+		t.Errorf("%d commits, Pools asked with tries %v: want the users to connect again (tries 1) and commit", res.Transactions, calls)
+	}
+}
+
+// A node that stays down ends the run with the error, after the users
+// tried for a while.
+func TestFakeNodeDownAtStartEndsTheRun(t *testing.T) {
+	db, c := fakeDB(t, "")
+	if err := c.(engine.NodeControl).Kill(context.Background(), "p"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := withEngine(c, Config{Users: 1, Duration: 200 * time.Millisecond, Seed: 5, StartRetry: 300 * time.Millisecond})
+	_, err := Run(context.Background(), cfg, []workload.TxType{upsertTx()}, Sources(db))
+	if err == nil || !strings.Contains(err.Error(), "not made again within 300ms") || !strings.Contains(err.Error(), "down") {
+		t.Fatalf("Run with the node down: %v; want the lost connection, named, after the retries", err)
+	}
+	t.Log(err)
 }
 
 // onlyConnErrors fails unless every error of type name is a lost

@@ -173,7 +173,7 @@ func (d *run) newUser(ctx context.Context, id int, pools Pools) (_ *user, err er
 		u.types = append(u.types, &userType{t: t, c: c, lag: -1, jrn: -1})
 	}
 	for _, c := range u.conns {
-		if err := u.connect(ctx, c); err != nil {
+		if err := u.connectAtStart(ctx, c); err != nil {
 			return nil, fmt.Errorf("user %d: %w", id, err)
 		}
 	}
@@ -185,6 +185,39 @@ func (d *run) newUser(ctx context.Context, id int, pools Pools) (_ *user, err er
 	}
 	u.beforeSend = u.markSent
 	return u, nil
+}
+
+// defaultStartRetry is Config.StartRetry's default: longer than a route's
+// health check takes to mark a server down and up again (HAProxy's fall
+// and rise at a few seconds each).
+const defaultStartRetry = 10 * time.Second
+
+// connectAtStart connects c before the run starts. A connection lost while
+// it is being made — a route whose health check cuts the primary's
+// connections for a moment as the users connect, a node restarting — is
+// made again as a reconnection is (backoff up to a second, Pools asked
+// again with one more try) for up to Config.StartRetry; any other error ends
+// the run at once, and a connection still lost then ends it too.
+func (u *user) connectAtStart(ctx context.Context, c *userConn) error {
+	err := u.connect(ctx, c)
+	if err == nil || !connLost(err) {
+		return err
+	}
+	first := err
+	retry := u.d.cfg.StartRetry
+	if retry <= 0 {
+		retry = defaultStartRetry
+	}
+	deadline := time.Now().Add(retry)
+	for err != nil && connLost(err) && time.Now().Before(deadline) && ctx.Err() == nil {
+		c.drop()
+		u.lost()
+		err = u.reconnect(ctx, c)
+	}
+	if err != nil && connLost(err) {
+		return fmt.Errorf("connection lost as it was made, and not made again within %s: %w (first: %v)", retry, err, first)
+	}
+	return err
 }
 
 // connect gives the user c's connection from c.db, as newUser does and
