@@ -60,7 +60,24 @@ func TestMonitorPostgresPrimaryAndStandby(t *testing.T) {
 	defer db.Close()
 
 	dir := t.TempDir()
+	// The value to find again afterwards, unless another monitor held the
+	// switch as this one started: then "before" is that monitor's 1, and
+	// what is put back when the last holder stops is the value it found
+	// (a clean-clone suite failed so: "1" before, "0" after, no holder left).
+	// Both read under the mutex monitors take to switch it on.
+	if err := os.MkdirAll(DelayAcctLockDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mu, err := os.OpenFile(filepath.Join(DelayAcctLockDir, "delayacct.mutex"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(mu.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	sharedAtStart := otherDelayAcctHolders(t)
 	before, _ := readSysctl(DelayAcctPath)
+	mu.Close()
 	m, err := Start(ctx, Config{Lab: l, Cluster: c, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +111,7 @@ func TestMonitorPostgresPrimaryAndStandby(t *testing.T) {
 	}
 	// Restored by the last monitor to stop: with other tests' runs beside
 	// this one (a shared hold on delayacct.holders each), one of them does.
-	if after, _ := readSysctl(DelayAcctPath); after != before && !otherDelayAcctHolders(t) {
+	if after, _ := readSysctl(DelayAcctPath); after != before && !sharedAtStart && !otherDelayAcctHolders(t) {
 		if again, _ := readSysctl(DelayAcctPath); again != before { // the last holder may have just restored it
 			t.Errorf("task_delayacct %q after the run, was %q before, and no other monitor holds it", again, before)
 		}

@@ -194,6 +194,9 @@ func acquire(logf func(format string, args ...any), m mode) (*os.File, error) {
 		}
 		logf("testkit: waited %.1f s for %s", time.Since(start).Seconds(), what)
 	}
+	if m == exclusive {
+		waitQuiet(logf) // still holding the turnstile: nothing starts meanwhile
+	}
 	return rw, nil // the turnstile is let go by its Close
 }
 
