@@ -325,6 +325,31 @@ func (r *run) setup(ctx context.Context) (err error) {
 	return r.prepare(ctx, start)
 }
 
+// writableWithin bounds the wait for a node that takes writes before the
+// load: an HA manager on a starved machine can lose its leader for a few
+// seconds and elect one again (Patroni's TTL is 5 s in the HA tests).
+const writableWithin = 30 * time.Second
+
+// waitWritable waits until a node takes writes, for up to writableWithin,
+// saying so; r.nodes and r.sources are then the cluster's.
+func (r *run) waitWritable(ctx context.Context) error {
+	fmt.Fprintf(r.log, "waiting for a node to take writes (none does now)\n")
+	deadline := time.Now().Add(writableWithin)
+	for len(r.sources) == 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("engine %s: no node takes writes (waited %s)", r.eng.Kind(), writableWithin)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		r.nodes = r.cluster.Nodes()
+		r.sources = engine.Sources(r.nodes)
+	}
+	return nil
+}
+
 // prepare finds the cluster's sources, replicas and lag stamps, creates
 // the schema, loads the data and applies the links: setup once the
 // cluster is there.
@@ -334,10 +359,12 @@ func (r *run) prepare(ctx context.Context, start time.Time) (err error) {
 		r.env = report.CaptureEnvironment(r.opt.Version, r.nodes[0].Version)
 	}
 	r.sources = engine.Sources(r.nodes)
-	r.replicas = engine.Replicas(r.nodes)
 	if len(r.sources) == 0 {
-		return fmt.Errorf("engine %s: no node takes writes", r.eng.Kind())
+		if err := r.waitWritable(ctx); err != nil {
+			return err
+		}
 	}
+	r.replicas = engine.Replicas(r.nodes)
 	r.client = r.clientSite()
 	r.setTrafficClasses()
 	if r.stamps, r.stampSQL, err = enginekit.StampsOf(r.cluster); err != nil {
