@@ -54,26 +54,28 @@ func waitQuiet(logf func(format string, args ...any)) {
 // otherCores is the machine's busy time over d, less this process's, in
 // cores.
 func otherCores(d time.Duration) (float64, error) {
-	b0, err := machineBusyTicks()
-	if err != nil {
-		return 0, err
-	}
-	s0, err := selfTicks()
+	b0, s0, err := cpuTicks()
 	if err != nil {
 		return 0, err
 	}
 	t0 := time.Now()
 	time.Sleep(d)
-	b1, err := machineBusyTicks()
+	b1, s1, err := cpuTicks()
 	if err != nil {
 		return 0, err
 	}
-	s1, err := selfTicks()
-	if err != nil {
-		return 0, err
+	return max(0, float64((b1-b0)-(s1-s0))/clockTicks/time.Since(t0).Seconds()), nil
+}
+
+// cpuTicks reads the machine's busy time and this process's, together.
+// (internal/monitor reads the same files for its machine figures; testkit
+// cannot import it: monitor's tests import testkit through pgtest.)
+func cpuTicks() (busy, self int64, err error) {
+	if busy, err = machineBusyTicks(); err != nil {
+		return 0, 0, err
 	}
-	secs := time.Since(t0).Seconds()
-	return max(0, float64((b1-b0)-(s1-s0))/clockTicks/secs), nil
+	self, err = selfTicks()
+	return busy, self, err
 }
 
 // machineBusyTicks sums /proc/stat's first line but for idle and iowait.
